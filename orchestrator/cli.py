@@ -1,0 +1,122 @@
+"""The `orchestrator` command: plan, run, status, export."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.errors import UserError
+from orchestrator.spec.campaign import Campaign, load_campaign
+
+app = typer.Typer(help="Run cognitive-bias benchmark campaigns against language models: "
+                  "plan the task matrix, run it under rate limits with resume, export results.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigArg = Annotated[Path, typer.Argument(help="Campaign config (TOML), or a run directory to resume.")]
+RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign>/<run-id>/.")]
+
+
+def fail(exc: UserError) -> None:
+    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _load(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
+    if target.is_dir():
+        from orchestrator.engine.store import RunStore
+        from orchestrator.spec.campaign import CampaignConfig, build_campaign
+        from orchestrator.spec.loading import validate
+        manifest = RunStore(target).read_manifest()
+        config = validate(CampaignConfig, manifest["config"], target / "manifest.json")
+        source = Path(manifest["configPath"]) if manifest.get("configPath") else None
+        return build_campaign(config, source)
+    return load_campaign(target, {"samples": samples, "run_id": run_id})
+
+
+@app.command()
+def plan(config: ConfigArg,
+         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
+    """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing."""
+    from orchestrator.plan import Plan, estimate_tokens
+    try:
+        campaign = _load(config, samples)
+        p = Plan(campaign)
+    except UserError as exc:
+        fail(exc)
+    rows: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for cell in p.cells:
+        row = rows[(cell.job.id, cell.model.label, cell.experiment.slug, cell.condition.label)]
+        row[0] += cell.samples
+        row[1] += cell.samples * sum(estimate_tokens(m["content"]) for m in cell.messages)
+        row[2] += cell.samples * cell.model.max_tokens
+    table = Table(title=f"plan for campaign '{campaign.config.name}' (seed {p.seed})")
+    for col in ("job", "model", "experiment", "condition", "calls", "est. input tokens", "max output tokens"):
+        table.add_column(col, justify="right" if "tok" in col or col == "calls" else "left")
+    for key, (calls, tin, tout) in rows.items():
+        table.add_row(*key, f"{calls:,}", f"{tin:,}", f"{tout:,}")
+    console.print(table)
+    total_in = sum(r[1] for r in rows.values())
+    console.print(f"total: {p.total:,} calls across {len(campaign.config.models)} model(s), "
+                  f"~{total_in:,} input tokens, at most {sum(r[2] for r in rows.values()):,} output tokens")
+
+
+@app.command()
+def run(config: ConfigArg,
+        run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
+        samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
+    """Run a campaign, or resume it: running the same command again skips finished tasks."""
+    from orchestrator.engine.session import resume_command, run_campaign
+    try:
+        campaign = _load(config, samples, run_id)
+        outcome = run_campaign(campaign, console)
+    except UserError as exc:
+        fail(exc)
+    results = outcome.run_dir / "results.ndjson"
+    if outcome.already_complete:
+        console.print(f"run already complete; no model was called. results: {results}")
+        return
+    counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
+    console.print(f"wrote {counts}\nresults: {results}")
+    for key, message in outcome.state.fatal.items():
+        err_console.print(f"[red]model {key} stopped on a fatal error:[/] {message}")
+    if outcome.state.interrupted_by is not None:
+        err_console.print(f"interrupted; finished results are saved. resume with:\n  {resume_command()}")
+    elif outcome.exit_code:
+        err_console.print(f"some tasks failed; run the same command again to retry them:\n  {resume_command()}")
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def status(run_dir: RunDirArg) -> None:
+    """Summarise a run on disk: per model done, failed and pending tasks, retries."""
+    from orchestrator.engine.status import run_status
+    try:
+        table, summary = run_status(run_dir)
+    except UserError as exc:
+        fail(exc)
+    console.print(table)
+    console.print(summary)
+
+
+@app.command()
+def export(run_dir: RunDirArg,
+           format: Annotated[str, typer.Option("--format", help="Output format: ai-benchmark (the published seed-000 record format).")] = "ai-benchmark",
+           out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
+    """Export results in a published format, one NDJSON file per model identity."""
+    from orchestrator.export import export_ai_benchmark
+    if format != "ai-benchmark":
+        fail(UserError(f"unknown format '{format}'", field="--format", fix="use --format ai-benchmark"))
+    try:
+        from orchestrator.engine.store import RunStore
+        RunStore(run_dir).read_manifest()
+        counts = export_ai_benchmark(run_dir, out or run_dir / "export" / format)
+    except UserError as exc:
+        fail(exc)
+    for path, n in counts.items():
+        console.print(f"{n:,} records -> {path}")

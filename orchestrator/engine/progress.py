@@ -1,0 +1,57 @@
+"""Progress per model: done/total, rate, ETA, retries and failures (rich; plain lines off a TTY)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeRemainingColumn)
+from rich.text import Text
+
+from orchestrator.engine.runner import RunState
+
+
+class RateColumn(ProgressColumn):
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.1f}/s" if speed else "-/s", style="cyan")
+
+
+class RunProgress:
+    def __init__(self, console: Console, models: dict[str, tuple[str, int, int]],
+                 state: RunState, log_every_s: float = 15.0) -> None:
+        """models: model key -> (label, total tasks, tasks already done)."""
+        self.console, self.state, self.log_every_s = console, state, log_every_s
+        self.live = console.is_terminal
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 RateColumn(), TimeRemainingColumn(),
+                                 TextColumn("retries {task.fields[retries]}  failed {task.fields[failed]}"),
+                                 console=console, disable=not self.live)
+        self.ids = {key: self.progress.add_task(label, total=total, completed=done, retries=0, failed=0)
+                    for key, (label, total, done) in models.items()}
+        self.failed = dict.fromkeys(models, 0)
+        self.total = sum(t for _, t, _ in models.values())
+        self.done = sum(d for _, _, d in models.values())
+        self._last_log = time.monotonic()
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_record(self, rec: dict[str, Any]) -> None:
+        key = rec["modelKey"]
+        if rec["status"] == "failed":
+            self.failed[key] += 1
+        else:
+            self.done += 1
+        self.progress.update(self.ids[key], advance=rec["status"] != "failed",
+                             retries=self.state.retries[key], failed=self.failed[key])
+        if not self.live and time.monotonic() - self._last_log >= self.log_every_s:
+            self._last_log = time.monotonic()
+            self.console.print(f"progress: {self.done:,}/{self.total:,} done, "
+                               f"{sum(self.state.retries.values()):,} retries, "
+                               f"{sum(self.failed.values()):,} failed")

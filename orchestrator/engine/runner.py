@@ -1,0 +1,171 @@
+"""The engine: per limit key a producer and a pool of workers; one writer for all results.
+
+Each limit key (provider + credential) gets its own task stream, so a slow or throttled provider
+never holds up the others. Workers acquire the key's rate gate on every attempt; tenacity retries
+rate-limited and transient errors with exponential backoff and jitter, honouring Retry-After.
+"""
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
+                      wait_random_exponential)
+
+from orchestrator.engine.limits import RateGate
+from orchestrator.engine.records import Outcome, make_record, now
+from orchestrator.engine.store import RunStore
+from orchestrator.parse import parse_answer
+from orchestrator.plan import Plan, Task
+from orchestrator.providers.base import Completion, Provider
+from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
+from orchestrator.spec.campaign import LimitConfig
+
+
+@dataclass
+class RunState:
+    """Shared by the engine and whoever watches it (progress display, CLI)."""
+
+    retries: defaultdict = field(default_factory=lambda: defaultdict(int))  # by model key
+    fatal: dict[str, str] = field(default_factory=dict)  # model key -> message
+    interrupted_by: int | None = None
+    written: int = 0
+
+
+def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
+    expo = wait_random_exponential(multiplier=cfg.backoff_base_s, max=cfg.backoff_max_s)
+
+    def wait(state: RetryCallState) -> float:
+        hint = getattr(state.outcome.exception(), "retry_after", None)
+        if hint is not None:  # the server knows best; a little jitter keeps workers apart
+            return min(cfg.backoff_max_s, hint) + random.uniform(0, min(1.0, 0.1 * hint + 0.01))
+        return expo(state)
+
+    return wait
+
+
+async def call_with_retries(provider: Provider, gate: RateGate, task: Task,
+                            on_retry: Callable[[], None]) -> tuple[Completion, int]:
+    cfg = gate.config
+    attempts = 0
+
+    def before_sleep(_: RetryCallState) -> None:
+        on_retry()
+
+    retrying = AsyncRetrying(stop=stop_after_attempt(cfg.max_attempts), wait=_wait_strategy(cfg),
+                             retry=retry_if_exception_type((RateLimited, Transient)),
+                             before_sleep=before_sleep, sleep=anyio.sleep, reraise=True)
+    async for attempt in retrying:
+        with attempt:
+            attempts += 1
+            await gate.wait()
+            try:
+                with anyio.fail_after(cfg.timeout_s):
+                    completion = await provider.complete(task)
+            except TimeoutError:
+                raise Transient(f"no answer within {cfg.timeout_s:g} s") from None
+    return completion, attempts
+
+
+async def run_one(provider: Provider, gate: RateGate, task: Task, state: RunState) -> dict[str, Any]:
+    started, t0 = now(), time.perf_counter()
+    attempts_box = [0]
+
+    def on_retry() -> None:
+        state.retries[task.cell.model.key] += 1
+        attempts_box[0] += 1
+
+    try:
+        completion, attempts = await call_with_retries(provider, gate, task, on_retry)
+        parsed = parse_answer(completion.text, task.cell.contract)
+        outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
+                          completion, parsed, parsed.error)
+    except Refused as exc:
+        outcome = Outcome("refused", attempts_box[0] + 1, 0.0, started, started, error=str(exc))
+    except (RateLimited, Transient, Fatal) as exc:
+        outcome = Outcome("failed", attempts_box[0] + 1, 0.0, started, started,
+                          error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, Fatal):
+            state.fatal.setdefault(task.cell.model.key, str(exc))
+    outcome.latency_ms = (time.perf_counter() - t0) * 1000
+    outcome.finished = now()
+    return make_record(task, outcome)
+
+
+async def _produce(plan: Plan, model_indices: list[int], skip: set[str], state: RunState,
+                   send: ObjectSendStream) -> None:
+    async with send:
+        for task in plan.tasks(model_indices, skip):
+            if task.cell.model.key not in state.fatal:
+                await send.send(task)
+
+
+async def _work(providers: dict[str, Provider], gate: RateGate, state: RunState,
+                tasks: ObjectReceiveStream, results: ObjectSendStream) -> None:
+    async with tasks, results:
+        async for task in tasks:
+            if task.cell.model.key in state.fatal:
+                continue  # left for the next resume, after the user fixes the model
+            await results.send(await run_one(providers[task.cell.model.key], gate, task, state))
+
+
+async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            state.interrupted_by = signum
+            scope.cancel()
+            return
+
+
+def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
+               model_indices: list[int], skip: set[str], providers: dict[str, Provider],
+               state: RunState, results: ObjectSendStream) -> None:
+    """One limit key: a producer feeding `max_in_flight` workers through a small buffer."""
+    gate = RateGate(limit)
+    send, recv = anyio.create_memory_object_stream(limit.max_in_flight * 2)
+    workers.start_soon(_produce, plan, model_indices, skip, state, send)
+    with recv:
+        for _ in range(limit.max_in_flight):
+            workers.start_soon(_work, providers, gate, state, recv.clone(), results.clone())
+
+
+async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
+                  on_record: Callable[[dict[str, Any]], None], state: RunState | None = None,
+                  handle_signals: bool = False) -> RunState:
+    """Run every task of the plan not in `skip`; returns when all are written or on a signal."""
+    state = state or RunState()
+    config = plan.campaign.config
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, model in enumerate(config.models):
+        groups[model.limit_key].append(i)
+
+    def count(rec: dict[str, Any]) -> None:
+        state.written += 1
+        on_record(rec)
+
+    results_send, results_recv = anyio.create_memory_object_stream(1024)
+    work = anyio.CancelScope()  # cancelled by a signal: stop calling models, keep the writer
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(store.write, results_recv, count)
+            async with anyio.create_task_group() as control:
+                if handle_signals:
+                    control.start_soon(_watch_signals, work, state)
+                with work:
+                    async with results_send, anyio.create_task_group() as workers:
+                        for key, model_indices in groups.items():
+                            _start_key(workers, plan, config.limit_for(key), model_indices, skip,
+                                       providers, state, results_send)
+                control.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for provider in providers.values():
+                await provider.aclose()
+    return state

@@ -1,0 +1,85 @@
+"""One `run` invocation: check everything, open the run directory, execute, summarise."""
+from __future__ import annotations
+
+import shlex
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console
+
+from orchestrator import __version__
+from orchestrator.engine.progress import RunProgress
+from orchestrator.engine.runner import RunState, execute
+from orchestrator.engine.store import RunStore, scan_results
+from orchestrator.plan import Plan
+from orchestrator.providers.base import Provider
+from orchestrator.providers.registry import make_provider
+from orchestrator.spec.campaign import Campaign
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    already_complete: bool
+    by_status: Counter
+    state: RunState
+    pending_before: int
+
+    @property
+    def exit_code(self) -> int:
+        if self.state.interrupted_by is not None:
+            return 128 + self.state.interrupted_by
+        return 1 if self.by_status["failed"] or self.state.fatal else 0
+
+
+def run_dir_for(campaign: Campaign) -> Path:
+    c = campaign.config
+    return Path(c.output_dir) / c.name / c.run_id
+
+
+def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
+    return {"campaign": campaign.config.name, "runId": campaign.config.run_id,
+            "createdAt": datetime.now(timezone.utc).isoformat(), "software": __version__,
+            "configPath": str(campaign.source.resolve()) if campaign.source else None,
+            "config": campaign.config.model_dump(mode="json"), "plan": plan.fingerprint(),
+            "models": {m.key: m.label for m in campaign.config.models}}
+
+
+def resume_command() -> str:
+    return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
+
+
+def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True) -> RunOutcome:
+    plan = Plan(campaign)
+    # Providers are built first: a missing API key must fail before anything is written.
+    providers: dict[str, Provider] = {
+        m.key: make_provider(m, max_connections=campaign.config.limit_for(m.limit_key).max_in_flight)
+        for m in campaign.config.models}
+    store = RunStore(run_dir_for(campaign))
+    existed = store.open(manifest_for(campaign, plan),
+                         resume_hint="orchestrator run CONFIG --run-id NEW_ID")
+    scan = scan_results(store.results)
+    if scan.repaired_bytes:
+        console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
+                      "that task runs again[/]")
+    pending = plan.total - len(scan.done)
+    state = RunState()
+    if existed:
+        console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
+    if pending == 0:
+        return RunOutcome(store.path, True, Counter(), state, 0)
+    models = {m.key: (m.label, n, scan.done_by_model.get(m.key, 0))
+              for m in campaign.config.models for n in [plan.per_model()[m.key]]}
+    by_status: Counter = Counter()
+    with RunProgress(console, models, state) as progress:
+        def on_record(rec: dict[str, Any]) -> None:
+            by_status[rec["status"]] += 1
+            progress.on_record(rec)
+
+        anyio.run(execute, plan, store, scan.done, providers, on_record, state, handle_signals)
+    return RunOutcome(store.path, False, by_status, state, pending)

@@ -1,0 +1,34 @@
+"""`orchestrator status`: what a run directory holds, without calling anything."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rich.table import Table
+
+from orchestrator.engine.store import RunStore, iter_records
+
+
+def run_status(run_dir: Path) -> tuple[Table, str]:
+    store = RunStore(run_dir)
+    manifest = store.read_manifest()
+    per_model: dict[str, int] = manifest["plan"]["per_model"]
+    labels: dict[str, str] = manifest.get("models", {})
+    status: dict[str, Counter] = {k: Counter() for k in per_model}
+    retries: Counter = Counter()
+    for rec in iter_records(store.results):
+        status.setdefault(rec["modelKey"], Counter())[rec["status"]] += 1
+        retries[rec["modelKey"]] += rec["attempts"] - 1
+    table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
+    for col in ("model", "tasks", "ok", "parse_error", "refused", "failed", "pending", "retries"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    total_pending = 0
+    for key, total in per_model.items():
+        c = status[key]
+        done = c["ok"] + c["parse_error"] + c["refused"]
+        total_pending += total - done
+        table.add_row(f"{labels.get(key, key)} [{key}]", f"{total:,}", f"{c['ok']:,}",
+                      f"{c['parse_error']:,}", f"{c['refused']:,}", f"{c['failed']:,}",
+                      f"{total - done:,}", f"{retries[key]:,}")
+    state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
+    return table, f"{state}; results: {store.results}"

@@ -1,0 +1,22 @@
+"""Errors a user can act on. Each says what was wrong, where, and how to fix it."""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user: reported in one message, exit code 2, nothing started."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None,
+                 fix: str | None = None) -> None:
+        self.file, self.field, self.fix, self.detail = file, field, fix, message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ": ".join(p for p in (self.file, f"field '{self.field}'" if self.field else None) if p)
+        text = f"{where}: {self.detail}" if where else self.detail
+        return f"{text}\n  fix: {self.fix}" if self.fix else text
+
+
+class PlanChangedError(UserError):
+    """The plan in a run directory differs from the one the config now yields."""

@@ -1,0 +1,25 @@
+"""The one small interface between the engine and a model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.plan import Task
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    usage: dict[str, int] | None = None
+    served_model: str | None = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    """Takes a task, returns its completion, or raises one of providers.errors."""
+
+    async def complete(self, task: Task) -> Completion: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,105 @@
+"""Any OpenAI-compatible chat-completions endpoint, over aiohttp."""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+
+from orchestrator.errors import UserError
+from orchestrator.plan import Task
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
+from orchestrator.spec.campaign import ModelConfig
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def api_key(model: ModelConfig) -> str | None:
+    if not model.api_key_env:
+        return None
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise UserError(f"environment variable {model.api_key_env} is not set",
+                        field=f"models[{model.label}].api_key_env",
+                        fix=f"export {model.api_key_env}=... before running")
+    return key
+
+
+class OpenAIProvider:
+    def __init__(self, model: ModelConfig, max_connections: int = 64) -> None:
+        self.model = model
+        self.url = model.base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"Content-Type": "application/json"}
+        if (key := api_key(model)) is not None:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _body(self, task: Task) -> dict[str, Any]:
+        m = self.model
+        body: dict[str, Any] = {"model": m.name, "messages": list(task.cell.messages),
+                                "max_tokens": m.max_tokens}
+        for key, value in (("temperature", m.temperature), ("top_p", m.top_p), ("seed", m.seed)):
+            if value is not None:
+                body[key] = value
+        return body
+
+    async def complete(self, task: Task) -> Completion:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
+                                                  timeout=aiohttp.ClientTimeout(total=None))
+        try:
+            async with self._session.post(self.url, data=orjson.dumps(self._body(task))) as resp:
+                payload = await resp.read()
+                status, headers = resp.status, resp.headers
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
+            raise Transient(f"{type(exc).__name__}: {exc}") from None
+        if status == 200:
+            return self._completion(payload)
+        detail = payload[:300].decode("utf-8", "replace")
+        if status == 429:
+            raise RateLimited(f"429 from {self.model.label}: {detail}",
+                              retry_after_seconds(headers.get("Retry-After")))
+        if status in (408, 409) or status >= 500:
+            raise Transient(f"{status} from {self.model.label}: {detail}",
+                            retry_after_seconds(headers.get("Retry-After")))
+        raise Fatal(f"{status} from {self.model.label}: {detail}")
+
+    def _completion(self, payload: bytes) -> Completion:
+        try:
+            data = orjson.loads(payload)
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            raise Transient(f"malformed response body: {payload[:200]!r}") from None
+        finish = choice.get("finish_reason")
+        if finish == "content_filter":
+            raise Refused(f"content filter: {text[:200]}")
+        usage = data.get("usage") or None
+        return Completion(text=text, usage=usage and {k: usage.get(k) for k in
+                                                      ("prompt_tokens", "completion_tokens")},
+                          served_model=data.get("model"), finish_reason=finish)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,63 @@
+"""An in-process respondent with configurable (planted) answer distributions.
+
+Answers are drawn from a generator seeded by the task id, so a task always gets the same answer:
+a resumed run is reproducible, and planted effects are known exactly in tests.
+"""
+from __future__ import annotations
+
+import random
+
+import anyio
+import orjson
+
+from orchestrator.plan import Task
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import Refused
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.simulate import ConditionAnswers, SimulateConfig
+
+
+class SimulatedProvider:
+    def __init__(self, model: ModelConfig) -> None:
+        self.model = model
+        self.config: SimulateConfig = model.simulate or SimulateConfig()
+
+    def _answers(self, task: Task) -> ConditionAnswers:
+        effects = self.config.effects.get(task.cell.experiment.slug)
+        index = task.cell.condition.index
+        if effects and index < len(effects.conditions):
+            return effects.conditions[index]
+        return ConditionAnswers()
+
+    def answer(self, task: Task, rng: random.Random) -> str:
+        contract, spec = task.cell.contract, self._answers(task)
+        if contract.kind == "choice":
+            options = list(contract.options)
+            planted = {o: p for o, p in spec.shares.items() if o in options}
+            rest = [o for o in options if o not in planted]
+            left = max(0.0, 1.0 - sum(planted.values()))
+            weights = [planted.get(o, left / len(rest) if rest else 0.0) for o in options]
+            return orjson.dumps({contract.field: rng.choices(options, weights)[0]}).decode()
+        if contract.kind == "rating":
+            mean = spec.mean if spec.mean is not None else (contract.minimum + contract.maximum) / 2
+            value = min(contract.maximum, max(contract.minimum, round(rng.gauss(mean, spec.sd))))
+            return orjson.dumps({contract.field: value}).decode()
+        mean = spec.mean if spec.mean is not None else 100.0
+        return orjson.dumps({contract.field: round(rng.gauss(mean, spec.sd), 3)}).decode()
+
+    async def complete(self, task: Task) -> Completion:
+        if self.config.latency_ms:
+            await anyio.sleep(self.config.latency_ms / 1000)
+        rng = random.Random(task.task_id)
+        if rng.random() < self.config.refusal_rate:
+            raise Refused("simulated refusal")
+        if rng.random() < self.config.parse_error_rate:
+            text = "I would rather not give a single number here."
+        else:
+            text = self.answer(task, rng)
+        prompt_chars = sum(len(m["content"]) for m in task.cell.messages)
+        return Completion(text=text, served_model=self.model.name,
+                          usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4})
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,144 @@
+"""The campaign config (TOML): which jobs, on which models, how many samples, at what limits."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.errors import UserError
+from orchestrator.spec.jobs import load_job, resolve_job_path
+from orchestrator.spec.loading import load_toml, validate
+from orchestrator.spec.models import Job
+from orchestrator.spec.simulate import SimulateConfig
+
+PROVIDERS = ("openai", "simulated")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitConfig(Strict):
+    """One limit key: requests per minute, calls in flight, per-attempt timeout, retries."""
+
+    rpm: float | None = Field(default=None, gt=0)
+    period_s: float = Field(default=60.0, gt=0)  # window the rpm counts over (short in tests)
+    max_in_flight: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_attempts: int = Field(default=6, ge=1)
+    backoff_base_s: float = Field(default=0.5, gt=0)
+    backoff_max_s: float = Field(default=60.0, gt=0)
+
+
+class ModelConfig(Strict):
+    provider: str
+    name: str = Field(min_length=1)
+    version: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=256, ge=1)
+    seed: int | None = None
+    limit: str | None = None  # limit key; defaults to the provider name
+    simulate: SimulateConfig | None = None  # planted answers (provider = "simulated")
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, v: str) -> str:
+        if v not in PROVIDERS:
+            raise ValueError(f"unknown provider '{v}' (known: {', '.join(PROVIDERS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> ModelConfig:
+        if self.provider == "openai" and not self.base_url:
+            raise ValueError("provider 'openai' needs base_url (e.g. https://api.openai.com/v1)")
+        return self
+
+    @property
+    def limit_key(self) -> str:
+        return self.limit or self.provider
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the model's behaviour; part of every task id. Never includes a key."""
+        return {"provider": self.provider, "name": self.name, "base_url": self.base_url,
+                "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens, "seed": self.seed,
+                "simulate": self.simulate.model_dump() if self.simulate else None}
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+    @property
+    def key(self) -> str:
+        """Short stable id of the model identity; results are grouped by it, never pooled."""
+        blob = orjson.dumps(self.identity(), option=orjson.OPT_SORT_KEYS)
+        return hashlib.blake2b(blob, digest_size=6).hexdigest()
+
+
+class CampaignConfig(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    jobs: list[str] = Field(min_length=1)
+    models: list[ModelConfig] = Field(min_length=1)
+    samples: int | None = Field(default=None, ge=1)  # per condition x variant x strategy
+    strategies: list[str] | None = None  # ids of the jobs' strategies; default all
+    seed: int = 0
+    output_dir: str = "runs"
+    run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$")
+    limits: dict[str, LimitConfig] = {}
+
+    def limit_for(self, key: str) -> LimitConfig:
+        return self.limits.get(key, LimitConfig())
+
+
+class Campaign:
+    """A validated config with its jobs loaded; what the planner and the engine take."""
+
+    def __init__(self, config: CampaignConfig, jobs: list[Job], source: Path | None) -> None:
+        self.config, self.jobs, self.source = config, jobs, source
+
+    def samples_for(self, job: Job) -> int:
+        return self.config.samples or job.min_samples
+
+    def strategies_for(self, job: Job):
+        wanted = self.config.strategies
+        return [s for s in job.strategies if wanted is None or s.id in wanted]
+
+
+def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campaign:
+    raw = load_toml(path, "campaign config")
+    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    config: CampaignConfig = validate(CampaignConfig, raw, path)
+    return build_campaign(config, path)
+
+
+def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
+    base = path.parent if path else Path.cwd()
+    names = [m.label for m in config.models]
+    for i, label in enumerate(names):
+        if names.index(label) != i and config.models[i].identity() == config.models[names.index(label)].identity():
+            raise UserError(f"model '{label}' is listed twice with the same settings", file=str(path),
+                            field=f"models[{i}]", fix="remove the duplicate entry")
+    jobs = []
+    for i, ref in enumerate(config.jobs):
+        try:
+            jobs.append(load_job(resolve_job_path(ref, base)))
+        except UserError as exc:
+            if exc.file is None:  # a bad reference, not a bad job file
+                raise UserError(exc.detail, file=str(path), field=f"jobs[{i}]", fix=exc.fix) from None
+            raise
+    if len({j.id for j in jobs}) != len(jobs):
+        raise UserError("the same job is listed twice", file=str(path), field="jobs",
+                        fix="list each job once")
+    if config.strategies is not None:
+        known = {s.id for j in jobs for s in j.strategies}
+        unknown = sorted(set(config.strategies) - known)
+        if unknown:
+            raise UserError(f"unknown strategies {unknown}", file=str(path), field="strategies",
+                            fix=f"use ids the jobs define: {sorted(known)}")
+    return Campaign(config, jobs, path)

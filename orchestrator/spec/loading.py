@@ -1,0 +1,83 @@
+"""Reading files and turning parser/validation failures into one clear UserError."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.errors import UserError
+
+
+def read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{what} not found", file=str(path),
+                        fix="check the path (relative paths are taken from the current folder)") from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise UserError(f"cannot read {what}: {exc}", file=str(path),
+                        fix=f"point to a readable UTF-8 {what}") from None
+
+
+def load_json(path: Path, what: str) -> Any:
+    text = read_text(path, what)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        line = text.count("\n", 0, exc.pos) + 1
+        col = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
+        raise UserError(f"malformed JSON at line {line}, column {col}: {exc.msg}",
+                        file=str(path), fix="correct the JSON syntax there "
+                        "(a missing comma or quote is the usual cause)") from None
+
+
+def load_toml(path: Path, what: str) -> dict[str, Any]:
+    text = read_text(path, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"malformed TOML: {exc}", file=str(path),
+                        fix="correct the TOML syntax at the line named") from None
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _fix_for(error: dict[str, Any], model: type[BaseModel]) -> str:
+    kind = error["type"]
+    name = error["loc"][-1] if error["loc"] else ""
+    if kind == "missing":
+        return f"add the required field '{name}'"
+    if kind == "extra_forbidden":
+        return f"remove '{name}' or correct its spelling"
+    if kind in {"literal_error", "enum"}:
+        return "use one of the allowed values listed above"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        return f"give '{name}' a value of the expected type"
+    return f"change '{name}' as the message says"
+
+
+def validate(model: type[BaseModel], data: Any, path: Path, prefix: tuple[Any, ...] = ()):
+    """model.model_validate(data), or a UserError naming the first bad field and its fix."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        more = len(exc.errors()) - 1
+        msg = err["msg"]
+        if "input" in err and err["type"] != "missing" and not isinstance(err["input"], (dict, list)):
+            msg += f" (got {err['input']!r})"
+        if more:
+            msg += f"; {more} more problem(s) after this one"
+        raise UserError(msg, file=str(path), field=field_path(prefix + tuple(err["loc"])),
+                        fix=_fix_for(err, model)) from None

@@ -1,0 +1,105 @@
+"""The general job model every benchmark format is read into.
+
+job -> experiments -> conditions -> prompt variants, each variant with its response contract;
+debiasing strategies are a separate dimension the planner crosses with all of them.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ContractKind = Literal["number", "rating", "choice"]
+MetricType = Literal["mean-difference", "choice-share-difference"]
+Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ResponseContract(Frozen):
+    """What a valid answer looks like: the JSON field and the values it may take."""
+
+    kind: ContractKind
+    field: str = "value"
+    minimum: int | None = None  # rating bounds
+    maximum: int | None = None
+    options: tuple[str, ...] = ()  # exact option strings of a choice
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResponseContract:
+        if self.kind == "choice" and len(self.options) < 2:
+            raise ValueError("a choice contract needs at least two options")
+        if self.kind == "choice" and len(set(self.options)) != len(self.options):
+            raise ValueError("choice options must be distinct")
+        if self.kind == "rating" and (self.minimum is None or self.maximum is None
+                                      or self.minimum >= self.maximum):
+            raise ValueError("a rating contract needs minimum < maximum")
+        return self
+
+    def describe(self) -> str:
+        if self.kind == "choice":
+            return f"choice among {len(self.options)} options"
+        if self.kind == "rating":
+            return f"integer {self.minimum}-{self.maximum}"
+        return "number"
+
+
+class Variant(Frozen):
+    """One wording of a condition's prompt."""
+
+    id: str
+    prompt: str
+    contract: ResponseContract
+
+
+class Condition(Frozen):
+    index: int
+    label: str
+    variants: tuple[Variant, ...] = Field(min_length=1)
+
+
+class Metric(Frozen):
+    type: MetricType
+    direction: Direction
+    label: str = ""
+    unit: str = ""
+    target_option: str | None = None
+
+    def signed(self, mean0: float, mean1: float) -> float:
+        return mean0 - mean1 if self.direction == "condition0-minus-condition1" else mean1 - mean0
+
+
+class Experiment(Frozen):
+    slug: str
+    bias_slug: str = ""
+    metric: Metric
+    conditions: tuple[Condition, ...] = Field(min_length=1)
+
+
+class Strategy(Frozen):
+    """A debiasing strategy: text added to the system prompt and/or the user prompt."""
+
+    id: str
+    system_prompt: str | None = None  # replaces the job's system prompt when set
+    user_suffix: str = ""
+
+
+BASELINE = Strategy(id="baseline")
+
+
+class Job(Frozen):
+    id: str
+    title: str = ""
+    system_prompt: str
+    min_samples: int = Field(ge=1)
+    recommended_temperature: float | None = None
+    experiments: tuple[Experiment, ...] = Field(min_length=1)
+    strategies: tuple[Strategy, ...] = (BASELINE,)
+
+    def experiment(self, slug: str) -> Experiment:
+        for e in self.experiments:
+            if e.slug == slug:
+                return e
+        raise KeyError(slug)

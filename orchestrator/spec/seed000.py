@@ -1,0 +1,148 @@
+"""Reader for the published "Cognitive Biases AI Bias Benchmark" JSON format (seed 000).
+
+The published format gives each experiment two conditions and a metric but states the response
+contract only inside the prompt text, so it is inferred from there. An experiment may carry an
+explicit `responseContract` (our extension) where inference is not wanted.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.errors import UserError
+from orchestrator.spec.loading import validate
+from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
+                                      Variant)
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SeedContract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["number", "rating", "choice"]
+    options: list[str] = []
+    minimum: int = 1
+    maximum: int = 7
+
+
+class SeedCondition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    label: str
+    prompt: str = Field(min_length=1)
+
+
+class SeedMetric(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["mean-difference", "choice-share-difference"]
+    direction: Literal["condition0-minus-condition1", "condition1-minus-condition0"]
+    label: str = ""
+    unit: str = ""
+    valueField: str = "value"
+    choiceField: str = "choice"
+    targetOption: str | None = None
+
+
+class SeedExperiment(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    experimentSlug: str = Field(pattern=r"^[a-z0-9-]+$")
+    biasSlug: str = ""
+    metric: SeedMetric
+    conditions: list[SeedCondition] = Field(min_length=2, max_length=2)
+    responseContract: SeedContract | None = None
+
+
+class SeedProtocol(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    systemPrompt: str
+    minimumSamplesPerCondition: int = Field(ge=1)
+    recommendedTemperature: float | None = None
+
+
+class SeedSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    title: str = ""
+    protocol: SeedProtocol
+    experiments: list[SeedExperiment] = Field(min_length=1)
+
+
+def is_seed000(data: Any) -> bool:
+    return isinstance(data, dict) and "protocol" in data and "experiments" in data
+
+
+_QUOTED_CHOICE = re.compile(r'\{\s*"choice"\s*:\s*"([^"]+)"\s*\}')
+_OPTION_LIST = re.compile(r"Choose one option:\s*(.+?)\.\s*Return", re.S)
+_RATING_SCALE = re.compile(r"(\d+)\s*=\s*[^.;]*?\band\s+(\d+)\s*=")
+
+
+def infer_contract(prompt: str, metric: SeedMetric) -> ResponseContract | None:
+    """The response contract a seed-000 prompt states in words, or None if it states none."""
+    if metric.type == "choice-share-difference":
+        options = [o for o in _QUOTED_CHOICE.findall(prompt) if o != "..."]
+        if not options and (m := _OPTION_LIST.search(prompt)):
+            options = [o.strip() for o in m.group(1).split(";") if o.strip()]
+        if len(options) < 2:
+            return None
+        return ResponseContract(kind="choice", field=metric.choiceField,
+                                options=tuple(dict.fromkeys(options)))
+    if re.search(r'"value"\s*:\s*integer', prompt):
+        m = _RATING_SCALE.search(prompt)
+        lo, hi = (int(m.group(1)), int(m.group(2))) if m else (1, 7)
+        return ResponseContract(kind="rating", field=metric.valueField, minimum=lo, maximum=hi)
+    if re.search(r'"value"\s*:\s*number', prompt):
+        return ResponseContract(kind="number", field=metric.valueField)
+    return None
+
+
+def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) -> ResponseContract:
+    if exp.responseContract is not None:
+        c = exp.responseContract
+        field = exp.metric.choiceField if c.type == "choice" else exp.metric.valueField
+        try:
+            return ResponseContract(kind=c.type, field=field, options=tuple(c.options),
+                                    minimum=c.minimum if c.type == "rating" else None,
+                                    maximum=c.maximum if c.type == "rating" else None)
+        except ValueError as exc:
+            raise UserError(str(exc), file=str(path), field=f"{where}.responseContract",
+                            fix="list the exact option strings (at least two)") from None
+    contract = infer_contract(cond.prompt, exp.metric)
+    if contract is None:
+        raise UserError("cannot tell the response contract from the prompt text", file=str(path),
+                        field=f"{where}.prompt", fix='add "responseContract": {"type": "number"|'
+                        '"rating"|"choice", "options": [...]} to the experiment')
+    return contract
+
+
+def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
+    spec: SeedSpec = validate(SeedSpec, data, path)
+    seen: set[str] = set()
+    experiments = []
+    for i, exp in enumerate(spec.experiments):
+        where = f"experiments[{i}]"
+        if exp.experimentSlug in seen:
+            raise UserError(f"duplicate experiment slug '{exp.experimentSlug}'", file=str(path),
+                            field=f"{where}.experimentSlug", fix="give every experiment its own slug")
+        seen.add(exp.experimentSlug)
+        conditions = []
+        for j, cond in enumerate(exp.conditions):
+            contract = _contract(exp, cond, f"{where}.conditions[{j}]", path)
+            target = exp.metric.targetOption
+            if contract.kind == "choice" and target not in contract.options:
+                raise UserError(f"targetOption {target!r} is not among the options {list(contract.options)}",
+                                file=str(path), field=f"{where}.metric.targetOption",
+                                fix="make targetOption one of the exact option strings")
+            conditions.append(Condition(index=j, label=cond.label, variants=(
+                Variant(id="v1", prompt=cond.prompt, contract=contract),)))
+        m = exp.metric
+        metric = Metric(type=m.type, direction=m.direction, label=m.label, unit=m.unit,
+                        target_option=m.targetOption)
+        experiments.append(Experiment(slug=exp.experimentSlug, bias_slug=exp.biasSlug,
+                                      metric=metric, conditions=tuple(conditions)))
+    p = spec.protocol
+    return Job(id=job_id, title=spec.title, system_prompt=p.systemPrompt,
+               min_samples=p.minimumSamplesPerCondition,
+               recommended_temperature=p.recommendedTemperature, experiments=tuple(experiments))

@@ -1,0 +1,26 @@
+"""Settings of the simulated respondent: answer distributions per experiment and condition."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ConditionAnswers(BaseModel):
+    """Numbers/ratings ~ Normal(mean, sd) (ratings rounded and clipped); choices by shares."""
+
+    model_config = ConfigDict(extra="forbid")
+    mean: float | None = None
+    sd: float = Field(default=1.0, ge=0)
+    shares: dict[str, float] = {}  # option -> probability; the rest spread evenly
+
+
+class ExperimentAnswers(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    conditions: list[ConditionAnswers] = []
+
+
+class SimulateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    latency_ms: float = Field(default=0.0, ge=0)
+    parse_error_rate: float = Field(default=0.0, ge=0, le=1)
+    refusal_rate: float = Field(default=0.0, ge=0, le=1)
+    effects: dict[str, ExperimentAnswers] = {}  # by experiment slug

@@ -19,7 +19,7 @@ from orchestrator.engine.store import RunStore, scan_results
 from orchestrator.plan import Plan
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import Campaign
+from orchestrator.spec.campaign import Campaign, check_credentials
 
 
 @dataclass
@@ -55,6 +55,7 @@ def resume_command() -> str:
 
 
 def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True) -> RunOutcome:
+    check_credentials(campaign)
     plan = Plan(campaign)
     # Providers are built first: a missing API key must fail before anything is written.
     providers: dict[str, Provider] = {

@@ -10,7 +10,6 @@ from typing import Any
 import aiohttp
 import orjson
 
-from orchestrator.errors import UserError
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
@@ -33,14 +32,8 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 def api_key(model: ModelConfig) -> str | None:
-    if not model.api_key_env:
-        return None
-    key = os.environ.get(model.api_key_env)
-    if not key:
-        raise UserError(f"environment variable {model.api_key_env} is not set",
-                        field=f"models[{model.label}].api_key_env",
-                        fix=f"export {model.api_key_env}=... before running")
-    return key
+    """The key, from the environment only (check_credentials has made sure it is set)."""
+    return os.environ.get(model.api_key_env) if model.api_key_env else None
 
 
 class OpenAIProvider:

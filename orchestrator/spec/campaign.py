@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,6 +95,15 @@ class CampaignConfig(Strict):
 
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())
+
+
+def check_credentials(campaign: Campaign) -> None:
+    """Every API key variable the models name is set (keys are read from the environment only)."""
+    for i, model in enumerate(campaign.config.models):
+        if model.api_key_env and not os.environ.get(model.api_key_env):
+            raise UserError(f"environment variable {model.api_key_env} is not set",
+                            file=str(campaign.source), field=f"models[{i}].api_key_env",
+                            fix=f"export {model.api_key_env}=<your key> before running")
 
 
 class Campaign:

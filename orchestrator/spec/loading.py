@@ -40,7 +40,7 @@ def load_toml(path: Path, what: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"malformed TOML: {exc}", file=str(path),
-                        fix="correct the TOML syntax at the line named") from None
+                        fix="correct the TOML syntax at the position given") from None
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -62,6 +62,12 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel]) -> str:
         return f"remove '{name}' or correct its spelling"
     if kind in {"literal_error", "enum"}:
         return "use one of the allowed values listed above"
+    if kind in {"too_short", "too_long"}:
+        return f"give '{name}' the number of items the message names"
+    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
+        return f"set '{name}' within the bound the message names"
+    if kind == "string_pattern_mismatch":
+        return f"use only the characters the pattern allows in '{name}'"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"give '{name}' a value of the expected type"
     return f"change '{name}' as the message says"

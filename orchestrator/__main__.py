@@ -1,0 +1,3 @@
+from orchestrator.cli import app
+
+app(prog_name="orchestrator")

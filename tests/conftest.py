@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.fakeserver import FakeLLMServer, Faults
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+
+    def start(faults: Faults | None = None, latency_s: float = 0.0, seed: int = 1) -> FakeLLMServer:
+        server = FakeLLMServer(faults, latency_s, seed).start_in_thread()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def write_config(tmp_path: Path, body: str, name: str = "campaign.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def openai_config(tmp_path: Path, url: str, *, samples: int = 5, limits: str = "", run_id: str = "r1",
+                  extra: str = "") -> Path:
+    return write_config(tmp_path, f"""
+        name = "t"
+        jobs = ["ai-bias-benchmark"]
+        samples = {samples}
+        seed = 3
+        run_id = "{run_id}"
+        output_dir = "{tmp_path / 'runs'}"
+        {extra}
+        [[models]]
+        provider = "openai"
+        name = "fake-model"
+        base_url = "{url}"
+        temperature = 0.7
+        [limits.openai]
+        {limits}
+        """)

@@ -1,12 +1,15 @@
 """Response contracts: find the JSON answer in raw model text, validate it, normalise it."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from orchestrator.spec.models import ResponseContract
 
@@ -26,8 +29,14 @@ class Parsed:
 
 def json_objects(text: str) -> list[dict[str, Any]]:
     """Every JSON object found in the text, in order: whole text, code fences, then any `{...}`."""
+    try:
+        whole = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return [whole]
     found: list[dict[str, Any]] = []
-    for candidate in (text.strip(), *_FENCE.findall(text)):
+    for candidate in _FENCE.findall(text):
         try:
             obj = json.loads(candidate)
         except ValueError:
@@ -56,6 +65,16 @@ def normalise_option(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
+def _option_index(options: tuple[str, ...]) -> dict[str, str | None]:
+    """Normalised form -> exact option; None where two options normalise alike (ambiguous)."""
+    index: dict[str, str | None] = {}
+    for option in options:
+        key = normalise_option(option)
+        index[key] = None if key in index else option
+    return index
+
+
 def _number(raw: Any) -> float | None:
     if isinstance(raw, bool):
         return None
@@ -75,11 +94,12 @@ def check(obj: dict[str, Any], contract: ResponseContract) -> Parsed:
     if contract.kind == "choice":
         if not isinstance(raw, str):
             return Parsed(False, error=f"'{contract.field}' is not a string")
-        wanted = normalise_option(raw)
-        matches = [o for o in contract.options if normalise_option(o) == wanted]
-        if len(matches) != 1:
+        if raw in contract.options:
+            return Parsed(True, choice=raw)
+        match = _option_index(contract.options).get(normalise_option(raw))
+        if match is None:
             return Parsed(False, error=f"{raw!r} is not one of the options")
-        return Parsed(True, choice=matches[0])
+        return Parsed(True, choice=match)
     number = _number(raw)
     if number is None:
         return Parsed(False, error=f"'{contract.field}' is not a number: {raw!r}")

@@ -21,7 +21,7 @@ from orchestrator.spec.models import Condition, Experiment, Job, ResponseContrac
 _CHUNK = 65_536
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity
 class Cell:
     job: Job
     experiment: Experiment
@@ -33,6 +33,7 @@ class Cell:
     messages: tuple[dict[str, str], ...]
     samples: int
     key: bytes  # digest of everything above; task ids derive from it
+    model_key: str  # the model identity's short id (results are grouped by it)
 
     @property
     def contract(self) -> ResponseContract:
@@ -78,7 +79,7 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                             msgs = render_messages(job, variant, strategy)
                             key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
                             cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model,
-                                              msgs, samples, key))
+                                              msgs, samples, key, model.key))
     return cells
 
 

@@ -1,12 +1,13 @@
 """One result record per finished task: the seed-000 fields plus the product's own."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from orchestrator.parse import Parsed
-from orchestrator.plan import Task
+from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 
 DONE_STATUSES = ("ok", "parse_error", "refused")  # "failed" is retried on resume
@@ -28,32 +29,45 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@functools.lru_cache(maxsize=65_536)
+def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The parts of a record that are the same for every sample of a cell (built once)."""
+    model = cell.model
+    head = {"modelKey": cell.model_key,
+            "caseId": f"{cell.experiment.slug}:{cell.condition.index}",
+            "experimentSlug": cell.experiment.slug,
+            "conditionIndex": cell.condition.index}
+    model_fields = {"provider": model.provider, "name": model.name, "version": model.version,
+                    "temperature": model.temperature, "topP": model.top_p, "date": None,
+                    "maxTokens": model.max_tokens, "seed": model.seed}
+    return head, model_fields
+
+
 def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
-    cell, model = task.cell, task.cell.model
+    cell = task.cell
+    head, model_fields = _cell_fields(cell)
     completion = outcome.completion
     response: dict[str, Any] = {}
-    if outcome.parsed is not None and outcome.parsed.ok:
-        if outcome.parsed.choice is not None:
-            response["choice"] = outcome.parsed.choice
+    parsed = outcome.parsed
+    if parsed is not None and parsed.ok:
+        if parsed.choice is not None:
+            response["choice"] = parsed.choice
         else:
-            response["value"] = outcome.parsed.value
+            response["value"] = parsed.value
+    served = None
     if completion is not None:
         response["raw"] = completion.text
-    served = completion.served_model if completion else None
+        served = completion.served_model
+    model = dict(model_fields)
+    model["version"] = model["version"] or served or cell.model.name
+    model["date"] = outcome.finished.date()  # orjson writes dates and datetimes as ISO 8601
     # taskId, status and modelKey lead the line: the resume scan reads them without parsing JSON.
     return {
         "taskId": task.task_id,
         "status": outcome.status,
-        "modelKey": model.key,
-        "caseId": f"{cell.experiment.slug}:{cell.condition.index}",
-        "experimentSlug": cell.experiment.slug,
-        "conditionIndex": cell.condition.index,
+        **head,
         "sample": task.sample,
-        "model": {"provider": model.provider, "name": model.name,
-                  "version": model.version or served or model.name,
-                  "temperature": model.temperature, "topP": model.top_p,
-                  "date": outcome.finished.date().isoformat(),
-                  "maxTokens": model.max_tokens, "seed": model.seed},
+        "model": model,
         "response": response,
         "job": cell.job.id,
         "variant": cell.variant.id,
@@ -63,6 +77,6 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "usage": completion.usage if completion else None,
         "servedModel": served,
         "error": outcome.error,
-        "startedAt": outcome.started.isoformat(),
-        "finishedAt": outcome.finished.isoformat(),
+        "startedAt": outcome.started,
+        "finishedAt": outcome.finished,
     }

@@ -10,23 +10,25 @@ import random
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
                       wait_random_exponential)
 
 from orchestrator.engine.limits import RateGate
 from orchestrator.engine.records import Outcome, make_record, now
-from orchestrator.engine.store import RunStore
+from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import parse_answer
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
 from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
 from orchestrator.spec.campaign import LimitConfig
+
+
+FLUSH_EVERY_S = 0.2  # the most a crash can lose; those tasks simply run again on resume
 
 
 @dataclass
@@ -51,36 +53,48 @@ def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
     return wait
 
 
+async def _attempt(provider: Provider, gate: RateGate, task: Task) -> Completion:
+    # The per-attempt timeout is the provider's (aiohttp's own timer is the cheapest there is);
+    # providers raise Transient when it expires.
+    await gate.wait()
+    return await provider.complete(task)
+
+
 async def call_with_retries(provider: Provider, gate: RateGate, task: Task,
                             on_retry: Callable[[], None]) -> tuple[Completion, int]:
-    cfg = gate.config
-    attempts = 0
+    """The completion and the number of attempts it took; raises the last error if none worked.
 
-    def before_sleep(_: RetryCallState) -> None:
-        on_retry()
-
+    The first attempt runs bare: building tenacity's machinery costs more per call than the call
+    itself on a fast endpoint, and most calls succeed at once. After a retryable error tenacity
+    takes over, replaying that error as its attempt 1 so its backoff and stop rules see it.
+    """
+    try:
+        return await _attempt(provider, gate, task), 1
+    except (RateLimited, Transient) as exc:
+        replay: BaseException | None = exc
+    cfg, attempts = gate.config, 1
     retrying = AsyncRetrying(stop=stop_after_attempt(cfg.max_attempts), wait=_wait_strategy(cfg),
                              retry=retry_if_exception_type((RateLimited, Transient)),
-                             before_sleep=before_sleep, sleep=anyio.sleep, reraise=True)
+                             before_sleep=lambda _: on_retry(), sleep=anyio.sleep, reraise=True)
     async for attempt in retrying:
         with attempt:
+            if replay is not None:
+                error, replay = replay, None
+                raise error
             attempts += 1
-            await gate.wait()
-            try:
-                with anyio.fail_after(cfg.timeout_s):
-                    completion = await provider.complete(task)
-            except TimeoutError:
-                raise Transient(f"no answer within {cfg.timeout_s:g} s") from None
+            completion = await _attempt(provider, gate, task)
     return completion, attempts
 
 
 async def run_one(provider: Provider, gate: RateGate, task: Task, state: RunState) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
-    attempts_box = [0]
+    model_key = task.cell.model_key
+    retries = 0
 
     def on_retry() -> None:
-        state.retries[task.cell.model.key] += 1
-        attempts_box[0] += 1
+        nonlocal retries
+        retries += 1
+        state.retries[model_key] += 1
 
     try:
         completion, attempts = await call_with_retries(provider, gate, task, on_retry)
@@ -88,32 +102,24 @@ async def run_one(provider: Provider, gate: RateGate, task: Task, state: RunStat
         outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
                           completion, parsed, parsed.error)
     except Refused as exc:
-        outcome = Outcome("refused", attempts_box[0] + 1, 0.0, started, started, error=str(exc))
+        outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
     except (RateLimited, Transient, Fatal) as exc:
-        outcome = Outcome("failed", attempts_box[0] + 1, 0.0, started, started,
+        outcome = Outcome("failed", retries + 1, 0.0, started, started,
                           error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Fatal):
-            state.fatal.setdefault(task.cell.model.key, str(exc))
+            state.fatal.setdefault(model_key, str(exc))
     outcome.latency_ms = (time.perf_counter() - t0) * 1000
     outcome.finished = now()
     return make_record(task, outcome)
 
 
-async def _produce(plan: Plan, model_indices: list[int], skip: set[str], state: RunState,
-                   send: ObjectSendStream) -> None:
-    async with send:
-        for task in plan.tasks(model_indices, skip):
-            if task.cell.model.key not in state.fatal:
-                await send.send(task)
-
-
 async def _work(providers: dict[str, Provider], gate: RateGate, state: RunState,
-                tasks: ObjectReceiveStream, results: ObjectSendStream) -> None:
-    async with tasks, results:
-        async for task in tasks:
-            if task.cell.model.key in state.fatal:
-                continue  # left for the next resume, after the user fixes the model
-            await results.send(await run_one(providers[task.cell.model.key], gate, task, state))
+                tasks: Iterator[Task], writer: ResultWriter) -> None:
+    """Workers of one key share its task iterator: next() never awaits, so no two collide."""
+    for task in tasks:
+        if task.cell.model_key in state.fatal:
+            continue  # left for the next resume, after the user fixes the model
+        writer.append(await run_one(providers[task.cell.model_key], gate, task, state))
 
 
 async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
@@ -126,14 +132,12 @@ async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
 
 def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
-               state: RunState, results: ObjectSendStream) -> None:
-    """One limit key: a producer feeding `max_in_flight` workers through a small buffer."""
+               state: RunState, writer: ResultWriter) -> None:
+    """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
     gate = RateGate(limit)
-    send, recv = anyio.create_memory_object_stream(limit.max_in_flight * 2)
-    workers.start_soon(_produce, plan, model_indices, skip, state, send)
-    with recv:
-        for _ in range(limit.max_in_flight):
-            workers.start_soon(_work, providers, gate, state, recv.clone(), results.clone())
+    tasks = plan.tasks(model_indices, skip)
+    for _ in range(limit.max_in_flight):
+        workers.start_soon(_work, providers, gate, state, tasks, writer)
 
 
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
@@ -150,21 +154,21 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
         state.written += 1
         on_record(rec)
 
-    results_send, results_recv = anyio.create_memory_object_stream(1024)
-    work = anyio.CancelScope()  # cancelled by a signal: stop calling models, keep the writer
+    writer = store.writer(count)
+    work = anyio.CancelScope()  # cancelled by a signal: stop calling models, keep what is written
     try:
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(store.write, results_recv, count)
-            async with anyio.create_task_group() as control:
-                if handle_signals:
-                    control.start_soon(_watch_signals, work, state)
-                with work:
-                    async with results_send, anyio.create_task_group() as workers:
-                        for key, model_indices in groups.items():
-                            _start_key(workers, plan, config.limit_for(key), model_indices, skip,
-                                       providers, state, results_send)
-                control.cancel_scope.cancel()
+        async with anyio.create_task_group() as control:
+            control.start_soon(writer.flush_every, FLUSH_EVERY_S)
+            if handle_signals:
+                control.start_soon(_watch_signals, work, state)
+            with work:
+                async with anyio.create_task_group() as workers:
+                    for key, model_indices in groups.items():
+                        _start_key(workers, plan, config.limit_for(key), model_indices, skip,
+                                   providers, state, writer)
+            control.cancel_scope.cancel()
     finally:
+        writer.close()
         with anyio.CancelScope(shield=True):
             for provider in providers.values():
                 await provider.aclose()

@@ -59,7 +59,7 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     plan = Plan(campaign)
     # Providers are built first: a missing API key must fail before anything is written.
     providers: dict[str, Provider] = {
-        m.key: make_provider(m, max_connections=campaign.config.limit_for(m.limit_key).max_in_flight)
+        m.key: make_provider(m, campaign.config.limit_for(m.limit_key))
         for m in campaign.config.models}
     store = RunStore(run_dir_for(campaign))
     existed = store.open(manifest_for(campaign, plan),

@@ -10,7 +10,6 @@ from typing import Any
 
 import anyio
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from orchestrator.errors import PlanChangedError, UserError
 from orchestrator.plan import describe_changes
@@ -130,23 +129,29 @@ class RunStore:
         os.replace(tmp, self.manifest_path)
         return False
 
-    async def write(self, records: MemoryObjectReceiveStream,
-                    on_record: Callable[[dict[str, Any]], None]) -> None:
-        """The one writer: appends each record as a line, flushing whenever it is idle."""
-        with open(self.results, "ab") as f:
-            async with records:
-                while True:
-                    try:
-                        rec = records.receive_nowait()
-                    except anyio.WouldBlock:
-                        f.flush()
-                        try:
-                            rec = await records.receive()
-                        except anyio.EndOfStream:
-                            break
-                    except anyio.EndOfStream:
-                        break
-                    f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
-                    on_record(rec)
-            f.flush()
-            os.fsync(f.fileno())
+    def writer(self, on_record: Callable[[dict[str, Any]], None]) -> ResultWriter:
+        return ResultWriter(self.results, on_record)
+
+
+class ResultWriter:
+    """The one writer of results.ndjson. Workers hand it records from the event loop's single
+    thread, and append() never awaits, so lines can never interleave; a flusher pushes the
+    buffer to the OS a few times a second, which is what a crash can lose (those tasks rerun)."""
+
+    def __init__(self, path: Path, on_record: Callable[[dict[str, Any]], None]) -> None:
+        self._file = open(path, "ab")
+        self._on_record = on_record
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._file.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        self._on_record(record)
+
+    async def flush_every(self, seconds: float) -> None:
+        while True:
+            await anyio.sleep(seconds)
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()

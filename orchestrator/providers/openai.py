@@ -37,34 +37,41 @@ def api_key(model: ModelConfig) -> str | None:
 
 
 class OpenAIProvider:
-    def __init__(self, model: ModelConfig, max_connections: int = 64) -> None:
+    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0) -> None:
         self.model = model
         self.url = model.base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Content-Type": "application/json"}
         if (key := api_key(model)) is not None:
             self._headers["Authorization"] = f"Bearer {key}"
-        self._max_connections = max_connections
+        self._max_connections, self._timeout_s = max_connections, timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._bodies: dict[Any, bytes] = {}
 
-    def _body(self, task: Task) -> dict[str, Any]:
-        m = self.model
-        body: dict[str, Any] = {"model": m.name, "messages": list(task.cell.messages),
-                                "max_tokens": m.max_tokens}
-        for key, value in (("temperature", m.temperature), ("top_p", m.top_p), ("seed", m.seed)):
-            if value is not None:
-                body[key] = value
-        return body
+    def _body(self, task: Task) -> bytes:
+        """The request body; the same for every sample of a cell, so it is built once per cell."""
+        cached = self._bodies.get(task.cell)
+        if cached is None:
+            m = self.model
+            body: dict[str, Any] = {"model": m.name, "messages": list(task.cell.messages),
+                                    "max_tokens": m.max_tokens}
+            for key, value in (("temperature", m.temperature), ("top_p", m.top_p), ("seed", m.seed)):
+                if value is not None:
+                    body[key] = value
+            cached = self._bodies[task.cell] = orjson.dumps(body)
+        return cached
 
     async def complete(self, task: Task) -> Completion:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections)
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
-                                                  timeout=aiohttp.ClientTimeout(total=None))
+                                                  timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         try:
-            async with self._session.post(self.url, data=orjson.dumps(self._body(task))) as resp:
+            async with self._session.post(self.url, data=self._body(task)) as resp:
                 payload = await resp.read()
                 status, headers = resp.status, resp.headers
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError:
+            raise Transient(f"no answer within {self._timeout_s:g} s") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise Transient(f"{type(exc).__name__}: {exc}") from None
         if status == 200:
             return self._completion(payload)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from orchestrator.providers.base import Provider
-from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.campaign import LimitConfig, ModelConfig
 
 
-def make_provider(model: ModelConfig, max_connections: int = 64) -> Provider:
+def make_provider(model: ModelConfig, limit: LimitConfig) -> Provider:
+    """A provider for the model, honouring its limit key's in-flight cap and attempt timeout."""
     if model.provider == "openai":
         from orchestrator.providers.openai import OpenAIProvider
-        return OpenAIProvider(model, max_connections=max_connections)
+        return OpenAIProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
     if model.provider == "simulated":
         from orchestrator.providers.simulated import SimulatedProvider
         return SimulatedProvider(model)

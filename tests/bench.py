@@ -1,0 +1,160 @@
+"""`make bench`: speed and memory figures measured in one run, printed as ratios to targets.
+
+Not a test: these machines are shared and noisy, so nothing here fails a build.
+"""
+from __future__ import annotations
+
+import asyncio
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import anyio
+import orjson
+
+from tests.conftest import ROOT
+
+CONCURRENCY = 32
+CALLS = 24_000
+
+
+def _peak_mb_of(code: str) -> tuple[float, float, str]:
+    """Run code in a fresh interpreter; (seconds it reports, peak RSS MB, its output)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.strip().splitlines()
+    seconds, peak = out[-1].split()
+    return float(seconds), float(peak), "\n".join(out[:-1])
+
+
+PEAK = "import resource; print(f'{elapsed:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.0f}')"
+
+
+def bench_planning(n_samples: int = 83_334) -> None:
+    # 6 experiments x 2 conditions x 1 model x 83,334 samples = 1,000,008 tasks
+    code = f"""
+import time
+from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.plan import Plan
+cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={n_samples},
+                     models=[{{"provider": "simulated", "name": "m"}}])
+campaign = build_campaign(cfg, None)
+t0 = time.perf_counter()
+plan = Plan(campaign)
+n = sum(1 for _ in plan.tasks())
+elapsed = time.perf_counter() - t0
+print(n)
+{PEAK}"""
+    seconds, peak, n = _peak_mb_of(code)
+    print(f"planning {int(n):,} tasks: {seconds:.2f} s (target <= 3 s, {seconds / 3:.2f} of target), "
+          f"peak RSS {peak:.0f} MB incl. interpreter (target <= 300 MB, {peak / 300:.2f} of target)")
+
+
+def bench_resume_scan(lines: int = 1_000_000) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "results.ndjson"
+        code = f"""
+import time, orjson, hashlib
+from pathlib import Path
+from orchestrator.engine.store import scan_results
+rec = orjson.loads(open({str(ROOT / 'tests' / 'data' / 'record.json')!r}, 'rb').read())
+with open({str(path)!r}, 'wb') as f:
+    for i in range({lines}):
+        rec["taskId"] = hashlib.blake2b(i.to_bytes(8, "big"), digest_size=16).hexdigest()
+        rec["sample"] = i
+        f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
+t0 = time.perf_counter()
+scan = scan_results(Path({str(path)!r}))
+elapsed = time.perf_counter() - t0
+print(len(scan.done), Path({str(path)!r}).stat().st_size)
+{PEAK}"""
+        seconds, peak, info = _peak_mb_of(code)
+        done, size = map(int, info.split())
+        print(f"resume scan of {done:,} result lines ({size / 1e6:.0f} MB): {seconds:.2f} s "
+              f"(target <= 3 s, {seconds / 3:.2f} of target), peak RSS {peak:.0f} MB")
+
+
+def _start_server() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakeserver", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    port = int(proc.stdout.readline())
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+async def _bare_loop(url: str, body: bytes) -> None:
+    """What a hand-written script does: N coroutines posting and parsing, nothing else."""
+    per_worker = CALLS // CONCURRENCY
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+        async def worker() -> None:
+            for _ in range(per_worker):
+                async with session.post(url + "/chat/completions", data=body,
+                                        headers={"Content-Type": "application/json"}) as resp:
+                    orjson.loads(await resp.read())["choices"][0]["message"]["content"]
+
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+
+def _engine_run(url: str, out: Path) -> int:
+    from orchestrator.engine.runner import execute
+    from orchestrator.engine.store import RunStore
+    from orchestrator.plan import Plan
+    from orchestrator.providers.registry import make_provider
+    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=CALLS // 12,
+                         models=[{"provider": "openai", "name": "m", "base_url": url}],
+                         limits={"openai": {"max_in_flight": CONCURRENCY}}, output_dir=str(out))
+    campaign = build_campaign(cfg, None)
+    plan = Plan(campaign)
+    store = RunStore(out)
+    store.path.mkdir(parents=True, exist_ok=True)
+    providers = {m.key: make_provider(m, cfg.limit_for(m.limit_key)) for m in cfg.models}
+    anyio.run(execute, plan, store, set(), providers, lambda rec: None)
+    return sum(1 for _ in open(store.results, "rb"))
+
+
+def _timed(fn) -> tuple[float, float]:
+    cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    fn()
+    cpu1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+    return wall, (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+
+
+def bench_engine_throughput() -> None:
+    proc, url = _start_server()
+    body = orjson.dumps({"model": "m", "max_tokens": 256, "messages": [
+        {"role": "system", "content": "Answer the task directly."},
+        {"role": "user", "content": "How many working days? Return JSON only: {\"value\": number}."}]})
+    try:
+        asyncio.run(_bare_loop(url, body))  # warm-up of both sides
+        bare, engine = [], []
+        for round_ in range(2):  # alternate, keep each side's best: the machine is shared
+            bare.append(_timed(lambda: asyncio.run(_bare_loop(url, body))))
+            with tempfile.TemporaryDirectory() as tmp:
+                written = []
+                engine.append((*_timed(lambda: written.append(_engine_run(url, Path(tmp) / "run"))),))
+        (bare_wall, bare_cpu), (eng_wall, eng_cpu) = min(bare), min(engine)
+    finally:
+        proc.terminate()
+        proc.wait()
+    bare_rate = (CALLS // CONCURRENCY * CONCURRENCY) / bare_wall
+    eng_rate = written[0] / eng_wall
+    print(f"engine throughput at concurrency {CONCURRENCY}: {eng_rate:,.0f} calls/s "
+          f"({written[0]:,} results written and parsed) vs bare aiohttp loop {bare_rate:,.0f} calls/s; "
+          f"ratio {eng_rate / bare_rate:.2f} (target >= 0.8)")
+    print(f"  client CPU per call: engine {eng_cpu / written[0] * 1e6:.0f} us, "
+          f"bare loop {bare_cpu / (CALLS // CONCURRENCY * CONCURRENCY) * 1e6:.0f} us")
+
+
+def main() -> None:
+    which = set(sys.argv[1:])
+    for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
+                     ("engine", bench_engine_throughput)):
+        if not which or name in which:
+            fn()
+
+
+if __name__ == "__main__":
+    main()

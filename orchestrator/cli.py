@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign, load_campaign
@@ -49,28 +49,39 @@ def plan(config: ConfigArg,
         p = Plan(campaign)
     except UserError as exc:
         fail(exc)
-    rows: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    tables: dict[tuple[str, str], Table] = {}
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for cell in p.cells:
-        row = rows[(cell.job.id, cell.model.label, cell.experiment.slug, cell.condition.label)]
-        row[0] += cell.samples
-        row[1] += cell.samples * sum(estimate_tokens(m["content"]) for m in cell.messages)
-        row[2] += cell.samples * cell.model.max_tokens
-    table = Table(title=f"plan for campaign '{campaign.config.name}' (seed {p.seed})")
-    for col in ("job", "model", "experiment", "condition", "calls", "est. input tokens", "max output tokens"):
-        table.add_column(col, justify="right" if "tok" in col or col == "calls" else "left")
-    for key, (calls, tin, tout) in rows.items():
-        table.add_row(*key, f"{calls:,}", f"{tin:,}", f"{tout:,}")
-    console.print(table)
-    total_in = sum(r[1] for r in rows.values())
-    console.print(f"total: {p.total:,} calls across {len(campaign.config.models)} model(s), "
-                  f"~{total_in:,} input tokens, at most {sum(r[2] for r in rows.values()):,} output tokens")
+        key = (cell.job.id, cell.model.label)
+        if key not in tables:
+            tables[key] = Table("experiment", "condition", "variant", "strategy",
+                                Column("calls", justify="right"), Column("est. input tokens", justify="right"),
+                                title=f"job {key[0]} on {key[1]}", title_justify="left")
+        tokens_in = cell.samples * sum(estimate_tokens(m["content"]) for m in cell.messages)
+        tables[key].add_row(cell.experiment.slug, cell.condition.label, cell.variant.id,
+                            cell.strategy.id, f"{cell.samples:,}", f"{tokens_in:,}")
+        total = totals[cell.model.label]
+        total[0] += cell.samples
+        total[1] += tokens_in
+        total[2] += cell.samples * cell.model.max_tokens
+    for table in tables.values():
+        console.print(table)
+    for label, (calls, tokens_in, tokens_out) in totals.items():
+        console.print(f"{label}: {calls:,} calls, ~{tokens_in:,} input tokens, "
+                      f"at most {tokens_out:,} output tokens")
+    console.print(f"total: {p.total:,} calls across {len(totals)} model(s); seed {p.seed}; nothing was started")
 
 
 @app.command()
 def run(config: ConfigArg,
         run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
-    """Run a campaign, or resume it: running the same command again skips finished tasks."""
+    """Run a campaign, or resume it: running the same command again skips finished tasks.
+
+    Results stream to runs/<campaign>/<run-id>/results.ndjson, one line per task.
+    Exit codes: 0 all tasks done; 1 some tasks failed (run again to retry them);
+    2 bad input (nothing started); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
+    """
     from orchestrator.engine.session import resume_command, run_campaign
     try:
         campaign = _load(config, samples, run_id)

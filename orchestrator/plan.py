@@ -107,7 +107,7 @@ class Plan:
             chunk = order[lo:lo + _CHUNK]
             cell_idx = np.searchsorted(ends, chunk, side="right")
             samples = (chunk - starts[cell_idx] + 1).tolist()
-            for ci, sample in zip(cell_idx.tolist(), samples):
+            for ci, sample in zip(cell_idx.tolist(), samples, strict=True):
                 cell = cells[ci]
                 tid = task_id(cell.key, sample)
                 if tid not in skip:

@@ -130,7 +130,7 @@ def bench_engine_throughput() -> None:
     try:
         asyncio.run(_bare_loop(url, body))  # warm-up of both sides
         bare, engine = [], []
-        for round_ in range(2):  # alternate, keep each side's best: the machine is shared
+        for _ in range(2):  # alternate, keep each side's best: the machine is shared
             bare.append(_timed(lambda: asyncio.run(_bare_loop(url, body))))
             with tempfile.TemporaryDirectory() as tmp:
                 written = []

@@ -7,7 +7,7 @@ from collections import Counter
 from itertools import islice
 
 from orchestrator.plan import Plan, describe_changes
-from orchestrator.spec.campaign import CampaignConfig, build_campaign, load_campaign
+from orchestrator.spec.campaign import CampaignConfig, load_campaign
 from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
                                       Strategy, Variant)
 from tests.conftest import write_config

@@ -1,16 +1,20 @@
 # Every target creates or reuses the virtualenv itself: a fresh clone needs only `make demo`.
+SHELL       := bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-dev
+STAMP  := $(VENV)/.installed
+# pip on these machines warns about configured local indexes that do not exist; hide only that.
+QUIET_PIP := sed -u '/is ignored: it is neither a file nor a directory/d'
 
 .PHONY: demo test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "installing the package and its test dependencies into $(VENV) ..."
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "== installing into $(VENV); the first time, llama-cpp-python compiles from source (about 4 minutes on 2 cores) =="
+	$(PY) -m pip install --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install --progress-bar off -e '.[dev,local]' 2>&1 | $(QUIET_PIP)
 	@touch $@
 
 demo: $(STAMP)

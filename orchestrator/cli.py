@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from orchestrator.errors import UserError
@@ -23,7 +24,7 @@ RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign
 
 
 def fail(exc: UserError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(exc.exit_code)
 
 
@@ -95,7 +96,7 @@ def run(config: ConfigArg,
     counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
     console.print(f"wrote {counts}\nresults: {results}")
     for key, message in outcome.state.fatal.items():
-        err_console.print(f"[red]model {key} stopped on a fatal error:[/] {message}")
+        err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
     if outcome.state.interrupted_by is not None:
         err_console.print(f"interrupted; finished results are saved. resume with:\n  {resume_command()}")
     elif outcome.exit_code:

@@ -5,6 +5,7 @@ Not a test: these machines are shared and noisy, so nothing here fails a build.
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import subprocess
 import sys
@@ -148,10 +149,40 @@ def bench_engine_throughput() -> None:
           f"bare loop {bare_cpu / (CALLS // CONCURRENCY * CONCURRENCY) * 1e6:.0f} us")
 
 
+def _local_rate(slots: int, samples: int, threads: int | None = None) -> tuple[float, int]:
+    """Calls per second on the local model, from the first call's start to the last one's end
+    (server start-up excluded); every call is a real completion of the seed-000 prompts."""
+    from datetime import datetime
+    from rich.console import Console
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
+                             models=[{"provider": "local", "temperature": 0.7, "max_tokens": 48, "seed": 1,
+                                      "structured_output": True, "server": {"slots": slots, "n_threads": threads}}],
+                             limits={"local": {"max_in_flight": 2 * slots}})
+        outcome = run_campaign(build_campaign(cfg, None), Console(file=open(os.devnull, "w")), False)
+        records = [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
+    start = min(datetime.fromisoformat(r["startedAt"]) for r in records)
+    end = max(datetime.fromisoformat(r["finishedAt"]) for r in records)
+    return len(records) / (end - start).total_seconds(), len(records)
+
+
+def bench_local_model(samples: int = 4) -> None:
+    from orchestrator.spec.localmodel import default_model_path
+    if default_model_path() is None:
+        print("local model: skipped (the [local] extra is not installed)")
+        return
+    one, n = _local_rate(1, samples)
+    two, _ = _local_rate(2, samples)
+    print(f"local model (SmolLM2-135M, {n} seed-000 calls, structured output, {os.cpu_count()} cores): "
+          f"1 slot {one:.2f} calls/s, 2 slots {two:.2f} calls/s (x{two / one:.2f})")
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
-                     ("engine", bench_engine_throughput)):
+                     ("engine", bench_engine_throughput), ("local", bench_local_model)):
         if not which or name in which:
             fn()
 

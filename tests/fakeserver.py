@@ -46,6 +46,7 @@ class Log:
     arrivals: list[float] = field(default_factory=list)
     served: dict[str, int] = field(default_factory=dict)
     malformed_texts: set[str] = field(default_factory=set)
+    bodies: list[dict] = field(default_factory=list)
 
 
 class FakeLLMServer:
@@ -67,6 +68,7 @@ class FakeLLMServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.log.arrivals.append(time.monotonic())
         body = orjson.loads(await request.read())
+        self.log.bodies.append(body)
         f, roll = self.faults, self.rng.random()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

@@ -39,7 +39,8 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
             "conditionIndex": cell.condition.index}
     model_fields = {"provider": model.provider, "name": model.name, "version": model.version,
                     "temperature": model.temperature, "topP": model.top_p, "date": None,
-                    "maxTokens": model.max_tokens, "seed": model.seed}
+                    "maxTokens": model.max_tokens, "seed": model.seed,
+                    "structuredOutput": model.structured_output}
     return head, model_fields
 
 

@@ -157,6 +157,8 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
     writer = store.writer(count)
     work = anyio.CancelScope()  # cancelled by a signal: stop calling models, keep what is written
     try:
+        for provider in providers.values():
+            await provider.start()
         async with anyio.create_task_group() as control:
             control.start_soon(writer.flush_every, FLUSH_EVERY_S)
             if handle_signals:

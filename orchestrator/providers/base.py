@@ -18,7 +18,12 @@ class Completion:
 
 
 class Provider(Protocol):
-    """Takes a task, returns its completion, or raises one of providers.errors."""
+    """Takes a task, returns its completion, or raises one of providers.errors.
+
+    start() runs once before the first call (a local server boots there); aclose() always runs
+    at the end, also after an error or a signal."""
+
+    async def start(self) -> None: ...
 
     async def complete(self, task: Task) -> Completion: ...
 

@@ -13,6 +13,7 @@ import orjson
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
+from orchestrator.providers.structured import response_format
 from orchestrator.spec.campaign import ModelConfig
 
 
@@ -37,9 +38,11 @@ def api_key(model: ModelConfig) -> str | None:
 
 
 class OpenAIProvider:
-    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0) -> None:
+    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0,
+                 base_url: str | None = None, structured_form: str | None = None) -> None:
         self.model = model
-        self.url = model.base_url.rstrip("/") + "/chat/completions"
+        self.url = (base_url or model.base_url).rstrip("/") + "/chat/completions"
+        self._form = structured_form or model.structured_output_form
         self._headers = {"Content-Type": "application/json"}
         if (key := api_key(model)) is not None:
             self._headers["Authorization"] = f"Bearer {key}"
@@ -48,17 +51,24 @@ class OpenAIProvider:
         self._bodies: dict[Any, bytes] = {}
 
     def _body(self, task: Task) -> bytes:
-        """The request body; the same for every sample of a cell, so it is built once per cell."""
+        """The request body. All but the seed is the same for every sample of a cell, so it is
+        built once per cell; with a seed, each sample gets its own, derived from the task id,
+        so samples differ from each other yet each one is reproducible."""
+        m = self.model
         cached = self._bodies.get(task.cell)
         if cached is None:
-            m = self.model
             body: dict[str, Any] = {"model": m.name, "messages": list(task.cell.messages),
                                     "max_tokens": m.max_tokens}
-            for key, value in (("temperature", m.temperature), ("top_p", m.top_p), ("seed", m.seed)):
+            for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
                 if value is not None:
                     body[key] = value
+            if m.structured_output:
+                body["response_format"] = response_format(task.cell.contract, self._form)
             cached = self._bodies[task.cell] = orjson.dumps(body)
-        return cached
+        if m.seed is None:
+            return cached
+        seed = (m.seed + int(task.task_id[:8], 16)) % 2**31
+        return cached[:-1] + b',"seed":' + str(seed).encode() + b"}"
 
     async def complete(self, task: Task) -> Completion:
         if self._session is None:
@@ -98,6 +108,9 @@ class OpenAIProvider:
         return Completion(text=text, usage=usage and {k: usage.get(k) for k in
                                                       ("prompt_tokens", "completion_tokens")},
                           served_model=data.get("model"), finish_reason=finish)
+
+    async def start(self) -> None:
+        return None
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -10,6 +10,9 @@ def make_provider(model: ModelConfig, limit: LimitConfig) -> Provider:
     if model.provider == "openai":
         from orchestrator.providers.openai import OpenAIProvider
         return OpenAIProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
+    if model.provider == "local":
+        from orchestrator.providers.local import LocalProvider
+        return LocalProvider(model, limit)
     if model.provider == "simulated":
         from orchestrator.providers.simulated import SimulatedProvider
         return SimulatedProvider(model)

@@ -59,5 +59,8 @@ class SimulatedProvider:
         return Completion(text=text, served_model=self.model.name,
                           usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4})
 
+    async def start(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None

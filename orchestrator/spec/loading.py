@@ -70,6 +70,8 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel]) -> str:
         return f"use only the characters the pattern allows in '{name}'"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"give '{name}' a value of the expected type"
+    if isinstance(name, int) or not name:
+        return "correct the entry as the message says"
     return f"change '{name}' as the message says"
 
 

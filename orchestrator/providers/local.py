@@ -1,0 +1,149 @@
+"""The embedded default: llama.cpp servers this process starts, talks to, and always stops.
+
+Each slot is one `python -m llama_cpp.server` process on a free loopback port (that server
+answers one request at a time, so slots are processes). Calls go through the OpenAI-compatible
+adapter to the least busy slot. The servers die with us: they are stopped when the run ends,
+on Ctrl-C or an exception, and the kernel stops them if this process is killed outright.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import anyio
+
+from orchestrator.errors import UserError
+from orchestrator.plan import Task
+from orchestrator.providers.base import Completion
+from orchestrator.providers.openai import OpenAIProvider
+from orchestrator.spec.campaign import LimitConfig, LocalServerConfig, ModelConfig
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServerError(UserError):
+    """The local server could not be started."""
+
+
+class LlamaServer:
+    """One llama.cpp server process."""
+
+    def __init__(self, config: LocalServerConfig, threads: int) -> None:
+        self.config, self.threads = config, threads
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def spawn(self) -> None:
+        self.port = free_port()
+        cfg = self.config
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(cfg.model_path),
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(cfg.n_ctx),
+               "--n_threads", str(self.threads), "--verbose", "false"]
+        if cfg.logits_all:
+            cmd += ["--logits_all", "true"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+
+    def log_tail(self, lines: int = 8) -> str:
+        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        return "\n      ".join(text[-lines:]) or "(the server printed nothing)"
+
+    async def wait_ready(self, session: aiohttp.ClientSession) -> None:
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LocalServerError(
+                    f"the llama.cpp server for {self.config.model_path} exited with code "
+                    f"{self.proc.returncode} while starting:\n      {self.log_tail()}",
+                    field="models[].server", fix="check that model_path is a valid GGUF model "
+                    "(reinstall it if it is corrupt) and that n_ctx fits in memory")
+            try:
+                async with session.get(self.url + "/models") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await anyio.sleep(0.1)
+        raise LocalServerError(
+            f"the llama.cpp server did not answer on 127.0.0.1:{self.port} within "
+            f"{self.config.startup_timeout_s:g} s; it printed:\n      {self.log_tail()}",
+            field="models[].server.startup_timeout_s",
+            fix="raise startup_timeout_s (a large model loads slowly on a busy machine)")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
+
+
+class LocalProvider:
+    def __init__(self, model: ModelConfig, limit: LimitConfig) -> None:
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise UserError("the local provider needs llama-cpp-python, which is not installed",
+                            field="models[].provider",
+                            fix="install the local extra: pip install -e '.[local]' (make demo does)")
+        self.model, self.limit = model, limit
+        config = model.server
+        threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
+        self.servers = [LlamaServer(config, threads) for _ in range(config.slots)]
+        self.clients: list[OpenAIProvider] = []
+        self.busy: list[int] = []
+
+    async def start(self) -> None:
+        for server in self.servers:
+            server.spawn()
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+                async with anyio.create_task_group() as tg:
+                    for server in self.servers:
+                        tg.start_soon(server.wait_ready, session)
+        except BaseExceptionGroup as group:  # report the first server's problem, not a group
+            raise group.exceptions[0] from None
+        self.clients = [OpenAIProvider(self.model, max_connections=self.limit.max_in_flight,
+                                       timeout_s=self.limit.timeout_s, base_url=s.url,
+                                       structured_form="json_object_schema") for s in self.servers]
+        self.busy = [0] * len(self.clients)
+
+    async def complete(self, task: Task) -> Completion:
+        i = min(range(len(self.busy)), key=self.busy.__getitem__)
+        self.busy[i] += 1
+        try:
+            return await self.clients[i].complete(task)
+        finally:
+            self.busy[i] -= 1
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+        for server in self.servers:
+            server.stop()

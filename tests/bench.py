@@ -179,10 +179,58 @@ def bench_local_model(samples: int = 4) -> None:
           f"1 slot {one:.2f} calls/s, 2 slots {two:.2f} calls/s (x{two / one:.2f})")
 
 
+def bench_analysis(samples: int = 83_334) -> None:
+    """analyze over a 1,000,008-record run made by the simulated respondent's answer model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code = f"""
+import time, orjson, random
+from datetime import datetime, timezone
+from pathlib import Path
+from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.plan import Plan
+from orchestrator.engine.session import manifest_for
+from orchestrator.engine.records import Outcome, make_record
+from orchestrator.providers.simulated import SimulatedProvider
+from orchestrator.parse import parse_answer
+from orchestrator.providers.base import Completion
+cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={samples}, output_dir={tmp!r},
+                     models=[{{"provider": "simulated", "name": "m"}}])
+campaign = build_campaign(cfg, None)
+plan = Plan(campaign)
+run = Path({tmp!r}) / "run"
+run.mkdir()
+(run / "manifest.json").write_bytes(orjson.dumps(manifest_for(campaign, plan)))
+sim = SimulatedProvider(cfg.models[0])
+now = datetime.now(timezone.utc)
+with open(run / "results.ndjson", "wb") as f:
+    for task in plan.tasks():
+        text = sim.answer(task, random.Random(task.task_id))
+        rec = make_record(task, Outcome("ok", 1, 1.0, now, now, Completion(text), parse_answer(text, task.cell.contract)))
+        f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
+elapsed = 0.0
+{PEAK}"""
+        _peak_mb_of(code)  # makes the run; the analysis below is measured in a fresh process
+        code = f"""
+import time
+from pathlib import Path
+from orchestrator.analysis.summary import analyze
+run = Path({tmp!r}) / "run"
+t0 = time.perf_counter()
+summary, _ = analyze(run)
+elapsed = time.perf_counter() - t0
+print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
+{PEAK}"""
+        seconds, peak, n = _peak_mb_of(code)
+        print(f"analysis of {int(n):,} result records: {seconds:.2f} s (target <= 5 s, {seconds / 5:.2f} of "
+              f"target), peak RSS {peak:.0f} MB incl. interpreter "
+              f"({(Path(tmp) / 'run' / 'results.ndjson').stat().st_size / 1e6:.0f} MB of NDJSON)")
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
-                     ("engine", bench_engine_throughput), ("local", bench_local_model)):
+                     ("engine", bench_engine_throughput), ("analysis", bench_analysis),
+                     ("local", bench_local_model)):
         if not which or name in which:
             fn()
 

@@ -47,6 +47,8 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
             "createdAt": datetime.now(timezone.utc).isoformat(), "software": __version__,
             "configPath": str(campaign.source.resolve()) if campaign.source else None,
             "config": campaign.config.model_dump(mode="json"), "plan": plan.fingerprint(),
+            # The job definitions themselves, so analysis never depends on files that may move.
+            "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
             "models": {m.key: m.label for m in campaign.config.models}}
 
 

@@ -48,7 +48,7 @@ class SimulatedProvider:
     async def complete(self, task: Task) -> Completion:
         if self.config.latency_ms:
             await anyio.sleep(self.config.latency_ms / 1000)
-        rng = random.Random(task.task_id)
+        rng = random.Random(f"{self.config.seed}:{task.task_id}")
         if rng.random() < self.config.refusal_rate:
             raise Refused("simulated refusal")
         if rng.random() < self.config.parse_error_rate:

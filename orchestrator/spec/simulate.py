@@ -20,6 +20,7 @@ class ExperimentAnswers(BaseModel):
 
 class SimulateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    seed: int = 0  # another seed draws other answers: independent replications of one design
     latency_ms: float = Field(default=0.0, ge=0)
     parse_error_rate: float = Field(default=0.0, ge=0, le=1)
     refusal_rate: float = Field(default=0.0, ge=0, le=1)

@@ -1,0 +1,61 @@
+"""Reading a run for analysis: its manifest, its jobs, and its final records as a lazy frame."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from orchestrator.engine.store import RunStore
+from orchestrator.errors import UserError
+from orchestrator.spec.models import Job
+
+# Only what analysis reads; everything else in a record is skipped by the scanner.
+RESULT_SCHEMA = {
+    "taskId": pl.String, "status": pl.String, "modelKey": pl.String,
+    "experimentSlug": pl.String, "conditionIndex": pl.Int64, "sample": pl.Int64,
+    "model": pl.Struct({"provider": pl.String, "name": pl.String, "version": pl.String}),
+    "response": pl.Struct({"value": pl.Float64, "choice": pl.String}),
+    "job": pl.String, "variant": pl.String, "strategy": pl.String,
+}
+
+
+@dataclass
+class Run:
+    path: Path
+    manifest: dict[str, Any]
+    jobs: dict[str, Job]
+
+    @property
+    def results(self) -> Path:
+        return self.path / "results.ndjson"
+
+    @property
+    def models(self) -> dict[str, str]:
+        return self.manifest.get("models", {})
+
+    def planned_per_cell(self, job_id: str) -> int:
+        return self.manifest["plan"]["samples"][job_id]
+
+
+def open_run(path: Path) -> Run:
+    manifest = RunStore(path).read_manifest()
+    if "jobs" not in manifest:
+        raise UserError("this run's manifest has no job definitions (made by an older version)",
+                        file=str(path / "manifest.json"), fix="re-run the campaign with this version")
+    jobs = {k: Job.model_validate(v) for k, v in manifest["jobs"].items()}
+    if not (path / "results.ndjson").exists():
+        raise UserError("the run has no results yet", file=str(path),
+                        fix=f"run it first: orchestrator run {path}")
+    return Run(path, manifest, jobs)
+
+
+def final_records(run: Run) -> pl.LazyFrame:
+    """One row per task: its last record (a later answer supersedes a `failed` attempt).
+    Answers flattened to `value` / `choice`."""
+    lf = pl.scan_ndjson(run.results, schema=RESULT_SCHEMA, ignore_errors=True)
+    return (lf.unique(subset="taskId", keep="last", maintain_order=False)
+              .with_columns(pl.col("response").struct.field("value").alias("value"),
+                            pl.col("response").struct.field("choice").alias("choice"))
+              .drop("response"))

@@ -1,0 +1,129 @@
+"""Effects of the two-condition (seed-000 family) experiments, per experiment x model identity.
+
+Answers are never pooled across models or strategies: each row is one experiment on one model
+identity under one strategy, comparing condition 0 with condition 1 in the spec's direction, so
+a positive effect is the bias-predicted one.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from orchestrator.analysis.load import Run, final_records
+from orchestrator.analysis.stats import newcombe, welch
+
+KEYS = ["job", "experimentSlug", "strategy", "modelKey"]
+
+
+def metric_table(run: Run) -> pl.DataFrame:
+    rows = [{"job": job.id, "experimentSlug": e.slug, "metric_type": e.metric.type,
+             "direction": e.metric.direction, "label": e.metric.label, "unit": e.metric.unit,
+             "target_option": e.metric.target_option, "min_samples": job.min_samples,
+             "planned_per_condition": run.planned_per_cell(job.id)
+             * len(e.conditions[0].variants)}
+            for job in run.jobs.values() for e in job.experiments if len(e.conditions) == 2]
+    return pl.DataFrame(rows, schema_overrides={"target_option": pl.String})
+
+
+def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
+    ok = pl.col("status") == "ok"
+    return (final_records(run)
+            .join(metrics.lazy().select("job", "experimentSlug", "target_option"),
+                  on=["job", "experimentSlug"])
+            .group_by([*KEYS, "conditionIndex"])
+            .agg(n_records=pl.len(), n_valid=ok.sum(),
+                 n_parse_error=(pl.col("status") == "parse_error").sum(),
+                 n_refused=(pl.col("status") == "refused").sum(),
+                 n_failed=(pl.col("status") == "failed").sum(),
+                 mean=pl.col("value").filter(ok).mean(),
+                 var=pl.col("value").filter(ok).var(ddof=1),
+                 n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
+                 model=pl.format("{}/{}", pl.col("model").struct.field("provider"),
+                                 pl.col("model").struct.field("name")).first(),
+                 model_version=pl.col("model").struct.field("version").first())
+            .collect(engine="streaming"))
+
+
+def _wide(cond: pl.DataFrame) -> pl.DataFrame:
+    """One row per experiment x model x strategy with the two conditions side by side; a
+    condition with no records at all still gets a row (its counts are zero)."""
+    parts = [cond.filter(pl.col("conditionIndex") == i).drop("conditionIndex")
+                 .rename(lambda c, i=i: c if c in KEYS else f"{c}_{i}") for i in (0, 1)]
+    wide = parts[0].join(parts[1], on=KEYS, how="full", coalesce=True)
+    counts = [c for c in wide.columns if c.startswith(("n_",))]
+    return wide.with_columns(pl.col(counts).fill_null(0),
+                             pl.coalesce("model_0", "model_1").alias("model"),
+                             pl.coalesce("model_version_0", "model_version_1").alias("model_version"))
+
+
+def _effects(wide: pl.DataFrame) -> pl.DataFrame:
+    """Effect, CI and p-value per row, in the spec's direction."""
+    n0, n1 = wide["n_valid_0"].to_numpy().astype(float), wide["n_valid_1"].to_numpy().astype(float)
+    is_mean = (wide["metric_type"] == "mean-difference").to_numpy()
+    m0, m1 = wide["mean_0"].fill_null(np.nan).to_numpy(), wide["mean_1"].fill_null(np.nan).to_numpy()
+    v0, v1 = wide["var_0"].fill_null(np.nan).to_numpy(), wide["var_1"].fill_null(np.nan).to_numpy()
+    t0, t1 = wide["n_target_0"].to_numpy().astype(float), wide["n_target_1"].to_numpy().astype(float)
+    w = welch(m0, v0, n0, m1, v1, n1)
+    c = newcombe(t0, n0, t1, n1)
+    # condition0-minus-condition1 as computed; the other direction flips sign and interval.
+    flip = (wide["direction"] == "condition1-minus-condition0").to_numpy()
+    out = {}
+    for name, idx in (("effect", 0), ("ci_low", 1), ("ci_high", 2), ("p_value", 3)):
+        out[name] = np.where(is_mean, w[idx], c[idx])
+    low, high = out["ci_low"].copy(), out["ci_high"].copy()
+    out["effect"] = np.where(flip, -out["effect"], out["effect"])
+    out["ci_low"] = np.where(flip, -high, low)
+    out["ci_high"] = np.where(flip, -low, high)
+    stat0 = np.where(is_mean, m0, t0 / np.where(n0 > 0, n0, np.nan))
+    stat1 = np.where(is_mean, m1, t1 / np.where(n1 > 0, n1, np.nan))
+    # NaN means "not estimable" here; as null it reads so in every output format.
+    return wide.with_columns(pl.Series("stat_0", stat0).fill_nan(None),
+                             pl.Series("stat_1", stat1).fill_nan(None),
+                             *(pl.Series(k, v).fill_nan(None) for k, v in out.items()))
+
+
+def _flags(df: pl.DataFrame) -> pl.DataFrame:
+    """What a reader must know before trusting a row: said, never silently averaged away."""
+    rate = lambda i: (pl.col(f"n_parse_error_{i}") / pl.col(f"n_records_{i}"))  # noqa: E731
+    flags = []
+    for i in (0, 1):
+        flags += [pl.when(pl.col(f"n_valid_{i}") == 0).then(pl.lit(f"no valid answers in condition {i}")),
+                  pl.when(pl.col(f"n_parse_error_{i}") > 0).then(pl.format(
+                      f"parse errors c{i}: {{}}/{{}}", pl.col(f"n_parse_error_{i}"), pl.col(f"n_records_{i}"))),
+                  pl.when(pl.col(f"n_refused_{i}") > 0).then(pl.format(
+                      f"refusals c{i}: {{}}/{{}}", pl.col(f"n_refused_{i}"), pl.col(f"n_records_{i}"))),
+                  pl.when(pl.col(f"n_records_{i}") - pl.col(f"n_failed_{i}") < pl.col("planned_per_condition"))
+                    .then(pl.format(f"unfinished c{i}: {{}}/{{}} answered",
+                                    pl.col(f"n_records_{i}") - pl.col(f"n_failed_{i}"),
+                                    pl.col("planned_per_condition")))]
+    flags += [pl.when(~pl.col("adequate")).then(pl.format(
+                  "valid n below the spec's minimum ({} < {})",
+                  pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),
+              pl.when(pl.col("effect").is_not_null() & pl.col("p_value").is_null()).then(
+                  pl.lit("no CI: too few answers or no variance"))]
+    return (df.with_columns(pl.concat_list(flags).list.drop_nulls().alias("flags"))
+              .with_columns(rate(0).alias("parse_error_rate_0"), rate(1).alias("parse_error_rate_1"),
+                            (pl.col("n_refused_0") / pl.col("n_records_0")).alias("refusal_rate_0"),
+                            (pl.col("n_refused_1") / pl.col("n_records_1")).alias("refusal_rate_1")))
+
+
+COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
+           "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
+           "ci_high", "p_value", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
+           "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
+           "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
+           "n_parse_error_1", "n_refused_0", "n_refused_1", "n_records_0", "n_records_1", "flags"]
+
+
+def paired_effects(run: Run) -> pl.DataFrame:
+    metrics = metric_table(run)
+    cond = per_condition(run, metrics)
+    if cond.is_empty():
+        return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
+    df = _effects(_wide(cond).join(metrics, on=["job", "experimentSlug"]))
+    df = df.with_columns(
+        adequate=pl.min_horizontal("n_valid_0", "n_valid_1") >= pl.col("min_samples"),
+        predicted_direction_observed=pl.col("effect") > 0,
+        significant=pl.col("p_value") < 0.05)
+    return (_flags(df).select(COLUMNS)
+            .sort("job", "experimentSlug", "model", "strategy"))

@@ -1,0 +1,58 @@
+"""Two-condition effect statistics, vectorised over many (experiment x model) rows at once.
+
+Welch's t for a difference of means; Newcombe's hybrid score interval (his method 10, built from
+Wilson intervals) for a difference of proportions, with the pooled two-proportion z-test for its
+p-value. Each is checked against scipy/statsmodels in tests/test_stats.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+Z95 = stats.norm.ppf(0.975)
+
+
+def welch(mean_a, var_a, n_a, mean_b, var_b, n_b, level: float = 0.95):
+    """mean_a - mean_b: (difference, ci_low, ci_high, p, df). NaN where it is not estimable
+    (fewer than two answers in a condition, or no variance in either)."""
+    mean_a, var_a, n_a, mean_b, var_b, n_b = map(np.asarray, (mean_a, var_a, n_a, mean_b, var_b, n_b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = mean_a - mean_b
+        va, vb = var_a / n_a, var_b / n_b
+        se = np.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+        t = diff / se
+        p = 2 * stats.t.sf(np.abs(t), df)
+        half = stats.t.ppf(0.5 + level / 2, df) * se
+    ok = (n_a >= 2) & (n_b >= 2) & (se > 0)
+    nan = np.full_like(diff, np.nan, dtype=float)
+    return (diff, np.where(ok, diff - half, nan), np.where(ok, diff + half, nan),
+            np.where(ok, p, nan), np.where(ok, df, nan))
+
+
+def wilson(count, n, z: float = Z95):
+    """Wilson score interval for count/n."""
+    count, n = np.asarray(count, float), np.asarray(n, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = count / n
+        centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+        half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
+    return centre - half, centre + half
+
+
+def newcombe(count_a, n_a, count_b, n_b, z: float = Z95):
+    """p_a - p_b: (difference, ci_low, ci_high, p). The p-value is the pooled z-test's."""
+    count_a, n_a, count_b, n_b = (np.asarray(x, float) for x in (count_a, n_a, count_b, n_b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pa, pb = count_a / n_a, count_b / n_b
+        la, ua = wilson(count_a, n_a, z)
+        lb, ub = wilson(count_b, n_b, z)
+        diff = pa - pb
+        low = diff - np.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
+        high = diff + np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+        pooled = (count_a + count_b) / (n_a + n_b)
+        se = np.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
+        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(diff) / se), 1.0)
+    ok = (n_a >= 1) & (n_b >= 1)
+    nan = np.full_like(diff, np.nan, dtype=float)
+    return diff, np.where(ok, low, nan), np.where(ok, high, nan), np.where(ok, p, nan)

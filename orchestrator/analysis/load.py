@@ -52,10 +52,12 @@ def open_run(path: Path) -> Run:
 
 
 def final_records(run: Run) -> pl.LazyFrame:
-    """One row per task: its last record (a later answer supersedes a `failed` attempt).
-    Answers flattened to `value` / `choice`."""
+    """One row per finished task (ok, parse_error or refused), answers flattened to `value` and
+    `choice`. The engine writes a task's final record once and never again, so no de-duplication
+    is needed (it would hold every task id in memory); `failed` lines are attempts that a later
+    resume superseded or will retry, so they count as unfinished, not as answers."""
     lf = pl.scan_ndjson(run.results, schema=RESULT_SCHEMA, ignore_errors=True)
-    return (lf.unique(subset="taskId", keep="last", maintain_order=False)
+    return (lf.filter(pl.col("status") != "failed")
               .with_columns(pl.col("response").struct.field("value").alias("value"),
                             pl.col("response").struct.field("choice").alias("choice"))
               .drop("response"))

@@ -34,14 +34,14 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
             .agg(n_records=pl.len(), n_valid=ok.sum(),
                  n_parse_error=(pl.col("status") == "parse_error").sum(),
                  n_refused=(pl.col("status") == "refused").sum(),
-                 n_failed=(pl.col("status") == "failed").sum(),
                  mean=pl.col("value").filter(ok).mean(),
                  var=pl.col("value").filter(ok).var(ddof=1),
                  n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
-                 model=pl.format("{}/{}", pl.col("model").struct.field("provider"),
-                                 pl.col("model").struct.field("name")).first(),
-                 model_version=pl.col("model").struct.field("version").first())
-            .collect(engine="streaming"))
+                 # max(), not first(): first() makes polars leave its streaming engine and hold
+                 # the whole file in memory. A model's version is one value per identity anyway.
+                 model_version=pl.col("model").struct.field("version").max())
+            .collect(engine="streaming")
+            .with_columns(model=pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey"))))
 
 
 def _wide(cond: pl.DataFrame) -> pl.DataFrame:
@@ -92,10 +92,9 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
                       f"parse errors c{i}: {{}}/{{}}", pl.col(f"n_parse_error_{i}"), pl.col(f"n_records_{i}"))),
                   pl.when(pl.col(f"n_refused_{i}") > 0).then(pl.format(
                       f"refusals c{i}: {{}}/{{}}", pl.col(f"n_refused_{i}"), pl.col(f"n_records_{i}"))),
-                  pl.when(pl.col(f"n_records_{i}") - pl.col(f"n_failed_{i}") < pl.col("planned_per_condition"))
+                  pl.when(pl.col(f"n_records_{i}") < pl.col("planned_per_condition"))
                     .then(pl.format(f"unfinished c{i}: {{}}/{{}} answered",
-                                    pl.col(f"n_records_{i}") - pl.col(f"n_failed_{i}"),
-                                    pl.col("planned_per_condition")))]
+                                    pl.col(f"n_records_{i}"), pl.col("planned_per_condition")))]
     flags += [pl.when(~pl.col("adequate")).then(pl.format(
                   "valid n below the spec's minimum ({} < {})",
                   pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),

@@ -1,6 +1,8 @@
 """The `orchestrator` command: plan, run, status, export."""
 from __future__ import annotations
 
+import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,8 +18,10 @@ from orchestrator.spec.campaign import Campaign, load_campaign
 app = typer.Typer(help="Run cognitive-bias benchmark campaigns against language models: "
                   "plan the task matrix, run it under rate limits with resume, export results.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (logs, CI, make) rich would wrap tables at 80 columns; logs can be wider.
+console = Console() if sys.stdout.isatty() else Console(width=int(os.environ.get("COLUMNS", 160)))
+err_console = Console(stderr=True) if sys.stderr.isatty() else Console(
+    stderr=True, width=int(os.environ.get("COLUMNS", 160)))
 
 ConfigArg = Annotated[Path, typer.Argument(help="Campaign config (TOML), or a run directory to resume.")]
 RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign>/<run-id>/.")]

@@ -34,6 +34,7 @@ class Cell:
     samples: int
     key: bytes  # digest of everything above; task ids derive from it
     model_key: str  # the model identity's short id (results are grouped by it)
+    est_tokens: int  # prompt estimate + max_tokens: what a call may count against a token limit
 
     @property
     def contract(self) -> ResponseContract:
@@ -78,8 +79,9 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                         for variant in cond.variants:
                             msgs = render_messages(job, variant, strategy)
                             key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
+                            est = sum(estimate_tokens(m["content"]) for m in msgs) + model.max_tokens
                             cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model,
-                                              msgs, samples, key, model.key))
+                                              msgs, samples, key, model.key, est))
     return cells
 
 

@@ -5,17 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeserver import FakeLLMServer, Faults
+from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def fake_server():
+def emulator():
+    """Start emulators (real HTTP servers on loopback) for a test; all are stopped after it."""
     servers = []
 
-    def start(faults: Faults | None = None, latency_s: float = 0.0, seed: int = 1) -> FakeLLMServer:
-        server = FakeLLMServer(faults, latency_s, seed).start_in_thread()
+    def start(faults: Faults | None = None, latency_s: float = 0.0, seed: int = 1, **limits) -> Emulator:
+        server = Emulator(EmulatorConfig(faults=faults or Faults(), latency_s=latency_s, seed=seed,
+                                         **limits)).start_in_thread()
         servers.append(server)
         return server
 

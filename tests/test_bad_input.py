@@ -50,7 +50,7 @@ CASES = {
     "mistyped field": lambda p: (_config(p, model='provider = "simulated"\nname = "m"\ntemperature = "hot"'),
                                  "models[0].temperature", "expected type"),
     "unknown provider": lambda p: (_config(p, model='provider = "openia"\nname = "m"'), "models[0].provider",
-                                   "known: openai, local, simulated"),
+                                   "known: openai, anthropic, gemini, local, simulated"),
     "duplicate slug": lambda p: (_config(p, job=_job(p, lambda s: s["experiments"][1].update(
         experimentSlug=s["experiments"][0]["experimentSlug"]))), "experiments[1].experimentSlug", "its own slug"),
     "empty conditions": lambda p: (_config(p, job=_job(p, lambda s: s["experiments"][2].update(conditions=[]))),

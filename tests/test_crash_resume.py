@@ -33,9 +33,9 @@ def _wait_for_progress(path: Path, proc: subprocess.Popen, timeout: float = 30) 
         time.sleep(0.02)
 
 
-def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, fake_server):
-    server = fake_server(latency_s=0.02)
-    cfg = openai_config(tmp_path, server.url, samples=40, limits="max_in_flight = 4")
+def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, emulator):
+    server = emulator(latency_s=0.02)
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=40, limits="max_in_flight = 4")
     expected = {t.task_id for t in Plan(load_campaign(cfg)).tasks()}
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
     rng = random.Random(2026)
@@ -64,9 +64,9 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, fake_se
     assert len(server.log.arrivals) == calls
 
 
-def test_sigterm_stops_flushes_and_prints_the_resume_command(tmp_path, fake_server):
-    server = fake_server(latency_s=0.02)
-    cfg = openai_config(tmp_path, server.url, samples=40, limits="max_in_flight = 2")
+def test_sigterm_stops_flushes_and_prints_the_resume_command(tmp_path, emulator):
+    server = emulator(latency_s=0.02)
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=40, limits="max_in_flight = 2")
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
     proc = _start(cfg)
     _wait_for_progress(results, proc)
@@ -81,9 +81,9 @@ def test_sigterm_stops_flushes_and_prints_the_resume_command(tmp_path, fake_serv
     assert len({r["taskId"] for r in written}) == len(written)
 
 
-def test_a_torn_last_line_is_repaired_and_its_task_runs_again(tmp_path, fake_server):
-    server = fake_server()
-    cfg = openai_config(tmp_path, server.url, samples=2)
+def test_a_torn_last_line_is_repaired_and_its_task_runs_again(tmp_path, emulator):
+    server = emulator()
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=2)
     assert subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
                           capture_output=True, timeout=60).returncode == 0
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"

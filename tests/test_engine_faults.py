@@ -9,7 +9,7 @@ from rich.console import Console
 from orchestrator.engine.session import run_campaign
 from orchestrator.spec.campaign import load_campaign
 from tests.conftest import openai_config
-from tests.fakeserver import Faults
+from orchestrator.emulator.server import Faults
 
 
 def _records(run_dir):
@@ -21,10 +21,10 @@ def _run(config_path):
                         handle_signals=False)
 
 
-def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, fake_server):
+def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, emulator):
     faults = Faults(rate_limited=0.15, server_error=0.1, dropped=0.1, slow=0.05, slow_s=1.0)
-    server = fake_server(faults, seed=7)
-    cfg = openai_config(tmp_path, server.url, samples=8, limits="""
+    server = emulator(faults, seed=7)
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=8, limits="""
         max_in_flight = 6
         timeout_s = 0.4
         max_attempts = 15
@@ -44,9 +44,9 @@ def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, f
     assert outcome.state.retries and sum(outcome.state.retries.values()) == attempts - len(records)
 
 
-def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, fake_server):
-    server = fake_server(Faults(malformed=0.4), seed=3)
-    outcome = _run(openai_config(tmp_path, server.url, samples=5))
+def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, emulator):
+    server = emulator(Faults(malformed=0.4), seed=3)
+    outcome = _run(openai_config(tmp_path, server.base_url("openai"), samples=5))
     records = _records(outcome.run_dir)
     by_status = Counter(r["status"] for r in records)
     assert by_status["parse_error"] == server.log.served["malformed"] > 0
@@ -58,22 +58,22 @@ def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, fa
             assert r["error"] == "no JSON object in the answer"
 
 
-def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_path, fake_server):
-    server = fake_server()
+def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_path, emulator):
+    server = emulator()
     rate, window = 10, 0.5  # at most 10 requests in any 0.5 s
-    outcome = _run(openai_config(tmp_path, server.url, samples=4, limits=f"""
+    outcome = _run(openai_config(tmp_path, server.base_url("openai"), samples=4, limits=f"""
         rpm = {rate}
         period_s = {window}
         max_in_flight = 8"""))
-    arrivals = sorted(server.log.arrivals)
+    arrivals = sorted(t for t, *_ in server.log.arrivals)
     assert len(arrivals) == 48 and outcome.exit_code == 0
     spans = [arrivals[i + rate] - arrivals[i] for i in range(len(arrivals) - rate)]
     assert min(spans) >= window, f"{rate + 1} requests arrived within {min(spans):.3f} s"
 
 
-def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, fake_server):
-    server = fake_server(Faults(server_error=1.0))
-    cfg = openai_config(tmp_path, server.url, samples=1, limits="""
+def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, emulator):
+    server = emulator(Faults(server_error=1.0))
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=1, limits="""
         max_attempts = 2
         backoff_base_s = 0.01
         backoff_max_s = 0.02""")
@@ -82,7 +82,7 @@ def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, fak
     assert first.exit_code == 1
     assert [r["status"] for r in records] == ["failed"] * 12
     assert all(r["attempts"] == 2 and "500" in r["error"] for r in records)
-    server.faults.server_error = 0.0
+    server.config.faults.server_error = 0.0
     second = _run(cfg)
     assert second.exit_code == 0 and second.pending_before == 12
     final = _records(second.run_dir)[12:]

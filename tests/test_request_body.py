@@ -17,9 +17,9 @@ def _run(tmp_path, url, extra_model: str):
     return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
 
 
-def test_decoding_settings_and_one_seed_per_sample(tmp_path, fake_server):
-    server = fake_server()
-    _run(tmp_path, server.url, "top_p = 0.9\nmax_tokens = 33\nseed = 5")
+def test_decoding_settings_and_one_seed_per_sample(tmp_path, emulator):
+    server = emulator()
+    _run(tmp_path, server.base_url("openai"), "top_p = 0.9\nmax_tokens = 33\nseed = 5")
     bodies = server.log.bodies
     assert len(bodies) == 36
     assert all(b["temperature"] == 0.7 and b["top_p"] == 0.9 and b["max_tokens"] == 33 for b in bodies)
@@ -27,13 +27,13 @@ def test_decoding_settings_and_one_seed_per_sample(tmp_path, fake_server):
     assert "response_format" not in bodies[0]
     assert len({b["seed"] for b in bodies}) == 36  # each sample its own, reproducible seed
     (tmp_path / "again").mkdir()
-    _run(tmp_path / "again", server.url, "top_p = 0.9\nmax_tokens = 33\nseed = 5")  # a fresh run
+    _run(tmp_path / "again", server.base_url("openai"), "top_p = 0.9\nmax_tokens = 33\nseed = 5")  # a fresh run
     assert sorted(b["seed"] for b in bodies[36:]) == sorted(b["seed"] for b in bodies[:36])
 
 
-def test_structured_output_sends_each_tasks_schema(tmp_path, fake_server):
-    server = fake_server()
-    outcome = _run(tmp_path, server.url, "structured_output = true")
+def test_structured_output_sends_each_tasks_schema(tmp_path, emulator):
+    server = emulator()
+    outcome = _run(tmp_path, server.base_url("openai"), "structured_output = true")
     formats = [b["response_format"] for b in server.log.bodies]
     assert all(f["type"] == "json_schema" and f["json_schema"]["strict"] for f in formats)
     enums = {tuple(f["json_schema"]["schema"]["properties"].get("choice", {}).get("enum", ())) for f in formats}

@@ -1,21 +1,155 @@
-"""Per limit key: a request-rate limiter; the in-flight cap is the key's worker count."""
+"""Rate control per limit key: request pacing, a token window, an adaptive in-flight cap.
+
+- Requests: aiolimiter spaces them evenly at the configured rate (a hard ceiling that holds in
+  any sliding window). After a 429 an adaptive pacer runs below that ceiling, halving its rate
+  on each rate-limit episode and growing it back additively on successes (AIMD), and it adopts
+  a lower limit the server reports in its headers.
+- Tokens: a sliding-window account of estimated tokens (prompt estimate + max_tokens), corrected
+  to the usage the server reports once the call returns.
+- Concurrency: an in-flight cap that halves on a 429 episode and grows back by 1/cap per success.
+- A 429's retry-after, or a server saying no requests or tokens remain, pauses the whole key.
+"""
 from __future__ import annotations
 
+import random
+import time
+from collections import deque
+
+import anyio
 from aiolimiter import AsyncLimiter
 
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import RateInfo, RateLimited
 from orchestrator.spec.campaign import LimitConfig
 
-# Requests are spaced evenly at just under the configured rate, so that network jitter between
-# our send and the server's receipt cannot put R+1 requests into any window the server counts.
-_SAFETY = 1.01
+# Requests are spaced at just under the configured rate, so that network jitter between our send
+# and the server's receipt cannot put R+1 requests into any window the server counts.
+SAFETY = 1.01
+EPISODE_S = 1.0  # 429s within this long of the last cut are one episode: cut once, not per reply
 
 
-class RateGate:
+class TokenWindow:
+    """Tokens charged in the last `period` seconds stay within `limit`."""
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit, self.period = limit, period
+        self.entries: deque[list[float]] = deque()  # [time charged, tokens]
+        self.total = 0.0
+
+    def _expire(self, now: float) -> None:
+        while self.entries and self.entries[0][0] <= now - self.period:
+            self.total -= self.entries.popleft()[1]
+
+    async def charge(self, tokens: float) -> list[float]:
+        tokens = min(tokens, self.limit)
+        while True:
+            now = time.monotonic()
+            self._expire(now)
+            if self.total + tokens <= self.limit:
+                entry = [now, tokens]
+                self.entries.append(entry)
+                self.total += tokens
+                return entry
+            need, wait = self.total + tokens - self.limit, self.period
+            for charged_at, amount in self.entries:  # when enough will have expired
+                need -= amount
+                if need <= 0:
+                    wait = charged_at + self.period - now
+                    break
+            await anyio.sleep(max(wait, 0.001))
+
+    def correct(self, entry: list[float], actual: float) -> None:
+        """Replace an estimate by what the server reported (if the entry still counts)."""
+        if self.entries and entry[0] > time.monotonic() - self.period:
+            self.total += actual - entry[1]
+            entry[1] = actual
+
+
+class KeyController:
     def __init__(self, config: LimitConfig) -> None:
         self.config = config
-        self._limiter = (AsyncLimiter(1, config.period_s / config.rpm * _SAFETY)
-                         if config.rpm else None)
+        self.ceiling = (AsyncLimiter(1, config.period_s / config.rpm * SAFETY) if config.rpm else None)
+        self.tokens = TokenWindow(config.tpm, config.period_s) if config.tpm else None
+        self.cap = float(config.max_in_flight)
+        self.in_flight = 0
+        self._freed = anyio.Event()
+        self.rate: float | None = None  # adaptive requests/s, below the ceiling, after a 429
+        self._next_slot = 0.0
+        self.paused_until = 0.0
+        self._last_cut = -EPISODE_S
+        self.rate_limited = 0  # 429/overload answers seen
 
-    async def wait(self) -> None:
-        if self._limiter is not None:
-            await self._limiter.acquire()
+    async def acquire(self, est_tokens: float) -> list[float] | None:
+        """Wait for a slot under every limit; returns the token-window entry to correct later."""
+        while self.in_flight >= int(self.cap):
+            await self._freed.wait()
+        self.in_flight += 1
+        try:
+            now = time.monotonic()
+            if now < self.paused_until:
+                await anyio.sleep(self.paused_until - now)
+            if self.rate is not None:
+                now = time.monotonic()
+                slot = max(now, self._next_slot)
+                self._next_slot = slot + 1 / self.rate
+                if slot > now:
+                    await anyio.sleep(slot - now)
+            if self.ceiling is not None:
+                await self.ceiling.acquire()
+            return await self.tokens.charge(est_tokens) if self.tokens is not None else None
+        except BaseException:
+            self._leave()
+            raise
+
+    def _leave(self) -> None:
+        self.in_flight -= 1
+        self._freed.set()
+        self._freed = anyio.Event()
+
+    def release(self, entry: list[float] | None, completion: Completion | None = None,
+                error: BaseException | None = None) -> None:
+        self._leave()
+        if completion is not None:
+            self._on_success(entry, completion)
+        elif isinstance(error, RateLimited):
+            self._on_rate_limited(error)
+
+    def _on_success(self, entry: list[float] | None, completion: Completion) -> None:
+        cfg = self.config
+        self.cap = min(float(cfg.max_in_flight), self.cap + 1 / self.cap)
+        if self.rate is not None and cfg.rpm:
+            self.rate = min(cfg.rpm / cfg.period_s / SAFETY, self.rate + cfg.rpm / cfg.period_s * 0.01)
+        usage = completion.usage or {}
+        if entry is not None and self.tokens is not None and usage.get("prompt_tokens") is not None:
+            self.tokens.correct(entry, (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
+        if completion.rate is not None:
+            self._respect(completion.rate)
+
+    def _respect(self, rate: RateInfo) -> None:
+        """Slow down before a 429: nothing left in the server's window means wait for its reset."""
+        now = time.monotonic()
+        if rate.remaining_requests == 0 and rate.reset_requests_s:
+            self.paused_until = max(self.paused_until, now + rate.reset_requests_s)
+        if (rate.remaining_tokens is not None and rate.reset_tokens_s
+                and rate.remaining_tokens < self.config.min_tokens_left):
+            self.paused_until = max(self.paused_until, now + rate.reset_tokens_s)
+
+    def _on_rate_limited(self, error: RateLimited) -> None:
+        self.rate_limited += 1
+        now = time.monotonic()
+        pause = error.retry_after if error.retry_after is not None else self.config.backoff_base_s
+        self.paused_until = max(self.paused_until, now + pause * random.uniform(1.0, 1.1))
+        if now - self._last_cut < EPISODE_S:
+            return
+        self._last_cut = now
+        cfg = self.config
+        self.cap = max(1.0, self.cap / 2)
+        if cfg.rpm:
+            ceiling = cfg.rpm / cfg.period_s / SAFETY
+            self.rate = max(ceiling * 0.02, (self.rate or ceiling) / 2)
+            info = error.rate
+            if info is not None and info.limit_requests:  # the server told us its real limit
+                self.rate = min(self.rate * 2, info.limit_requests / cfg.period_s / SAFETY)
+        if error.rate is not None:
+            self._respect(error.rate)
+

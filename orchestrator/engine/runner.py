@@ -18,7 +18,7 @@ import anyio
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
                       wait_random_exponential)
 
-from orchestrator.engine.limits import RateGate
+from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import parse_answer
@@ -53,14 +53,20 @@ def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
     return wait
 
 
-async def _attempt(provider: Provider, gate: RateGate, task: Task) -> Completion:
+async def _attempt(provider: Provider, gate: KeyController, task: Task) -> Completion:
     # The per-attempt timeout is the provider's (aiohttp's own timer is the cheapest there is);
     # providers raise Transient when it expires.
-    await gate.wait()
-    return await provider.complete(task)
+    entry = await gate.acquire(task.cell.est_tokens)
+    try:
+        completion = await provider.complete(task)
+    except BaseException as exc:
+        gate.release(entry, error=exc)
+        raise
+    gate.release(entry, completion)
+    return completion
 
 
-async def call_with_retries(provider: Provider, gate: RateGate, task: Task,
+async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
                             on_retry: Callable[[], None]) -> tuple[Completion, int]:
     """The completion and the number of attempts it took; raises the last error if none worked.
 
@@ -86,7 +92,7 @@ async def call_with_retries(provider: Provider, gate: RateGate, task: Task,
     return completion, attempts
 
 
-async def run_one(provider: Provider, gate: RateGate, task: Task, state: RunState) -> dict[str, Any]:
+async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -113,7 +119,7 @@ async def run_one(provider: Provider, gate: RateGate, task: Task, state: RunStat
     return make_record(task, outcome)
 
 
-async def _work(providers: dict[str, Provider], gate: RateGate, state: RunState,
+async def _work(providers: dict[str, Provider], gate: KeyController, state: RunState,
                 tasks: Iterator[Task], writer: ResultWriter) -> None:
     """Workers of one key share its task iterator: next() never awaits, so no two collide."""
     for task in tasks:
@@ -134,7 +140,7 @@ def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
                state: RunState, writer: ResultWriter) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
-    gate = RateGate(limit)
+    gate = KeyController(limit)
     tasks = plan.tasks(model_indices, skip)
     for _ in range(limit.max_in_flight):
         workers.start_soon(_work, providers, gate, state, tasks, writer)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.providers.errors import RateInfo
+
 if TYPE_CHECKING:
     from orchestrator.plan import Task
 
@@ -14,6 +16,7 @@ class Completion:
     usage: dict[str, int] | None = None
     served_model: str | None = None
     finish_reason: str | None = None
+    rate: RateInfo | None = None  # what the server said about its remaining quota
     extra: dict[str, Any] = field(default_factory=dict)
 
 

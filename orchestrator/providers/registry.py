@@ -10,6 +10,12 @@ def make_provider(model: ModelConfig, limit: LimitConfig) -> Provider:
     if model.provider == "openai":
         from orchestrator.providers.openai import OpenAIProvider
         return OpenAIProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
+    if model.provider == "anthropic":
+        from orchestrator.providers.anthropic import AnthropicProvider
+        return AnthropicProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
+    if model.provider == "gemini":
+        from orchestrator.providers.gemini import GeminiProvider
+        return GeminiProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
     if model.provider == "local":
         from orchestrator.providers.local import LocalProvider
         return LocalProvider(model, limit)

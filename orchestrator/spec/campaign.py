@@ -16,7 +16,9 @@ from orchestrator.spec.loading import load_toml, validate
 from orchestrator.spec.models import Job
 from orchestrator.spec.simulate import SimulateConfig
 
-PROVIDERS = ("openai", "local", "simulated")
+PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
+DEFAULT_URLS = {"anthropic": "https://api.anthropic.com",
+                "gemini": "https://generativelanguage.googleapis.com"}
 
 
 class Strict(BaseModel):
@@ -26,8 +28,10 @@ class Strict(BaseModel):
 class LimitConfig(Strict):
     """One limit key: requests per minute, calls in flight, per-attempt timeout, retries."""
 
-    rpm: float | None = Field(default=None, gt=0)
-    period_s: float = Field(default=60.0, gt=0)  # window the rpm counts over (short in tests)
+    rpm: float | None = Field(default=None, gt=0)  # requests per period
+    tpm: int | None = Field(default=None, gt=0)  # tokens (prompt + output) per period
+    period_s: float = Field(default=60.0, gt=0)  # window both count over (short in tests)
+    min_tokens_left: int = Field(default=1, ge=0)  # pause for the reset below this many
     max_in_flight: int = Field(default=8, ge=1)
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=6, ge=1)
@@ -81,6 +85,9 @@ class ModelConfig(Strict):
         if self.provider != "local" and not self.name:
             out.append(("name", f"provider '{self.provider}' needs a model name",
                         "add the required field 'name'"))
+        if self.provider == "anthropic" and self.structured_output:
+            out.append(("structured_output", "the Anthropic Messages API has no JSON-schema "
+                        "output mode", "set structured_output = false for this model"))
         if self.provider != "local" and self.server is not None:
             out.append(("server", "'server' settings apply to provider 'local' only",
                         "remove the [models.server] table"))

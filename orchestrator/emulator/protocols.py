@@ -1,0 +1,112 @@
+"""The three wire formats the emulator speaks: how a call is read and how answers are written."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Call:
+    credential: str
+    model: str
+    prompt: str  # every text sent, for token counting
+    max_tokens: int
+    schema: dict[str, Any] | None
+    user_prompt: str = ""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
+
+
+class OpenAI:
+    name, route, overload_status = "openai", "/v1/chat/completions", 503
+
+    def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
+        auth = request.headers.get("Authorization", "")
+        texts = [_text(m.get("content")) for m in body["messages"]]
+        fmt = body.get("response_format") or {}
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
+        return Call(auth.removeprefix("Bearer ").strip(), body["model"], "".join(texts), max_tokens,
+                    schema, texts[-1])
+
+    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
+                refused: bool) -> dict[str, Any]:
+        message = {"role": "assistant", "content": None if refused else text, "refusal": None}
+        return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
+                "created": int(time.time()), "model": call.model,
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": "content_filter" if refused else "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+    def error(self, status: int, message: str, retry_after: float | None = None) -> dict[str, Any]:
+        kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                429: "rate_limit_exceeded"}.get(status, "server_error")
+        return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+class Anthropic:
+    name, route, overload_status = "anthropic", "/v1/messages", 529
+
+    def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
+        if "anthropic-version" not in request.headers:
+            raise ValueError("missing anthropic-version header")
+        texts = [_text(body.get("system"))] + [_text(m["content"]) for m in body["messages"]]
+        return Call(request.headers.get("x-api-key", ""), body["model"], "".join(texts),
+                    int(body["max_tokens"]), None, texts[-1])
+
+    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
+                refused: bool) -> dict[str, Any]:
+        return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+                "model": call.model, "content": [] if refused else [{"type": "text", "text": text}],
+                "stop_reason": "refusal" if refused else "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
+
+    def error(self, status: int, message: str, retry_after: float | None = None) -> dict[str, Any]:
+        kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class Gemini:
+    name, route, overload_status = "gemini", "/v1beta/models/{action}", 503
+
+    def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
+        model, _, verb = request.match_info["action"].partition(":")
+        if verb != "generateContent":
+            raise ValueError(f"unsupported method {verb}")
+        system = _text((body.get("systemInstruction") or {}).get("parts"))
+        texts = [_text(c.get("parts")) for c in body["contents"]]
+        config = body.get("generationConfig") or {}
+        credential = request.headers.get("x-goog-api-key") or request.query.get("key", "")
+        return Call(credential, model, system + "".join(texts), int(config.get("maxOutputTokens") or 256),
+                    config.get("responseSchema"), texts[-1])
+
+    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
+                refused: bool) -> dict[str, Any]:
+        candidate = {"index": 0, "finishReason": "SAFETY" if refused else "STOP",
+                     "content": {"role": "model", "parts": [] if refused else [{"text": text}]}}
+        return {"candidates": [candidate], "modelVersion": call.model,
+                "usageMetadata": {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens,
+                                  "totalTokenCount": prompt_tokens + completion_tokens}}
+
+    def error(self, status: int, message: str, retry_after: float | None = None) -> dict[str, Any]:
+        code = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND",
+                429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
+        error: dict[str, Any] = {"code": status, "message": message, "status": code}
+        if retry_after is not None:
+            error["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                 "retryDelay": f"{retry_after:.3f}s"}]
+        return {"error": error}
+
+
+Protocol = OpenAI | Anthropic | Gemini
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (OpenAI(), Anthropic(), Gemini())}

@@ -1,0 +1,210 @@
+"""The emulator's HTTP server: OpenAI chat completions, Anthropic Messages and Gemini
+generateContent on one loopback port, with real limit headers and injectable faults."""
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from orchestrator.emulator.answers import answer, tokens
+from orchestrator.emulator.limits import Window
+from orchestrator.emulator.protocols import PROTOCOLS, Call, Protocol
+
+
+@dataclass
+class Faults:
+    """Per-request probabilities of each fault; the rest are answered normally."""
+
+    rate_limited: float = 0.0  # a 429 whatever the limits say
+    server_error: float = 0.0  # 500
+    overloaded: float = 0.0  # 503 (OpenAI, Gemini) / 529 (Anthropic)
+    dropped: float = 0.0  # the connection closes without an answer
+    slow: float = 0.0  # the answer comes after slow_s
+    malformed: float = 0.0  # 200, but the text holds no JSON answer
+    refusal: float = 0.0  # the model declines (content filter / refusal / SAFETY)
+    retry_after_s: float = 0.05  # what an injected 429 or overload asks for
+    slow_s: float = 2.0
+
+
+@dataclass
+class EmulatorConfig:
+    rpm: int | None = None  # per credential and protocol, in any window of period_s
+    tpm: int | None = None  # prompt tokens + max_tokens at admission, settled to actual usage
+    period_s: float = 60.0
+    latency_s: float = 0.0
+    faults: Faults = field(default_factory=Faults)
+    keys: frozenset[str] | None = None  # accepted API keys; None accepts any
+    seed: int = 1
+
+
+@dataclass
+class Log:
+    arrivals: list[tuple[float, str, str]] = field(default_factory=list)  # (time, protocol, model)
+    statuses: Counter = field(default_factory=Counter)  # (protocol, status) -> answers
+    served: Counter = field(default_factory=Counter)  # fault kind or "ok" -> answers
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    malformed_texts: set[str] = field(default_factory=set)
+    admitted_tokens: list[tuple[float, str, float]] = field(default_factory=list)
+
+
+class Emulator:
+    def __init__(self, config: EmulatorConfig | None = None) -> None:
+        self.config = config or EmulatorConfig()
+        self.rng = random.Random(self.config.seed)
+        self.log = Log()
+        self.windows: dict[tuple[str, str], Window] = {}
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def base_url(self, protocol: str) -> str:
+        return self.url + ("/v1" if protocol == "openai" else "")
+
+    def _window(self, protocol: str, credential: str) -> Window:
+        key = (protocol, credential)
+        if key not in self.windows:
+            c = self.config
+            self.windows[key] = Window(c.rpm, c.tpm, c.period_s)
+        return self.windows[key]
+
+    def _fault(self) -> str:
+        roll, f = self.rng.random(), self.config.faults
+        for kind in ("rate_limited", "server_error", "overloaded", "dropped", "slow", "malformed", "refusal"):
+            p = getattr(f, kind)
+            if roll < p:
+                return kind
+            roll -= p
+        return "ok"
+
+    def _reply(self, proto: Protocol, call: Call, status: int, body: dict[str, Any],
+               headers: dict[str, str] | None = None) -> web.Response:
+        self.log.statuses[(proto.name, status)] += 1
+        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json",
+                            headers=headers or {})
+
+    def _limit_headers(self, proto: Protocol, window: Window) -> dict[str, str]:
+        req_left, req_reset, tok_left, tok_reset = window.remaining()
+        c = self.config
+        if proto.name == "openai":
+            h = {}
+            if c.rpm is not None:
+                h |= {"x-ratelimit-limit-requests": str(c.rpm), "x-ratelimit-remaining-requests": str(req_left),
+                      "x-ratelimit-reset-requests": f"{req_reset * 1000:.0f}ms"}
+            if c.tpm is not None:
+                h |= {"x-ratelimit-limit-tokens": str(c.tpm), "x-ratelimit-remaining-tokens": str(tok_left),
+                      "x-ratelimit-reset-tokens": f"{tok_reset * 1000:.0f}ms"}
+            return h
+        if proto.name == "anthropic":
+            at = lambda s: (datetime.now(timezone.utc) + timedelta(seconds=s)).isoformat()  # noqa: E731
+            h = {}
+            if c.rpm is not None:
+                h |= {"anthropic-ratelimit-requests-limit": str(c.rpm),
+                      "anthropic-ratelimit-requests-remaining": str(req_left),
+                      "anthropic-ratelimit-requests-reset": at(req_reset)}
+            if c.tpm is not None:
+                h |= {"anthropic-ratelimit-tokens-limit": str(c.tpm),
+                      "anthropic-ratelimit-tokens-remaining": str(tok_left),
+                      "anthropic-ratelimit-tokens-reset": at(tok_reset)}
+            return h
+        return {}  # Gemini reports limits only in its 429 body
+
+    async def handle(self, request: web.Request, proto: Protocol) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            call = proto.parse(request, orjson.loads(raw))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return self._reply(proto, Call("", "", "", 0, None), 400, proto.error(400, f"bad request: {exc}"))
+        self.log.arrivals.append((time.monotonic(), proto.name, call.model))
+        self.log.bodies.append(orjson.loads(raw))
+        keys = self.config.keys
+        if keys is not None and call.credential not in keys:
+            return self._reply(proto, call, 401, proto.error(401, "invalid api key"))
+        if call.model.startswith("missing-"):
+            return self._reply(proto, call, 404, proto.error(404, f"model {call.model} not found"))
+        window = self._window(proto.name, call.credential)
+        prompt_tokens = tokens(call.prompt)
+        verdict = window.admit(prompt_tokens + call.max_tokens)
+        if not verdict.admitted:
+            return self._too_many(proto, call, window, verdict.retry_after_s)
+        self.log.admitted_tokens.append((time.monotonic(), proto.name, prompt_tokens + call.max_tokens))
+        kind = self._fault()
+        self.log.served[kind] += 1
+        if self.config.latency_s:
+            await asyncio.sleep(self.config.latency_s)
+        f = self.config.faults
+        if kind == "rate_limited":
+            return self._too_many(proto, call, window, f.retry_after_s)
+        if kind == "server_error":
+            return self._reply(proto, call, 500, proto.error(500, "internal error"))
+        if kind == "overloaded":
+            return self._reply(proto, call, proto.overload_status, proto.error(proto.overload_status, "overloaded"),
+                               {"retry-after": f"{f.retry_after_s:.3f}"})
+        if kind == "dropped":
+            request.transport.close()
+            return web.Response()
+        if kind == "slow":
+            await asyncio.sleep(f.slow_s)
+        text = answer(call.user_prompt, call.schema, self.rng)
+        if kind == "malformed":
+            text = f"Let me think. The answer is roughly {self.rng.randint(1, 999)}."
+            self.log.malformed_texts.add(text)
+        completion_tokens = tokens(text)
+        window.settle(verdict.entry, prompt_tokens + min(completion_tokens, call.max_tokens))
+        body = proto.success(call, text, prompt_tokens, completion_tokens, refused=kind == "refusal")
+        return self._reply(proto, call, 200, body, self._limit_headers(proto, window))
+
+    def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float) -> web.Response:
+        headers = {"retry-after": f"{wait:.3f}", **self._limit_headers(proto, window)}
+        if proto.name == "openai":
+            headers["retry-after-ms"] = f"{wait * 1000:.0f}"
+        return self._reply(proto, call, 429, proto.error(429, "rate limit exceeded", retry_after=wait), headers)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=16 * 2**20)
+        for proto in PROTOCOLS.values():
+            app.router.add_post(proto.route, self._handler(proto))
+        return app
+
+    def _handler(self, proto: Protocol):
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await self.handle(request, proto)
+        return handler
+
+    async def start(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    def start_in_thread(self) -> Emulator:
+        """For tests: serve from a background thread's own event loop."""
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self.start())
+            ready.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=serve, daemon=True).start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+

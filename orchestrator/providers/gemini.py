@@ -1,0 +1,87 @@
+"""Google Gemini generateContent: contents/parts, systemInstruction, generationConfig."""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from multidict import CIMultiDictProxy
+
+from orchestrator.plan import Task
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import Refused
+from orchestrator.providers.http import HTTPProvider, seconds_until
+from orchestrator.spec.models import ResponseContract
+
+BLOCKED = {"SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
+
+
+def response_schema(contract: ResponseContract) -> dict[str, Any]:
+    """Gemini's schema dialect (an OpenAPI subset): enums are for strings only."""
+    if contract.kind == "choice":
+        field = {"type": "STRING", "enum": list(contract.options)}
+    else:
+        field = {"type": "INTEGER" if contract.kind == "rating" else "NUMBER"}
+    return {"type": "OBJECT", "properties": {contract.field: field}, "required": [contract.field]}
+
+
+class GeminiProvider(HTTPProvider):
+    def url(self, task: Task) -> str:
+        return f"{self.base_url}/v1beta/models/{self.model.name}:generateContent"
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        # The key goes in a header, never in the URL, where logs and error messages would show it.
+        return {"x-goog-api-key": key} if key else {}
+
+    def body(self, task: Task) -> bytes:
+        m = self.model
+        cached = self._bodies.get(task.cell)
+        if cached is None:
+            system = [msg["content"] for msg in task.cell.messages if msg["role"] == "system"]
+            config: dict[str, Any] = {"maxOutputTokens": m.max_tokens}
+            for key, value in (("temperature", m.temperature), ("topP", m.top_p)):
+                if value is not None:
+                    config[key] = value
+            if m.structured_output:
+                config["responseMimeType"] = "application/json"
+                config["responseSchema"] = response_schema(task.cell.contract)
+            body: dict[str, Any] = {
+                "contents": [{"role": "user", "parts": [{"text": msg["content"]}]}
+                             for msg in task.cell.messages if msg["role"] != "system"],
+                "generationConfig": config}
+            if system:
+                body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+            cached = self._bodies[task.cell] = orjson.dumps(body)
+        seed = self.seed_for(task)
+        if seed is None:
+            return cached
+        body = orjson.loads(cached)
+        body["generationConfig"]["seed"] = seed
+        return orjson.dumps(body)
+
+    def retry_hint(self, headers: CIMultiDictProxy, payload: bytes) -> float | None:
+        """429 RESOURCE_EXHAUSTED carries a RetryInfo detail with retryDelay ("17s")."""
+        try:
+            for detail in orjson.loads(payload)["error"].get("details", []):
+                if detail.get("@type", "").endswith("RetryInfo"):
+                    return seconds_until(detail.get("retryDelay"))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            pass
+        return super().retry_hint(headers, payload)
+
+    def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
+        try:
+            data = orjson.loads(payload)
+            blocked = (data.get("promptFeedback") or {}).get("blockReason")
+            if blocked:
+                raise Refused(f"prompt blocked: {blocked}")
+            candidate = data["candidates"][0]
+            finish = candidate.get("finishReason")
+            if finish in BLOCKED:
+                raise Refused(f"answer blocked: {finish}")
+            text = "".join(p.get("text", "") for p in candidate["content"]["parts"])
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            raise self.malformed(payload) from None
+        usage = data.get("usageMetadata") or {}
+        return Completion(text=text, served_model=data.get("modelVersion"), finish_reason=finish,
+                          usage={"prompt_tokens": usage.get("promptTokenCount"),
+                                 "completion_tokens": usage.get("candidatesTokenCount")} if usage else None)

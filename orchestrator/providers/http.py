@@ -1,0 +1,160 @@
+"""What every HTTP provider shares: the session, the call, and the classification of failures.
+
+Subclasses speak one wire protocol: they build the URL, headers and body, read a completion out
+of a 200 answer, and read the server's rate-limit headers. API keys live only in the session's
+headers and are scrubbed from every message this module raises.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import re
+import time
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDictProxy
+
+from orchestrator.plan import Task
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import Fatal, RateInfo, RateLimited, Transient
+from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def seconds_until(value: str | None) -> float | None:
+    """A reset or retry hint as seconds from now: delta-seconds ("1.5"), a duration ("6m0s",
+    "120ms"), an HTTP date, or an RFC 3339 time."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    if (parts := _DURATION.findall(value)) and "".join(n + u for n, u in parts) == value:
+        return sum(float(n) * _UNIT_S[u] for n, u in parts)
+    try:
+        from datetime import datetime
+        when = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, when - time.time())
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset") -> RateInfo | None:
+    """Limit headers named `<prefix>{limit,remaining,reset}-{requests,tokens}` (OpenAI) or
+    `<prefix>{requests,tokens}-{limit,remaining,reset}` (Anthropic)."""
+    def get(kind: str, what: str) -> str | None:
+        return headers.get(f"{prefix}{what}-{kind}") or headers.get(f"{prefix}{kind}-{what}")
+
+    info = RateInfo(_int(get("requests", "limit")), _int(get("requests", "remaining")),
+                    seconds_until(get("requests", reset_suffix)), _int(get("tokens", "limit")),
+                    _int(get("tokens", "remaining")), seconds_until(get("tokens", reset_suffix)))
+    return info if any(v is not None for v in (info.remaining_requests, info.remaining_tokens)) else None
+
+
+def api_key(model: ModelConfig) -> str | None:
+    """The key, from the environment only (check_credentials made sure it is set)."""
+    return os.environ.get(model.api_key_env) if model.api_key_env else None
+
+
+class HTTPProvider:
+    overload_statuses: tuple[int, ...] = (503,)
+
+    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0,
+                 base_url: str | None = None) -> None:
+        self.model = model
+        self.base_url = (base_url or model.base_url or DEFAULT_URLS.get(model.provider, "")).rstrip("/")
+        self._key = api_key(model)
+        self._max_connections, self._timeout_s = max_connections, timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        self._bodies: dict[Any, bytes] = {}
+
+    # --- what a protocol defines -------------------------------------------------------------
+    def url(self, task: Task) -> str:
+        raise NotImplementedError
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def body(self, task: Task) -> bytes:
+        raise NotImplementedError
+
+    def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
+        raise NotImplementedError
+
+    def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
+        return None
+
+    def retry_hint(self, headers: CIMultiDictProxy, payload: bytes) -> float | None:
+        ms = headers.get("retry-after-ms")
+        return float(ms) / 1000 if ms else seconds_until(headers.get("Retry-After"))
+
+    # --- shared ------------------------------------------------------------------------------
+    def scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def seed_for(self, task: Task) -> int | None:
+        """Each sample its own seed, derived from the task id: samples differ from each other,
+        yet each one is reproducible."""
+        if self.model.seed is None:
+            return None
+        return (self.model.seed + int(task.task_id[:8], 16)) % 2**31
+
+    async def start(self) -> None:
+        return None
+
+    async def complete(self, task: Task) -> Completion:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                headers={"Content-Type": "application/json", **self.headers(self._key)},
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        try:
+            async with self._session.post(self.url(task), data=self.body(task)) as resp:
+                payload = await resp.read()
+                status, headers = resp.status, resp.headers
+        except asyncio.TimeoutError:
+            raise Transient(f"no answer within {self._timeout_s:g} s") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise Transient(self.scrub(f"{type(exc).__name__}: {exc}")) from None
+        if status == 200:
+            return self.completion(payload, headers)
+        raise self.error(status, headers, payload)
+
+    def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
+        label = self.model.label
+        detail = self.scrub(payload[:300].decode("utf-8", "replace"))
+        hint, rate = self.retry_hint(headers, payload), self.rate(headers)
+        if status == 429 or status in self.overload_statuses:
+            return RateLimited(f"{status} from {label}: {detail}", hint, rate)
+        if status in (408, 409) or status >= 500:
+            return Transient(f"{status} from {label}: {detail}", hint, rate)
+        fixes = {401: f"the API key was rejected: check {self.model.api_key_env or 'api_key_env'}",
+                 403: f"the key may not use '{self.model.name}': check its permissions",
+                 404: f"check the model name '{self.model.name}' and base_url {self.base_url}"}
+        fix = fixes.get(status, "check the model's settings (max_tokens, temperature, "
+                                "structured_output) against what the provider accepts")
+        return Fatal(f"{status} from {label}: {detail}\n  fix: {fix}")
+
+    def malformed(self, payload: bytes) -> Transient:
+        return Transient(self.scrub(f"malformed response body: {payload[:200]!r}"))
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

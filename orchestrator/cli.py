@@ -146,6 +146,45 @@ def report(run_dir: RunDirArg) -> None:
                   f"        {paths['markdown']}")
 
 
+@app.command()
+def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8765,
+            rpm: Annotated[Optional[int], typer.Option(help="Requests allowed per period, per API key and protocol.")] = None,
+            tpm: Annotated[Optional[int], typer.Option(help="Tokens (prompt + max_tokens) allowed per period.")] = None,
+            period_s: Annotated[float, typer.Option(help="The window the limits count over, in seconds.")] = 60.0,
+            latency_ms: Annotated[float, typer.Option(help="Delay before every answer.")] = 0.0,
+            error_rate: Annotated[float, typer.Option(help="Share of answers that are 500s.")] = 0.0,
+            overload_rate: Annotated[float, typer.Option(help="Share of 503/529 overload answers.")] = 0.0,
+            drop_rate: Annotated[float, typer.Option(help="Share of connections dropped unanswered.")] = 0.0,
+            slow_rate: Annotated[float, typer.Option(help="Share of answers delayed by --slow-s.")] = 0.0,
+            slow_s: Annotated[float, typer.Option(help="How long a slow answer takes.")] = 30.0,
+            malformed_rate: Annotated[float, typer.Option(help="Share of answers with no JSON in them.")] = 0.0,
+            refusal_rate: Annotated[float, typer.Option(help="Share of answers the model refuses.")] = 0.0) -> None:
+    """Serve OpenAI chat completions (/v1), Anthropic Messages and Gemini generateContent on
+    loopback, with enforced limits (429s with the real headers) and injected faults: rehearse a
+    campaign's limits before spending money. Models named missing-* answer 404."""
+    import asyncio
+
+    from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
+    faults = Faults(server_error=error_rate, overloaded=overload_rate, dropped=drop_rate, slow=slow_rate,
+                    slow_s=slow_s, malformed=malformed_rate, refusal=refusal_rate)
+    emulator = Emulator(EmulatorConfig(rpm=rpm, tpm=tpm, period_s=period_s,
+                                       latency_s=latency_ms / 1000, faults=faults))
+
+    async def serve() -> None:
+        await emulator.start(port)
+        console.print(f"listening on {emulator.url}", highlight=False)
+        console.print(f"  openai:    base_url = \"{emulator.base_url('openai')}\"\n"
+                      f"  anthropic: base_url = \"{emulator.base_url('anthropic')}\"\n"
+                      f"  gemini:    base_url = \"{emulator.base_url('gemini')}\"\n(Ctrl-C stops it)",
+                      highlight=False)
+        await asyncio.Event().wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+
+
 def print_effects(summary) -> None:
     from orchestrator.report.render import fmt
     table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),

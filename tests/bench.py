@@ -95,10 +95,10 @@ print(len(scan.done), Path({str(path)!r}).stat().st_size)
 
 
 def _start_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakeserver", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "emulate", "--port", "0"],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    port = int(proc.stdout.readline())
-    return proc, f"http://127.0.0.1:{port}/v1"
+    url = proc.stdout.readline().split()[-1]
+    return proc, f"{url}/v1"
 
 
 async def _bare_loop(url: str, body: bytes) -> None:

@@ -49,6 +49,7 @@ class EmulatorConfig:
 class Log:
     arrivals: list[tuple[float, str, str]] = field(default_factory=list)  # (time, protocol, model)
     statuses: Counter = field(default_factory=Counter)  # (protocol, status) -> answers
+    replies: list[tuple[float, str, int]] = field(default_factory=list)  # (time, protocol, status)
     served: Counter = field(default_factory=Counter)  # fault kind or "ok" -> answers
     bodies: list[dict[str, Any]] = field(default_factory=list)
     malformed_texts: set[str] = field(default_factory=set)
@@ -91,6 +92,7 @@ class Emulator:
     def _reply(self, proto: Protocol, call: Call, status: int, body: dict[str, Any],
                headers: dict[str, str] | None = None) -> web.Response:
         self.log.statuses[(proto.name, status)] += 1
+        self.log.replies.append((time.monotonic(), proto.name, status))
         return web.Response(status=status, body=orjson.dumps(body), content_type="application/json",
                             headers=headers or {})
 

@@ -58,22 +58,31 @@ class TokenWindow:
                     break
             await anyio.sleep(max(wait, 0.001))
 
-    def correct(self, entry: list[float], actual: float) -> None:
-        """Replace an estimate by what the server reported (if the entry still counts)."""
-        if self.entries and entry[0] > time.monotonic() - self.period:
-            self.total += actual - entry[1]
-            entry[1] = actual
+    def settle(self, entry: list[float], actual: float) -> None:
+        """Replace an estimate by what the server reported, counted from now: the server admitted
+        the call before we heard back, so its charge expires there before ours does here."""
+        self.total -= entry[1]
+        entry[1] = 0.0  # stays in place, empty, until it expires
+        self.entries.append([time.monotonic(), actual])
+        self.total += actual
+
+    def refund(self, entry: list[float]) -> None:
+        """The server turned the call away (429): it charged nothing."""
+        self.total -= entry[1]
+        entry[1] = 0.0
 
 
 class KeyController:
     def __init__(self, config: LimitConfig) -> None:
         self.config = config
         self.ceiling = (AsyncLimiter(1, config.period_s / config.rpm * SAFETY) if config.rpm else None)
-        self.tokens = TokenWindow(config.tpm, config.period_s) if config.tpm else None
+        # Charges expire a little later here than at the server, for the same reason as above.
+        self.tokens = TokenWindow(config.tpm, config.period_s * SAFETY) if config.tpm else None
         self.cap = float(config.max_in_flight)
         self.in_flight = 0
         self._freed = anyio.Event()
         self.rate: float | None = None  # adaptive requests/s, below the ceiling, after a 429
+        self.server_rate: float | None = None  # the limit the server reports, as requests/s
         self._next_slot = 0.0
         self.paused_until = 0.0
         self._last_cut = -EPISODE_S
@@ -112,21 +121,41 @@ class KeyController:
         if completion is not None:
             self._on_success(entry, completion)
         elif isinstance(error, RateLimited):
+            if entry is not None and self.tokens is not None:
+                self.tokens.refund(entry)
             self._on_rate_limited(error)
+
+    def _ceiling(self) -> float | None:
+        """The fastest this key may go: the configured rate, or the server's if it said less."""
+        cfg = self.config
+        configured = cfg.rpm / cfg.period_s / SAFETY if cfg.rpm else None
+        if self.server_rate is None:
+            return configured
+        return self.server_rate if configured is None else min(configured, self.server_rate)
 
     def _on_success(self, entry: list[float] | None, completion: Completion) -> None:
         cfg = self.config
         self.cap = min(float(cfg.max_in_flight), self.cap + 1 / self.cap)
-        if self.rate is not None and cfg.rpm:
-            self.rate = min(cfg.rpm / cfg.period_s / SAFETY, self.rate + cfg.rpm / cfg.period_s * 0.01)
+        if self.rate is not None:  # additive increase, up to the ceiling
+            ceiling = self._ceiling()
+            self.rate = min(ceiling, self.rate + ceiling * 0.01) if ceiling else None
         usage = completion.usage or {}
         if entry is not None and self.tokens is not None and usage.get("prompt_tokens") is not None:
-            self.tokens.correct(entry, (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
+            self.tokens.settle(entry, (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
         if completion.rate is not None:
             self._respect(completion.rate)
 
     def _respect(self, rate: RateInfo) -> None:
-        """Slow down before a 429: nothing left in the server's window means wait for its reset."""
+        """Slow down before a 429: adopt a lower request limit the server reports, and when
+        nothing is left in its window, wait for the reset."""
+        cfg = self.config
+        if rate.limit_requests and (self.server_rate is None or cfg.rpm is None
+                                    or rate.limit_requests < cfg.rpm):
+            # Servers state their limit per minute; our own config may use another window.
+            server_rate = rate.limit_requests / cfg.period_s / SAFETY
+            if self.server_rate != server_rate:
+                self.server_rate = server_rate
+                self.rate = min(self.rate or server_rate, server_rate)
         now = time.monotonic()
         if rate.remaining_requests == 0 and rate.reset_requests_s:
             self.paused_until = max(self.paused_until, now + rate.reset_requests_s)
@@ -142,14 +171,12 @@ class KeyController:
         if now - self._last_cut < EPISODE_S:
             return
         self._last_cut = now
-        cfg = self.config
         self.cap = max(1.0, self.cap / 2)
-        if cfg.rpm:
-            ceiling = cfg.rpm / cfg.period_s / SAFETY
-            self.rate = max(ceiling * 0.02, (self.rate or ceiling) / 2)
-            info = error.rate
-            if info is not None and info.limit_requests:  # the server told us its real limit
-                self.rate = min(self.rate * 2, info.limit_requests / cfg.period_s / SAFETY)
         if error.rate is not None:
             self._respect(error.rate)
+        ceiling = self._ceiling()
+        if self.server_rate is not None:  # its limit is known: keep to it, the pause did the rest
+            self.rate = ceiling
+        elif ceiling is not None:  # unknown limit: multiplicative decrease
+            self.rate = max(ceiling * 0.02, (self.rate or ceiling) / 2)
 

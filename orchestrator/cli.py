@@ -55,42 +55,64 @@ def plan(config: ConfigArg,
     except UserError as exc:
         fail(exc)
     tables: dict[tuple[str, str], Table] = {}
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for cell in p.cells:
         key = (cell.job.id, cell.model.label)
         if key not in tables:
             tables[key] = Table("experiment", "condition", "variant", "strategy",
                                 Column("calls", justify="right"), Column("est. input tokens", justify="right"),
                                 title=f"job {key[0]} on {key[1]}", title_justify="left")
-        tokens_in = cell.samples * sum(estimate_tokens(m["content"]) for m in cell.messages)
+        tokens_in = cell.samples * (cell.est_tokens - cell.model.max_tokens)
         tables[key].add_row(cell.experiment.slug, cell.condition.label, cell.variant.id,
                             cell.strategy.id, f"{cell.samples:,}", f"{tokens_in:,}")
-        total = totals[cell.model.label]
-        total[0] += cell.samples
-        total[1] += tokens_in
-        total[2] += cell.samples * cell.model.max_tokens
     for table in tables.values():
         console.print(table)
-    for label, (calls, tokens_in, tokens_out) in totals.items():
-        console.print(f"{label}: {calls:,} calls, ~{tokens_in:,} input tokens, "
-                      f"at most {tokens_out:,} output tokens")
-    console.print(f"total: {p.total:,} calls across {len(totals)} model(s); seed {p.seed}; nothing was started")
+    print_estimates(p)
+
+
+def _usd(x: float | None) -> str:
+    return "no price (see configs/prices.toml)" if x is None else f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "not bounded by a configured limit (depends on latency)"
+    return f"{seconds / 3600:.1f} h" if seconds > 5400 else f"{seconds / 60:.1f} min" if seconds > 90 else f"{seconds:.0f} s"
+
+
+def print_estimates(p) -> None:
+    from orchestrator.estimate import durations, estimate, total_cost
+    estimates = estimate(p)
+    times = durations(p, estimates)
+    table = Table("model", Column("calls", justify="right"), Column("input tokens", justify="right"),
+                  Column("output tokens (typical / max)", justify="right"), Column("cost (typical / max)", justify="right"),
+                  title="estimates per model", title_justify="left")
+    for e in estimates.values():
+        cost = _usd(e.cost) if e.price is None else f"{_usd(e.cost)} / {_usd(e.cost_max)}"
+        table.add_row(escape(e.label), f"{e.calls:,}", f"~{e.input_tokens:,}",
+                      f"~{e.output_typical:,} / {e.output_max:,}", cost)
+    console.print(table)
+    for key, seconds in times.items():
+        console.print(f"limit key '{key}': {_duration(seconds)} at its configured rate")
+    console.print(f"total: {p.total:,} calls across {len(estimates)} model(s), estimated "
+                  f"{_usd(total_cost(estimates))}; seed {p.seed}; nothing was started")
 
 
 @app.command()
 def run(config: ConfigArg,
         run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
-        samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
+        samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
+        budget: Annotated[Optional[float], typer.Option(help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     Results stream to runs/<campaign>/<run-id>/results.ndjson, one line per task.
     Exit codes: 0 all tasks done; 1 some tasks failed (run again to retry them);
-    2 bad input (nothing started); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
+    2 bad input (nothing started); 3 the budget was reached (run again with a higher --budget);
+    130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
     from orchestrator.engine.session import resume_command, run_campaign
     try:
         campaign = _load(config, samples, run_id)
-        outcome = run_campaign(campaign, console)
+        outcome = run_campaign(campaign, console, budget=budget)
     except UserError as exc:
         fail(exc)
     results = outcome.run_dir / "results.ndjson"
@@ -101,7 +123,10 @@ def run(config: ConfigArg,
     console.print(f"wrote {counts}\nresults: {results}")
     for key, message in outcome.state.fatal.items():
         err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
-    if outcome.state.interrupted_by is not None:
+    if outcome.state.budget_reached:
+        err_console.print(f"budget reached: ${outcome.state.spend:,.4f} spent of ${budget:,.4f}; finished "
+                          f"results are saved. resume with a higher budget:\n  {resume_command()}")
+    elif outcome.state.interrupted_by is not None:
         err_console.print(f"interrupted; finished results are saved. resume with:\n  {resume_command()}")
     elif outcome.exit_code:
         err_console.print(f"some tasks failed; run the same command again to retry them:\n  {resume_command()}")

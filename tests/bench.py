@@ -94,8 +94,8 @@ print(len(scan.done), Path({str(path)!r}).stat().st_size)
               f"(target <= 3 s, {seconds / 3:.2f} of target), peak RSS {peak:.0f} MB")
 
 
-def _start_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "emulate", "--port", "0"],
+def _start_server(*limits: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "emulate", "--port", "0", *limits],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     url = proc.stdout.readline().split()[-1]
     return proc, f"{url}/v1"
@@ -243,10 +243,47 @@ print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
               f"{peak:.0f} MB (the rest is the memory-mapped results file, which the kernel can drop)")
 
 
+def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
+    from rich.console import Console
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = CampaignConfig(name="rate", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
+                             models=[{"provider": "openai", "name": "m", "base_url": url, "max_tokens": 16}],
+                             limits={"openai": {"max_in_flight": 16, **limits}})
+        outcome = run_campaign(build_campaign(cfg, None), Console(file=open(os.devnull, "w")), False)
+        return [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
+
+
+def bench_rate_control() -> None:
+    """Achieved / allowed rate when the emulator enforces the same limits the config states,
+    counted where the limit is enforced: at the server."""
+    from orchestrator.emulator.server import Emulator, EmulatorConfig
+    for name, server_limits, limits in (
+            ("RPM-bound", {"rpm": 100}, {"rpm": 100, "period_s": 1.0}),
+            ("TPM-bound", {"tpm": 6000}, {"tpm": 6000, "period_s": 1.0})):
+        server = Emulator(EmulatorConfig(period_s=1.0, latency_s=0.005, **server_limits)).start_in_thread()
+        try:
+            records = _limited_run(server.base_url("openai"), limits, samples=50)
+        finally:
+            server.stop()
+        arrivals = [t for t, *_ in server.log.arrivals]
+        span = max(arrivals) - min(arrivals)
+        rejected = sum(n for (_, status), n in server.log.statuses.items() if status == 429)
+        if "rpm" in limits:
+            achieved, allowed, unit = (len(arrivals) - 1) / span, 100.0, "requests/s"
+        else:  # settled usage of all calls but the last, over the time they were sent in
+            used = sum(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in records)
+            achieved, allowed, unit = used / (span + 1.0), 6000.0, "tokens/s"
+        print(f"rate control, {name}: {achieved:,.1f} of {allowed:,.0f} allowed {unit} = "
+              f"{achieved / allowed:.2f} (target >= 0.95); {rejected} answers were 429, {len(records)} calls")
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
-                     ("engine", bench_engine_throughput), ("analysis", bench_analysis),
+                     ("engine", bench_engine_throughput), ("rate", bench_rate_control),
+                     ("analysis", bench_analysis),
                      ("local", bench_local_model)):
         if not which or name in which:
             fn()

@@ -42,6 +42,7 @@ class EmulatorConfig:
     latency_s: float = 0.0
     faults: Faults = field(default_factory=Faults)
     keys: frozenset[str] | None = None  # accepted API keys; None accepts any
+    token_ratio: float = 1.0  # its tokenizer against the ~4-characters-a-token estimate
     seed: int = 1
 
 
@@ -136,7 +137,7 @@ class Emulator:
         if call.model.startswith("missing-"):
             return self._reply(proto, call, 404, proto.error(404, f"model {call.model} not found"))
         window = self._window(proto.name, call.credential)
-        prompt_tokens = tokens(call.prompt)
+        prompt_tokens = round(tokens(call.prompt) * self.config.token_ratio)
         verdict = window.admit(prompt_tokens + call.max_tokens)
         if not verdict.admitted:
             return self._too_many(proto, call, window, verdict.retry_after_s)
@@ -162,7 +163,7 @@ class Emulator:
         if kind == "malformed":
             text = f"Let me think. The answer is roughly {self.rng.randint(1, 999)}."
             self.log.malformed_texts.add(text)
-        completion_tokens = tokens(text)
+        completion_tokens = round(tokens(text) * self.config.token_ratio)
         window.settle(verdict.entry, prompt_tokens + min(completion_tokens, call.max_tokens))
         body = proto.success(call, text, prompt_tokens, completion_tokens, refused=kind == "refusal")
         return self._reply(proto, call, 200, body, self._limit_headers(proto, window))

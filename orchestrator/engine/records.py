@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.parse import Parsed
 from orchestrator.plan import Cell, Task
+from orchestrator.pricing import usage_cost
 from orchestrator.providers.base import Completion
 
 DONE_STATUSES = ("ok", "parse_error", "refused")  # "failed" is retried on resume
@@ -76,6 +77,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "attempts": outcome.attempts,
         "latencyMs": round(outcome.latency_ms, 1),
         "usage": completion.usage if completion else None,
+        "costUsd": usage_cost(cell.model.price, completion.usage) if completion else None,
         "servedModel": served,
         "error": outcome.error,
         "startedAt": outcome.started,

@@ -39,6 +39,9 @@ class RunState:
     fatal: dict[str, str] = field(default_factory=dict)  # model key -> message
     interrupted_by: int | None = None
     written: int = 0
+    budget: float | None = None  # USD for the whole run
+    spend: float = 0.0  # USD recorded so far, earlier sessions included
+    budget_reached: bool = False
 
 
 def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
@@ -156,12 +159,17 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
     for i, model in enumerate(config.models):
         groups[model.limit_key].append(i)
 
+    work = anyio.CancelScope()  # cancelled by a signal or the budget: keep what is written
+
     def count(rec: dict[str, Any]) -> None:
         state.written += 1
+        state.spend += rec.get("costUsd") or 0.0
+        if state.budget is not None and state.spend >= state.budget and not state.budget_reached:
+            state.budget_reached = True
+            work.cancel()
         on_record(rec)
 
     writer = store.writer(count)
-    work = anyio.CancelScope()  # cancelled by a signal: stop calling models, keep what is written
     try:
         for provider in providers.values():
             await provider.start()

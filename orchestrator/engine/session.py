@@ -15,7 +15,8 @@ from rich.console import Console
 from orchestrator import __version__
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.runner import RunState, execute
-from orchestrator.engine.store import RunStore, scan_results
+from orchestrator.engine.store import RunStore, scan_results, spent_so_far
+from orchestrator.errors import UserError
 from orchestrator.plan import Plan
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
@@ -32,6 +33,8 @@ class RunOutcome:
 
     @property
     def exit_code(self) -> int:
+        if self.state.budget_reached:
+            return 3
         if self.state.interrupted_by is not None:
             return 128 + self.state.interrupted_by
         return 1 if self.by_status["failed"] or self.state.fatal else 0
@@ -56,7 +59,17 @@ def resume_command() -> str:
     return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
 
 
-def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True) -> RunOutcome:
+def check_budget(plan: Plan, done_by_model: dict[str, int], spent: float, budget: float) -> None:
+    from orchestrator.estimate import remaining, total_cost
+    estimated = total_cost(remaining(plan, done_by_model))
+    if spent + estimated > budget:
+        raise UserError(f"the plan is estimated at ${estimated:,.4f} more (already spent ${spent:,.4f}), "
+                        f"over the budget of ${budget:,.4f}", field="--budget",
+                        fix="raise --budget, or lower samples, models or max_tokens (see orchestrator plan)")
+
+
+def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
+                 budget: float | None = None) -> RunOutcome:
     check_credentials(campaign)
     plan = Plan(campaign)
     # Providers are built first: a missing API key must fail before anything is written.
@@ -71,7 +84,9 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
                       "that task runs again[/]")
     pending = plan.total - len(scan.done)
-    state = RunState()
+    state = RunState(budget=budget, spend=spent_so_far(store.results) if budget is not None else 0.0)
+    if budget is not None and pending:
+        check_budget(plan, scan.done_by_model, state.spend, budget)
     if existed:
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
     if pending == 0:

@@ -83,6 +83,16 @@ def scan_results(path: Path) -> Scan:
     return scan
 
 
+def spent_so_far(path: Path) -> float:
+    """USD the run's recorded calls cost (a budget covers the whole run, across resumes)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0.0
+    import polars as pl
+    total = (pl.scan_ndjson(path, schema={"costUsd": pl.Float64}, ignore_errors=True)
+             .select(pl.col("costUsd").sum()).collect().item())
+    return float(total or 0.0)
+
+
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """The final record of every task: a later terminal record supersedes a `failed` one."""
     final: dict[str, dict[str, Any]] = {}

@@ -10,7 +10,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.errors import UserError
+from orchestrator.pricing import Price
 from orchestrator.spec import localmodel
+from orchestrator.spec.catalog import load_presets, load_prices
 from orchestrator.spec.jobs import load_job, resolve_job_path
 from orchestrator.spec.loading import load_toml, validate
 from orchestrator.spec.models import Job
@@ -51,7 +53,9 @@ class LocalServerConfig(Strict):
 
 
 class ModelConfig(Strict):
-    provider: str
+    provider: str | None = None  # or take it from a preset
+    preset: str | None = None  # a name from configs/presets.toml (groq, vllm, ...)
+    price: Price | None = None  # USD per million tokens; default from the price table
     name: str | None = Field(default=None, min_length=1)  # `local`: the model file's name
     version: str | None = None
     base_url: str | None = None
@@ -71,14 +75,17 @@ class ModelConfig(Strict):
 
     @field_validator("provider")
     @classmethod
-    def _known_provider(cls, v: str) -> str:
-        if v not in PROVIDERS:
+    def _known_provider(cls, v: str | None) -> str | None:
+        if v is not None and v not in PROVIDERS:
             raise ValueError(f"unknown provider '{v}' (known: {', '.join(PROVIDERS)})")
         return v
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(field, what is wrong, fix) for settings that depend on the provider."""
         out = []
+        if self.provider is None:
+            out.append(("provider", "the model names no provider",
+                        f"add provider = one of {', '.join(PROVIDERS)}, or a preset"))
         if self.provider == "openai" and not self.base_url:
             out.append(("base_url", "provider 'openai' needs base_url",
                         'add base_url = "https://api.openai.com/v1" (or your server\'s URL)'))
@@ -127,6 +134,8 @@ class CampaignConfig(Strict):
     output_dir: str = "runs"
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$")
     limits: dict[str, LimitConfig] = {}
+    presets: str | None = None  # presets file; default configs/presets.toml
+    prices: str | None = None  # price table; default configs/prices.toml
 
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())
@@ -173,8 +182,28 @@ def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None
         "version": model.version or f"sha256:{sha[:16]}", "model_sha256": sha})
 
 
+def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
+    """Fill each model's preset fields and price; what the model sets itself wins."""
+    presets = load_presets(config.presets, base)
+    prices = load_prices(config.prices, base)
+    models = []
+    for i, model in enumerate(config.models):
+        if model.preset is not None:
+            if model.preset not in presets:
+                raise UserError(f"unknown preset '{model.preset}'", file=str(path),
+                                field=f"models[{i}].preset", fix=f"use one of: {', '.join(presets)}")
+            given = model.model_dump(exclude_unset=True)
+            model = validate(ModelConfig, {**presets[model.preset], **given}, path or Path("config"),
+                             ("models", i))
+        if model.price is None and model.name in prices:
+            model = model.model_copy(update={"price": prices[model.name]})
+        models.append(model)
+    return config.model_copy(update={"models": models})
+
+
 def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
     base = path.parent if path else Path.cwd()
+    config = _apply_catalogues(config, base, path)
     for i, model in enumerate(config.models):
         for field, problem, fix in model.problems():
             raise UserError(problem, file=str(path), field=f"models[{i}].{field}", fix=fix)

@@ -1,0 +1,24 @@
+"""What calls cost: a price per million input and output tokens, applied to reported usage."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Output tokens a JSON answer under a response contract typically takes; estimates use it,
+# with max_tokens as the ceiling a budget check assumes.
+TYPICAL_ANSWER_TOKENS = 16
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    input: float = Field(ge=0)  # USD per million input tokens
+    output: float = Field(ge=0)  # USD per million output tokens
+
+    def cost(self, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1e6
+
+
+def usage_cost(price: Price | None, usage: dict | None) -> float | None:
+    """USD for one call's reported usage; None when the model has no price or no usage came."""
+    if price is None or not usage or usage.get("prompt_tokens") is None:
+        return None
+    return price.cost(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)

@@ -1,0 +1,34 @@
+"""The built-in catalogues in configs/: provider presets and model prices (both editable TOML)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UserError
+from orchestrator.pricing import Price
+from orchestrator.spec.loading import load_toml, validate
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _path(ref: str | None, default: str, base: Path) -> Path:
+    if ref is None:
+        return CONFIG_DIR / default
+    path = Path(ref).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def load_presets(ref: str | None, base: Path) -> dict[str, dict[str, Any]]:
+    path = _path(ref, "presets.toml", base)
+    return load_toml(path, "presets file") if path.exists() or ref else {}
+
+
+def load_prices(ref: str | None, base: Path) -> dict[str, Price]:
+    path = _path(ref, "prices.toml", base)
+    if not path.exists() and ref is None:
+        return {}
+    table = load_toml(path, "price table").get("models", {})
+    if not isinstance(table, dict):
+        raise UserError("'models' must be a table of model names", file=str(path), field="models",
+                        fix='write [models."name"] tables with input and output prices')
+    return {name: validate(Price, entry, path, ("models", name)) for name, entry in table.items()}

@@ -126,3 +126,25 @@ def test_api_keys_never_reach_any_file_a_run_writes(tmp_path, emulator):
             assert key.encode() not in path.read_bytes(), f"{key} leaked into {path}"
         assert all(key not in out for out in outputs)
     assert all(b"sk-" not in b for b in (run_dir / "manifest.json").read_bytes().split())
+
+
+def test_a_rejected_key_stops_that_model_with_the_variable_to_check(tmp_path, emulator, monkeypatch):
+    server = emulator(keys=frozenset({KEYS["openai"], KEYS["gemini"]}))
+    outcome = _run(three_providers(tmp_path, server, samples=2, limits="max_in_flight = 2"))
+    [message] = outcome.state.fatal.values()
+    assert message.startswith("401 from anthropic/claude-test")
+    assert "check TEST_ANTHROPIC_KEY" in message and KEYS["anthropic"] not in message
+    done = Counter(r["model"]["provider"] for r in _records(outcome) if r["status"] == "ok")
+    assert done == {"openai": 24, "gemini": 24}
+
+
+def test_refusals_are_outcomes_recorded_once_not_retried(tmp_path, emulator):
+    from orchestrator.emulator.server import Faults
+    server = emulator(Faults(refusal=0.3), seed=5)
+    outcome = _run(three_providers(tmp_path, server, samples=3, limits="max_in_flight = 2"))
+    records = _records(outcome)
+    refused = [r for r in records if r["status"] == "refused"]
+    assert len(refused) == server.log.served["refusal"] > 0
+    assert all(r["attempts"] == 1 for r in refused)
+    assert {r["model"]["provider"] for r in refused} == {"openai", "anthropic", "gemini"}
+    assert len(records) == 3 * 36 and outcome.exit_code == 0

@@ -82,6 +82,7 @@ class KeyController:
         self.cap = float(config.max_in_flight)
         self.in_flight = 0
         self._freed = anyio.Event()
+        self._waiting = 0  # workers held back by the in-flight cap
         self.rate: float | None = self._configured_rate()  # requests/s now; None: unpaced
         self.server_rate: float | None = None  # the limit the server reports, as requests/s
         self._next_slot = 0.0
@@ -92,7 +93,11 @@ class KeyController:
     async def acquire(self, est_tokens: float) -> list[float] | None:
         """Wait for a slot under every limit; returns the token-window entry to correct later."""
         while self.in_flight >= int(self.cap):
-            await self._freed.wait()
+            self._waiting += 1
+            try:
+                await self._freed.wait()
+            finally:
+                self._waiting -= 1
         self.in_flight += 1
         try:
             now = time.monotonic()
@@ -111,8 +116,9 @@ class KeyController:
 
     def _leave(self) -> None:
         self.in_flight -= 1
-        self._freed.set()
-        self._freed = anyio.Event()
+        if self._waiting:  # events cost microseconds; only make one when someone waits
+            self._freed.set()
+            self._freed = anyio.Event()
 
     def release(self, entry: list[float] | None, completion: Completion | None = None,
                 error: BaseException | None = None) -> None:
@@ -137,7 +143,8 @@ class KeyController:
 
     def _on_success(self, entry: list[float] | None, completion: Completion) -> None:
         cfg = self.config
-        self.cap = min(float(cfg.max_in_flight), self.cap + 1 / self.cap)
+        if self.cap < cfg.max_in_flight:
+            self.cap = min(float(cfg.max_in_flight), self.cap + 1 / self.cap)
         if self.rate is not None:  # additive increase, up to the ceiling
             ceiling = self._ceiling()
             self.rate = min(ceiling, self.rate + ceiling * 0.01) if ceiling else None

@@ -58,6 +58,9 @@ def _int(value: str | None) -> int | None:
 def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset") -> RateInfo | None:
     """Limit headers named `<prefix>{limit,remaining,reset}-{requests,tokens}` (OpenAI) or
     `<prefix>{requests,tokens}-{limit,remaining,reset}` (Anthropic)."""
+    if not any(name.startswith(prefix) for name in headers):  # the usual case: none sent
+        return None
+
     def get(kind: str, what: str) -> str | None:
         return headers.get(f"{prefix}{what}-{kind}") or headers.get(f"{prefix}{kind}-{what}")
 

@@ -151,11 +151,15 @@ def analyze(run_dir: RunDirArg) -> None:
     a 95% CI and p-value, sample adequacy and flags. Writes summary.parquet/.csv/.json. Calls no model."""
     from orchestrator.analysis.summary import analyze as run_analysis
     try:
-        summary, paths = run_analysis(run_dir)
+        result = run_analysis(run_dir)
     except UserError as exc:
         fail(exc)
-    print_effects(summary)
-    console.print("summary: " + ", ".join(str(p) for p in paths.values()))
+    if result.paired.height:
+        print_effects(result.paired)
+    if result.judge.height:
+        print_judge(result.judge)
+    console.print("written: " + ", ".join(str(p) for p in result.paths.values() if p.suffix == ".csv")
+                  + " (and .parquet, .json beside them)")
 
 
 @app.command()
@@ -210,6 +214,22 @@ def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a
         pass
 
 
+def print_judge(summary) -> None:
+    from orchestrator.report.render import fmt
+    table = Table("model", Column("signed prior-score pull: mean [95% CI]", justify="right"),
+                  Column("median", justify="right"), Column("Wilcoxon p", justify="right"),
+                  Column("anchor vs framing", justify="right"), Column("|error| blind / anchor", justify="right"),
+                  Column("harm", justify="right"), Column("flips", justify="right"), "complete",
+                  title="judge history (positive pull = toward the displayed prior score)")
+    for r in summary.iter_rows(named=True):
+        table.add_row(escape(r["model"]), f"{fmt(r['mean_pull'])} [{fmt(r['mean_pull_ci_low'])}, "
+                      f"{fmt(r['mean_pull_ci_high'])}]", fmt(r["median_pull"]), fmt(r["wilcoxon_p"], 2),
+                      fmt(r["mean_anchor_vs_framing"]), f"{fmt(r['abs_error_blind'])} / {fmt(r['abs_error_anchor'])}",
+                      f"{r['correction_harm']}/{r['correction_harm_of']}", f"{r['verdict_flips']}/{r['verdict_flips_of']}",
+                      "yes" if r["complete"] else f"NO ({r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks)")
+    console.print(table)
+
+
 def print_effects(summary) -> None:
     from orchestrator.report.render import fmt
     table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
@@ -226,17 +246,21 @@ def print_effects(summary) -> None:
 
 @app.command()
 def export(run_dir: RunDirArg,
-           format: Annotated[str, typer.Option("--format", help="Output format: ai-benchmark (the published seed-000 record format).")] = "ai-benchmark",
+           format: Annotated[str, typer.Option("--format", help="ai-benchmark (the published seed-000 record format) or judge-history (the AI Judge History study's result JSON).")] = "ai-benchmark",
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
-    """Export results in a published format, one NDJSON file per model identity."""
-    from orchestrator.export import export_ai_benchmark
-    if format != "ai-benchmark":
-        fail(UserError(f"unknown format '{format}'", field="--format", fix="use --format ai-benchmark"))
+    """Export results in a published format, one file per model identity."""
+    from orchestrator.export import export_ai_benchmark, export_judge_history
+    exporters = {"ai-benchmark": export_ai_benchmark, "judge-history": export_judge_history}
+    if format not in exporters:
+        fail(UserError(f"unknown format '{format}'", field="--format",
+                       fix=f"use one of: {', '.join(exporters)}"))
     try:
         from orchestrator.engine.store import RunStore
         RunStore(run_dir).read_manifest()
-        counts = export_ai_benchmark(run_dir, out or run_dir / "export" / format)
+        counts = exporters[format](run_dir, out or run_dir / "export" / format)
     except UserError as exc:
         fail(exc)
     for path, n in counts.items():
         console.print(f"{n:,} records -> {path}")
+    if not counts:
+        console.print(f"nothing to export: the run has no {format} results")

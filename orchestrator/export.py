@@ -26,12 +26,18 @@ def _file_name(rec: dict[str, Any]) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', label)}__{rec['modelKey']}.ndjson"
 
 
+def _jobs_of_kind(run_dir: Path, kind: str) -> dict[str, dict[str, Any]]:
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    return {k: v for k, v in manifest.get("jobs", {}).items() if v.get("kind", "paired") == kind}
+
+
 def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     """Write the terminal records (ok, parse_error, refused) of seed-000-format jobs."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = _jobs_of_kind(run_dir, "paired")
     rows: dict[Path, list[dict[str, Any]]] = {}
     for rec in iter_records(run_dir / "results.ndjson"):
-        if rec["status"] == "failed" or rec["conditionIndex"] not in (0, 1):
+        if rec["status"] == "failed" or rec["job"] not in jobs:
             continue
         rows.setdefault(out_dir / _file_name(rec), []).append(rec)
     counts = {}
@@ -42,4 +48,40 @@ def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
             for rec in recs:
                 f.write(orjson.dumps(to_benchmark_record(rec), option=orjson.OPT_APPEND_NEWLINE))
         counts[path] = len(recs)
+    return counts
+
+
+def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
+    """One JSON per model run in the AI Judge History study's own result format: every valid
+    judgment with its task, condition, repetition, score, verdict and reason."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    jobs = _jobs_of_kind(run_dir, "judge-history")
+    conditions = ("blind", "history-framing", "history-anchor")
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    for rec in iter_records(run_dir / "results.ndjson"):
+        if rec["status"] != "ok" or rec["job"] not in jobs:
+            continue
+        job, model = jobs[rec["job"]], rec["model"]
+        doc = runs.setdefault((rec["job"], rec["modelKey"]), {
+            "studyId": job["study_id"], "specVersion": job["spec_version"],
+            "runId": f"{manifest['campaign']}/{manifest['runId']}/{rec['modelKey']}",
+            "recordedAt": rec["finishedAt"],
+            "model": {"provider": model["provider"], "name": model["name"], "version": model["version"],
+                      "temperature": model["temperature"], "topP": model["topP"],
+                      "maxTokens": model["maxTokens"], "seed": model["seed"],
+                      "structuredOutput": model.get("structuredOutput", False),
+                      "freshContextPerJudgment": True},
+            "judgments": []})
+        doc["recordedAt"] = max(doc["recordedAt"], rec["finishedAt"])
+        r = rec["response"]
+        doc["judgments"].append({"taskId": rec["experimentSlug"], "condition": conditions[rec["conditionIndex"]],
+                                 "repetition": rec["sample"], "score": r["value"], "verdict": r["choice"],
+                                 "reason": r.get("reason", "")})
+    counts = {}
+    for (job_id, model_key), doc in runs.items():
+        doc["judgments"].sort(key=lambda j: (j["taskId"], conditions.index(j["condition"]), j["repetition"]))
+        path = out_dir / f"{job_id}__{model_key}.json"
+        path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        counts[path] = len(doc["judgments"])
     return counts

@@ -13,7 +13,9 @@ import orjson
 
 from orchestrator.spec.models import ResponseContract
 
-_DECODER = json.JSONDecoder()
+# strict=False accepts raw control characters (a newline) inside strings, which small models
+# emit even under a grammar; nothing else about the JSON is relaxed.
+_DECODER = json.JSONDecoder(strict=False)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
 _NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$")
@@ -25,6 +27,7 @@ class Parsed:
     value: float | int | None = None
     choice: str | None = None
     error: str | None = None
+    reason: str | None = None  # judgments only
 
 
 def json_objects(text: str) -> list[dict[str, Any]]:
@@ -38,7 +41,7 @@ def json_objects(text: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for candidate in _FENCE.findall(text):
         try:
-            obj = json.loads(candidate)
+            obj = _DECODER.decode(candidate.strip())
         except ValueError:
             continue
         if isinstance(obj, dict):
@@ -87,7 +90,28 @@ def _number(raw: Any) -> float | None:
     return None
 
 
+def _check_judgment(obj: dict[str, Any], contract: ResponseContract) -> Parsed:
+    """score (integer in range), verdict (one of the options) and reason (text), all required.
+    A verdict that disagrees with its score is kept as given: analysis counts it."""
+    for key in ("score", "verdict", "reason"):
+        if key not in obj:
+            return Parsed(False, error=f"missing field '{key}'")
+    score = check({"score": obj["score"]}, ResponseContract(
+        kind="rating", field="score", minimum=contract.minimum, maximum=contract.maximum))
+    if not score.ok:
+        return score
+    verdict = check({"verdict": obj["verdict"]}, ResponseContract(
+        kind="choice", field="verdict", options=contract.options))
+    if not verdict.ok:
+        return verdict
+    if not isinstance(obj["reason"], str):
+        return Parsed(False, error="'reason' is not text")
+    return Parsed(True, value=score.value, choice=verdict.choice, reason=obj["reason"])
+
+
 def check(obj: dict[str, Any], contract: ResponseContract) -> Parsed:
+    if contract.kind == "judgment":
+        return _check_judgment(obj, contract)
     if contract.field not in obj:
         return Parsed(False, error=f"missing field '{contract.field}'")
     raw = obj[contract.field]

@@ -232,7 +232,7 @@ from pathlib import Path
 from orchestrator.analysis.summary import analyze
 run = Path({tmp!r}) / "run"
 t0 = time.perf_counter()
-summary, _ = analyze(run)
+summary = analyze(run).paired
 elapsed = time.perf_counter() - t0
 print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
 {PEAK}"""

@@ -140,3 +140,37 @@ def test_a_server_that_does_not_come_up_in_time_is_reported_and_stopped(tmp_path
     _fails_with(tmp_path, _config(tmp_path, server="startup_timeout_s = 0.05"),
                 "did not answer on 127.0.0.1:", "raise startup_timeout_s")
     assert _gone(set(_llama_servers()) - before)
+
+
+def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(tmp_path, """
+        name = "judge"
+        jobs = ["ai-judge-history"]
+        samples = 1
+        [[models]]
+        provider = "local"
+        temperature = 0.7
+        max_tokens = 96
+        seed = 3
+        structured_output = true
+        [models.server]
+        n_ctx = 1024
+        [limits.local]
+        max_in_flight = 2
+        timeout_s = 120
+        """)
+    runner = CliRunner()
+    assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
+    run_dir = tmp_path / "runs" / "judge" / "default"
+    records = [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(records) == 24 and len(ok) >= 20  # a 135M model may still garble an answer
+    assert all(1 <= r["response"]["value"] <= 5 and r["response"]["choice"] in ("pass", "fail")
+               and isinstance(r["response"]["reason"], str) for r in ok)
+    result = runner.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    summary = orjson.loads((run_dir / "judge_summary.json").read_bytes())["models"]
+    assert summary[0]["valid_judgments"] == len(ok)
+    assert summary[0]["complete"] is (len(ok) == 24)  # one missing judgment makes it incomplete
+    assert "Judge history" in (run_dir / "report" / "report.html").read_text()

@@ -54,3 +54,19 @@ def test_normalisation_is_case_space_and_dash_blind(option, pad, upper, dash):
 def test_a_rating_given_as_float_or_string_is_accepted():
     assert parse_answer('{"value": 6.0}', RATING).value == 6
     assert parse_answer('{"value": "3"}', RATING).value == 3
+
+
+JUDGMENT = ResponseContract(kind="judgment", field="score", minimum=1, maximum=5, options=("pass", "fail"))
+
+
+def test_judgments_need_score_verdict_and_reason():
+    parsed = parse_answer('{"score": 2, "verdict": "PASS", "reason": "Fine."}', JUDGMENT)
+    assert (parsed.value, parsed.choice, parsed.reason) == (2, "pass", "Fine.")  # kept, even if inconsistent
+    assert parse_answer('{"score": 6, "verdict": "fail", "reason": "x"}', JUDGMENT).error == "rating 6 outside 1-5"
+    assert parse_answer('{"score": 3, "verdict": "maybe", "reason": "x"}', JUDGMENT).ok is False
+    assert parse_answer('{"score": 3, "verdict": "fail"}', JUDGMENT).error == "missing field 'reason'"
+
+
+def test_a_raw_newline_inside_a_string_is_tolerated():
+    parsed = parse_answer('{"score": 4, "verdict": "pass", "reason": "two\nlines"}', JUDGMENT)
+    assert parsed.ok and parsed.reason == "two\nlines"

@@ -21,7 +21,8 @@ def metric_table(run: Run) -> pl.DataFrame:
              "target_option": e.metric.target_option, "min_samples": job.min_samples,
              "planned_per_condition": run.planned_per_cell(job.id)
              * len(e.conditions[0].variants)}
-            for job in run.jobs.values() for e in job.experiments if len(e.conditions) == 2]
+            for job in run.jobs.values() if job.kind == "paired"
+            for e in job.experiments if len(e.conditions) == 2]
     return pl.DataFrame(rows, schema_overrides={"target_option": pl.String})
 
 
@@ -116,7 +117,7 @@ COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_vers
 
 def paired_effects(run: Run) -> pl.DataFrame:
     metrics = metric_table(run)
-    cond = per_condition(run, metrics)
+    cond = per_condition(run, metrics) if metrics.height else pl.DataFrame()
     if cond.is_empty():
         return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
     df = _effects(_wide(cond).join(metrics, on=["job", "experimentSlug"]))

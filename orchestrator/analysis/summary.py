@@ -1,26 +1,58 @@
-"""`orchestrator analyze`: the effects table of a run, written as parquet, csv and json."""
+"""`orchestrator analyze`: the effects of a run, written as parquet, csv and json.
+
+Paired (seed-000 style) experiments go to summary.*; judge-history jobs to judge_summary.* (one
+row per model) and judge_tasks.* (one row per model x task)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
 
-from orchestrator.analysis.load import open_run
+from orchestrator.analysis.judge import judge_outcomes
+from orchestrator.analysis.load import Run, open_run
 from orchestrator.analysis.paired import paired_effects
 
 
-def analyze(run_dir: Path) -> tuple[pl.DataFrame, dict[str, Path]]:
+@dataclass
+class Analysis:
+    run: Run
+    paired: pl.DataFrame
+    judge: pl.DataFrame
+    judge_tasks: pl.DataFrame
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+def _run_header(run: Run) -> dict[str, Any]:
+    m = run.manifest
+    return {"campaign": m["campaign"], "runId": m["runId"], "createdAt": m["createdAt"],
+            "planHash": m["plan"]["hash"], "software": m["software"]}
+
+
+def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Path]) -> None:
+    flat = df.with_columns(pl.col(c).list.join("; ") for c, t in df.schema.items() if t == pl.List(pl.String))
+    for ext in ("parquet", "csv", "json"):
+        path = stem.with_suffix(f".{ext}")
+        if ext == "parquet":
+            df.write_parquet(path)
+        elif ext == "csv":
+            flat.write_csv(path)
+        else:
+            path.write_bytes(orjson.dumps({"run": _run_header(run), key: df.to_dicts()},
+                                          option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        paths[f"{stem.name}.{ext}"] = path
+
+
+def analyze(run_dir: Path) -> Analysis:
     run = open_run(run_dir)
-    summary = paired_effects(run)
-    out = {"parquet": run_dir / "summary.parquet", "csv": run_dir / "summary.csv",
-           "json": run_dir / "summary.json"}
-    summary.write_parquet(out["parquet"])
-    summary.with_columns(pl.col("flags").list.join("; ")).write_csv(out["csv"])
-    out["json"].write_bytes(orjson.dumps(
-        {"run": {"campaign": run.manifest["campaign"], "runId": run.manifest["runId"],
-                 "createdAt": run.manifest["createdAt"], "planHash": run.manifest["plan"]["hash"],
-                 "software": run.manifest["software"]},
-         "effects": summary.to_dicts()},
-        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    return summary, out
+    paired = paired_effects(run)
+    judge, judge_tasks = judge_outcomes(run)
+    result = Analysis(run, paired, judge, judge_tasks)
+    if paired.height or not judge.height:
+        _write(paired, run_dir / "summary", "effects", run, result.paths)
+    if judge.height:
+        _write(judge, run_dir / "judge_summary", "models", run, result.paths)
+        _write(judge_tasks, run_dir / "judge_tasks", "tasks", run, result.paths)
+    return result

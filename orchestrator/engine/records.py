@@ -52,10 +52,12 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
     response: dict[str, Any] = {}
     parsed = outcome.parsed
     if parsed is not None and parsed.ok:
+        if parsed.value is not None:
+            response["value"] = parsed.value
         if parsed.choice is not None:
             response["choice"] = parsed.choice
-        else:
-            response["value"] = parsed.value
+        if parsed.reason is not None:
+            response["reason"] = parsed.reason
     served = None
     if completion is not None:
         response["raw"] = completion.text

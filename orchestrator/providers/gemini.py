@@ -17,6 +17,10 @@ BLOCKED = {"SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "I
 
 def response_schema(contract: ResponseContract) -> dict[str, Any]:
     """Gemini's schema dialect (an OpenAPI subset): enums are for strings only."""
+    if contract.kind == "judgment":
+        return {"type": "OBJECT", "properties": {
+            "score": {"type": "INTEGER"}, "verdict": {"type": "STRING", "enum": list(contract.options)},
+            "reason": {"type": "STRING"}}, "required": ["score", "verdict", "reason"]}
     if contract.kind == "choice":
         field = {"type": "STRING", "enum": list(contract.options)}
     else:

@@ -29,8 +29,22 @@ class SimulatedProvider:
             return effects.conditions[index]
         return ConditionAnswers()
 
+    def judgment(self, task: Task, rng: random.Random) -> str:
+        contract, item, judge = task.cell.contract, task.cell.experiment.judged, self.config.judge
+        pull = {"history-anchor": judge.pull, "history-framing": judge.framing_pull}.get(
+            task.cell.condition.label, 0.0)
+        mean = item.gold_score + pull * (item.prior_score - item.gold_score)
+        score = min(contract.maximum, max(contract.minimum, round(rng.gauss(mean, judge.sd))))
+        verdict = "pass" if score >= 4 else "fail"
+        if rng.random() < judge.inconsistent_rate:
+            verdict = "fail" if verdict == "pass" else "pass"
+        return orjson.dumps({"score": score, "verdict": verdict,
+                             "reason": "Judged against the rubric."}).decode()
+
     def answer(self, task: Task, rng: random.Random) -> str:
         contract, spec = task.cell.contract, self._answers(task)
+        if contract.kind == "judgment":
+            return self.judgment(task, rng)
         if contract.kind == "choice":
             options = list(contract.options)
             planted = {o: p for o, p in spec.shares.items() if o in options}

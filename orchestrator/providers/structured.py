@@ -7,8 +7,18 @@ from typing import Any
 from orchestrator.spec.models import ResponseContract
 
 
+REASON_MAX_CHARS = 160  # "one short sentence", as the judge-history output contract asks
+
+
 @functools.lru_cache(maxsize=4096)
 def _schema(contract: ResponseContract) -> dict[str, Any]:
+    if contract.kind == "judgment":
+        return {"type": "object", "properties": {
+            "score": {"type": "integer", "enum": list(range(contract.minimum, contract.maximum + 1))},
+            "verdict": {"type": "string", "enum": list(contract.options)},
+            # Bounded, so a constrained small model cannot talk past max_tokens mid-string.
+            "reason": {"type": "string", "maxLength": REASON_MAX_CHARS}},
+            "required": ["score", "verdict", "reason"], "additionalProperties": False}
     if contract.kind == "choice":
         field = {"type": "string", "enum": list(contract.options)}
     elif contract.kind == "rating":

@@ -64,57 +64,110 @@ def _distribution_sets(run: Run, summary: pl.DataFrame):
         yield r, part.join(labels, on="conditionIndex", how="left", coalesce=True), kind
 
 
+def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
+    rows = []
+    for r in summary.iter_rows(named=True):
+        rows.append({
+            "model": f"{r['model']} [{r['modelKey']}]",
+            "signed prior-score pull, mean [95% CI]": f"{fmt(r['mean_pull'])} [{fmt(r['mean_pull_ci_low'])}, {fmt(r['mean_pull_ci_high'])}]",
+            "median [95% CI]": f"{fmt(r['median_pull'])} [{fmt(r['median_pull_ci_low'])}, {fmt(r['median_pull_ci_high'])}]",
+            "Wilcoxon p": fmt(r["wilcoxon_p"], 2), "gold-signed pull": fmt(r["mean_pull_gold_signed"]),
+            "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
+            "|error| blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
+            "correction harm": f"{r['correction_harm']}/{r['correction_harm_of']}",
+            "verdict flips": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
+            "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
+            "complete": "yes" if r["complete"] else
+                        f"NO: {r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks have all conditions, counts differ"})
+    return rows
+
+
 def write_report(run_dir: Path) -> dict[str, Path]:
-    summary, _ = analyze(run_dir)
-    run = open_run(run_dir)
+    result = analyze(run_dir)
+    run, summary = result.run, result.paired
     out_dir = run_dir / "report"
     out_dir.mkdir(exist_ok=True)
     records = final_records(run).select(pl.len()).collect().item()
     header, rows = _header(run, records), _effect_rows(summary)
     forest_svg = plots.forest(summary, out_dir / "forest.png") if summary.height else ""
-    dists = []
+    figures = []
     for r, values, kind in _distribution_sets(run, summary):
         name = re.sub(r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower())
         title = f"{r['experimentSlug']} · {r['model']} [{r['modelKey']}] · {r['strategy']}"
-        dists.append((title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png")))
+        figures.append((title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png")))
+    judge_rows = _judge_rows(result.judge) if result.judge.height else []
+    for r in result.judge.iter_rows(named=True):
+        tasks = result.judge_tasks.filter(pl.col("modelKey") == r["modelKey"])
+        title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"
+        name = f"judge-{r['modelKey']}"
+        figures.append((title, name, plots.judge_tasks(tasks, title, out_dir / f"{name}.png")))
     md = out_dir / "report.md"
-    md.write_text(_markdown(header, rows, dists), encoding="utf-8")
+    md.write_text(_markdown(header, rows, judge_rows, figures), encoding="utf-8")
     page = out_dir / "report.html"
-    page.write_text(_html(header, rows, forest_svg, dists), encoding="utf-8")
+    page.write_text(_html(header, rows, judge_rows, forest_svg, figures), encoding="utf-8")
     return {"markdown": md, "html": page}
 
 
-def _markdown(header, rows, dists) -> str:
+JUDGE_NOTE = ("Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on "
+              "condition means; positive = toward the displayed prior. Mean and median across "
+              "tasks with percentile-bootstrap CIs (10,000 resamples over tasks) and a Wilcoxon "
+              "signed-rank test. A model is complete only when every task has the same number "
+              "of valid judgments in all three conditions; nothing is imputed.")
+
+
+def _md_table(rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    cols = list(rows[0])
+    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows])
+
+
+def _html_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return ""
+    e = html.escape
+    cols = list(rows[0])
+    out = ["<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(
+            f"<td class='{'flag' if c == 'flags' and r[c] != 'none' else ''}'>{e(r[c])}</td>" for c in cols) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def _markdown(header, rows, judge_rows, figures) -> str:
     lines = ["# Bias benchmark report", ""]
     lines += [f"- **{k}**: {v}" for k, v in header]
+    if judge_rows:
+        lines += ["", "## Judge history", "", JUDGE_NOTE, "", *_md_table(judge_rows)]
+    if not rows:
+        lines += ["", "## Figures", ""]
+        for title, name, _ in figures:
+            lines += [f"### {title}", "", f"![{title}]({name}.png)", ""]
+        return "\n".join(lines) + "\n"
     lines += ["", "## Effects", "",
               "Positive effects are in the direction the bias predicts. Means use Welch's t; "
               "shares use Newcombe's interval for a difference of proportions.", ""]
-    if rows:
-        cols = list(rows[0])
-        lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
-    lines += ["", "![forest plot](forest.png)", "", "## Answer distributions", ""]
-    for title, name, _ in dists:
+    lines += _md_table(rows)
+    lines += ["", "![forest plot](forest.png)", "", "## Figures", ""]
+    for title, name, _ in figures:
         lines += [f"### {title}", "", f"![{title}]({name}.png)", ""]
     return "\n".join(lines) + "\n"
 
 
-def _html(header, rows, forest_svg, dists) -> str:
+def _html(header, rows, judge_rows, forest_svg, figures) -> str:
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Bias benchmark report</title>"
              f"<style>{CSS}</style></head><body><h1>Bias benchmark report</h1><table class='meta'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in header]
-    parts.append("</table><h2>Effects</h2><p>Positive effects are in the direction the bias "
-                 "predicts. Means: Welch's t; shares: Newcombe's interval.</p>")
+    parts.append("</table>")
+    if judge_rows:
+        parts.append(f"<h2>Judge history</h2><p>{e(JUDGE_NOTE)}</p>{_html_table(judge_rows)}")
     if rows:
-        cols = list(rows[0])
-        parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
-        for r in rows:
-            cells = "".join(f"<td class='{'flag' if c == 'flags' and r[c] != 'none' else 'num' if c in ('p', 'effect [95% CI]', 'valid n (0 / 1)') else ''}'>{e(r[c])}</td>" for c in cols)
-            parts.append(f"<tr>{cells}</tr>")
-        parts.append("</table>")
-    parts.append(f"<h2>Forest plot</h2>{forest_svg}<h2>Answer distributions</h2>")
-    parts += [f"<h3>{e(title)}</h3>{svg}" for title, _, svg in dists]
+        parts.append("<h2>Effects</h2><p>Positive effects are in the direction the bias predicts. "
+                     f"Means: Welch's t; shares: Newcombe's interval.</p>{_html_table(rows)}"
+                     f"<h2>Forest plot</h2>{forest_svg}")
+    parts.append("<h2>Figures</h2>")
+    parts += [f"<h3>{e(title)}</h3>{svg}" for title, _, svg in figures]
     parts.append("</body></html>")
     return "\n".join(parts)

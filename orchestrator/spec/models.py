@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ContractKind = Literal["number", "rating", "choice"]
-MetricType = Literal["mean-difference", "choice-share-difference"]
+ContractKind = Literal["number", "rating", "choice", "judgment"]
+MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull"]
 Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
 
 
@@ -19,7 +19,10 @@ class Frozen(BaseModel):
 
 
 class ResponseContract(Frozen):
-    """What a valid answer looks like: the JSON field and the values it may take."""
+    """What a valid answer looks like: the JSON field and the values it may take.
+
+    A judgment is an object with an integer `score` (minimum..maximum), a `verdict` among the
+    options, and a `reason` string."""
 
     kind: ContractKind
     field: str = "value"
@@ -33,9 +36,11 @@ class ResponseContract(Frozen):
             raise ValueError("a choice contract needs at least two options")
         if self.kind == "choice" and len(set(self.options)) != len(self.options):
             raise ValueError("choice options must be distinct")
-        if self.kind == "rating" and (self.minimum is None or self.maximum is None
-                                      or self.minimum >= self.maximum):
-            raise ValueError("a rating contract needs minimum < maximum")
+        if self.kind in ("rating", "judgment") and (self.minimum is None or self.maximum is None
+                                                    or self.minimum >= self.maximum):
+            raise ValueError(f"a {self.kind} contract needs minimum < maximum")
+        if self.kind == "judgment" and len(self.options) < 2:
+            raise ValueError("a judgment contract needs its verdict options")
         return self
 
     def describe(self) -> str:
@@ -43,6 +48,8 @@ class ResponseContract(Frozen):
             return f"choice among {len(self.options)} options"
         if self.kind == "rating":
             return f"integer {self.minimum}-{self.maximum}"
+        if self.kind == "judgment":
+            return f"score {self.minimum}-{self.maximum}, verdict, reason"
         return "number"
 
 
@@ -62,7 +69,7 @@ class Condition(Frozen):
 
 class Metric(Frozen):
     type: MetricType
-    direction: Direction
+    direction: Direction = "condition0-minus-condition1"
     label: str = ""
     unit: str = ""
     target_option: str | None = None
@@ -71,11 +78,23 @@ class Metric(Frozen):
         return mean0 - mean1 if self.direction == "condition0-minus-condition1" else mean1 - mean0
 
 
+class JudgedItem(Frozen):
+    """A fixed answer judged under a rubric (judge-history jobs): what the outcomes need."""
+
+    question: str
+    rubric: str
+    candidate_answer: str
+    gold_score: int
+    prior_score: int
+    prior_verdict: str
+
+
 class Experiment(Frozen):
     slug: str
     bias_slug: str = ""
     metric: Metric
     conditions: tuple[Condition, ...] = Field(min_length=1)
+    judged: JudgedItem | None = None
 
 
 class Strategy(Frozen):
@@ -97,6 +116,9 @@ class Job(Frozen):
     recommended_temperature: float | None = None
     experiments: tuple[Experiment, ...] = Field(min_length=1)
     strategies: tuple[Strategy, ...] = (BASELINE,)
+    kind: Literal["paired", "judge-history"] = "paired"  # which analysis and exports apply
+    study_id: str | None = None
+    spec_version: int | None = None
 
     def experiment(self, slug: str) -> Experiment:
         for e in self.experiments:

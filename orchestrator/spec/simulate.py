@@ -18,6 +18,18 @@ class ExperimentAnswers(BaseModel):
     conditions: list[ConditionAnswers] = []
 
 
+class JudgeAnswers(BaseModel):
+    """A simulated judge: scores ~ Normal(gold, sd), rounded and clipped; under history-anchor
+    the mean moves `pull` of the way from gold to the displayed prior score (under
+    history-framing, `framing_pull` of the way)."""
+
+    model_config = ConfigDict(extra="forbid")
+    pull: float = Field(default=0.0, ge=-1, le=1)
+    framing_pull: float = Field(default=0.0, ge=-1, le=1)
+    sd: float = Field(default=0.6, ge=0)
+    inconsistent_rate: float = Field(default=0.0, ge=0, le=1)  # verdict contradicts the score
+
+
 class SimulateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seed: int = 0  # another seed draws other answers: independent replications of one design
@@ -25,3 +37,4 @@ class SimulateConfig(BaseModel):
     parse_error_rate: float = Field(default=0.0, ge=0, le=1)
     refusal_rate: float = Field(default=0.0, ge=0, le=1)
     effects: dict[str, ExperimentAnswers] = {}  # by experiment slug
+    judge: JudgeAnswers = JudgeAnswers()

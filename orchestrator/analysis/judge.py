@@ -1,0 +1,139 @@
+"""Outcomes of the judge-history study (seed 002), per model, exactly as preregistered.
+
+Unit of analysis: a task within a model, after averaging repetitions per condition. Primary
+outcome per task: sign(prior - blind) * (anchor - blind). Models are reported separately and a
+model's result is complete only when every task has the same number of valid judgments in all
+three conditions; nothing is imputed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from orchestrator.analysis.load import Run, final_records
+
+CONDITION_NAMES = {0: "blind", 1: "framing", 2: "anchor"}
+BOOTSTRAP = 10_000
+
+
+def items_table(run: Run) -> pl.DataFrame:
+    rows = [{"job": job.id, "experimentSlug": e.slug, "gold": e.judged.gold_score,
+             "prior": e.judged.prior_score}
+            for job in run.jobs.values() if job.kind == "judge-history" for e in job.experiments]
+    return pl.DataFrame(rows, schema={"job": pl.String, "experimentSlug": pl.String,
+                                      "gold": pl.Int64, "prior": pl.Int64})
+
+
+def per_condition(run: Run, items: pl.DataFrame) -> pl.DataFrame:
+    """Valid n, mean, SD, pass count and verdict/score disagreements per model x task x condition."""
+    ok = pl.col("status") == "ok"
+    return (final_records(run)
+            .join(items.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
+            .group_by("job", "modelKey", "experimentSlug", "conditionIndex")
+            .agg(n_valid=ok.sum(), n_records=pl.len(),
+                 mean=pl.col("value").filter(ok).mean(), sd=pl.col("value").filter(ok).std(ddof=1),
+                 n_pass=(pl.col("choice") == "pass").filter(ok).sum(),
+                 n_inconsistent=((pl.col("value") >= 4) != (pl.col("choice") == "pass")).filter(ok).sum())
+            .collect(engine="streaming"))
+
+
+def _sign(x: pl.Expr) -> pl.Expr:
+    return pl.when(x > 0).then(1.0).when(x < 0).then(-1.0).otherwise(0.0)
+
+
+def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
+    """One row per model x task with the three condition means side by side and every per-task
+    outcome. `cond` has job, modelKey, experimentSlug, conditionIndex, n_valid, mean, sd, n_pass."""
+    wide = None
+    for index, name in CONDITION_NAMES.items():
+        part = (cond.filter(pl.col("conditionIndex") == index)
+                .select("job", "modelKey", "experimentSlug", pl.col("n_valid").alias(f"n_{name}"),
+                        pl.col("mean").alias(name), pl.col("sd").alias(f"sd_{name}"),
+                        (pl.col("n_pass") / pl.col("n_valid")).alias(f"pass_share_{name}")))
+        keys = ["job", "modelKey", "experimentSlug"]
+        wide = part if wide is None else wide.join(part, on=keys, how="full", coalesce=True)
+    wide = wide.join(items, on=["job", "experimentSlug"], how="left")
+    majority = lambda c: (pl.when(pl.col(f"pass_share_{c}") > 0.5).then(pl.lit("pass"))  # noqa: E731
+                          .when(pl.col(f"pass_share_{c}") < 0.5).then(pl.lit("fail")))
+    return wide.with_columns(
+        pull=_sign(pl.col("prior") - pl.col("blind")) * (pl.col("anchor") - pl.col("blind")),
+        pull_gold_signed=_sign(pl.col("prior") - pl.col("gold")) * (pl.col("anchor") - pl.col("blind")),
+        anchor_vs_framing=_sign(pl.col("prior") - pl.col("framing")) * (pl.col("anchor") - pl.col("framing")),
+        anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
+        abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
+        abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
+        abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),
+        verdict_blind=majority("blind"), verdict_anchor=majority("anchor"),
+    ).with_columns(
+        # Among tasks where blind is at least as close to gold as anchor, did history make the
+        # score farther from gold? (null where the task is not in that set)
+        correction_harm=pl.when(pl.col("abs_error_blind") <= pl.col("abs_error_anchor"))
+                          .then(pl.col("abs_error_anchor") > pl.col("abs_error_blind")),
+        verdict_flip=pl.when(pl.col("verdict_blind").is_not_null() & pl.col("verdict_anchor").is_not_null())
+                       .then(pl.col("verdict_blind") != pl.col("verdict_anchor")),
+    ).sort("job", "modelKey", "experimentSlug")
+
+
+def bootstrap_ci(values: np.ndarray, stat, seed: int, resamples: int = BOOTSTRAP) -> tuple[float, float]:
+    """Percentile bootstrap over tasks, vectorised: (2.5%, 97.5%) of the statistic."""
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    draws = values[rng.integers(0, len(values), size=(resamples, len(values)))]
+    low, high = np.percentile(stat(draws, axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def wilcoxon_p(values: np.ndarray) -> float:
+    if len(values) == 0 or not np.any(values != 0):
+        return float("nan")  # no movement at all: the test has nothing to rank
+    return float(stats.wilcoxon(values, zero_method="wilcox").pvalue)
+
+
+def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int, seed: int) -> pl.DataFrame:
+    rows = []
+    for (job, model_key), part in tasks.group_by(["job", "modelKey"], maintain_order=True):
+        counts = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))["n_valid"]
+        complete = part.height == n_tasks and counts.len() == 3 * n_tasks and counts.n_unique() == 1 \
+            and counts[0] > 0
+        pulls = part["pull"].drop_nulls().drop_nans().to_numpy()
+        mean_ci = bootstrap_ci(pulls, np.mean, seed)
+        median_ci = bootstrap_ci(pulls, np.median, seed)
+        harm = part["correction_harm"].drop_nulls()
+        flips = part["verdict_flip"].drop_nulls()
+        inconsistent = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))
+        rows.append({
+            "job": job, "modelKey": model_key, "complete": complete,
+            "tasks_with_all_conditions": len(pulls), "tasks_planned": n_tasks,
+            "judgments_per_condition": int(counts[0]) if complete else None,
+            "mean_pull": float(np.mean(pulls)) if len(pulls) else None,
+            "mean_pull_ci_low": mean_ci[0], "mean_pull_ci_high": mean_ci[1],
+            "median_pull": float(np.median(pulls)) if len(pulls) else None,
+            "median_pull_ci_low": median_ci[0], "median_pull_ci_high": median_ci[1],
+            "wilcoxon_p": wilcoxon_p(pulls),
+            "mean_pull_gold_signed": part["pull_gold_signed"].mean(),
+            "mean_anchor_vs_framing": part["anchor_vs_framing"].mean(),
+            "mean_anchor_minus_framing": part["anchor_minus_framing"].mean(),
+            "abs_error_blind": part["abs_error_blind"].mean(),
+            "abs_error_framing": part["abs_error_framing"].mean(),
+            "abs_error_anchor": part["abs_error_anchor"].mean(),
+            "correction_harm": int(harm.sum()), "correction_harm_of": harm.len(),
+            "verdict_flips": int(flips.sum()), "verdict_flips_of": flips.len(),
+            "inconsistent_verdicts": int(inconsistent["n_inconsistent"].sum()),
+            "valid_judgments": int(inconsistent["n_valid"].sum()),
+            "mean_sd_blind": part["sd_blind"].mean(), "mean_sd_framing": part["sd_framing"].mean(),
+            "mean_sd_anchor": part["sd_anchor"].mean()})
+    return pl.DataFrame(rows)
+
+
+def judge_outcomes(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(per model summary, per model x task outcomes); empty frames if the run has no such job."""
+    items = items_table(run)
+    if items.is_empty():
+        return pl.DataFrame(), pl.DataFrame()
+    cond = per_condition(run, items)
+    tasks = task_outcomes(cond, items)
+    summary = model_summary(tasks, cond, items.height, seed=run.manifest["plan"]["seed"])
+    label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")
+    return summary.with_columns(label), tasks.with_columns(label)

@@ -1,0 +1,163 @@
+"""The judge-history study (seed 002): prompts, outcome formulas, completeness, planted pull."""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+from rich.console import Console
+from scipy import stats
+from typer.testing import CliRunner
+
+from orchestrator.analysis.judge import bootstrap_ci, model_summary, task_outcomes, wilcoxon_p
+from orchestrator.analysis.summary import analyze
+from orchestrator.cli import app
+from orchestrator.engine.session import run_campaign
+from orchestrator.spec.campaign import load_campaign
+from orchestrator.spec.jobs import load_job
+from tests.conftest import ROOT, write_config
+
+JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
+
+
+def test_answer_rubric_and_format_are_byte_identical_across_conditions():
+    for exp in JOB.experiments:
+        blind, framing, anchor = (c.variants[0].prompt for c in exp.conditions)
+        assert framing.endswith(blind) and anchor.endswith(blind)  # only a history sentence is added
+        assert "score" not in framing[: len(framing) - len(blind)]  # framing shows no score...
+        head = anchor[: len(anchor) - len(blind)]
+        assert f"score of {exp.judged.prior_score} out of 5" in head and exp.judged.prior_verdict in head
+        for text in (exp.judged.question, exp.judged.rubric, exp.judged.candidate_answer):
+            assert blind.count(text) == 1
+    assert len({e.conditions[0].variants[0].contract for e in JOB.experiments}) == 1
+    assert JOB.min_samples == 3  # the recommended repetitions per condition
+
+
+def _cond(rows):
+    """Per-condition fixture rows: (task, condition index, scores, verdicts)."""
+    out = []
+    for task, index, scores, verdicts in rows:
+        out.append({"job": "j", "modelKey": "m", "experimentSlug": task, "conditionIndex": index,
+                    "n_valid": len(scores), "mean": float(np.mean(scores)),
+                    "sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else None,
+                    "n_pass": sum(v == "pass" for v in verdicts),
+                    "n_inconsistent": sum((s >= 4) != (v == "pass") for s, v in zip(scores, verdicts))})
+    return pl.DataFrame(out)
+
+
+ITEMS = pl.DataFrame({"job": ["j"] * 3, "experimentSlug": ["a", "b", "tie"], "gold": [2, 5, 3],
+                      "prior": [5, 2, 4]})
+FIXTURE = _cond([
+    # a: gold 2, prior 5. blind mean 2, framing 2.5, anchor 3 (pulled up toward 5)
+    ("a", 0, [2, 2, 2], ["fail"] * 3), ("a", 1, [2, 3, 2.5], ["fail"] * 3), ("a", 2, [3, 3, 3], ["fail"] * 3),
+    # b: gold 5, prior 2. blind 4.5 (pass), framing 5, anchor 5: moved away from the prior by 0.5
+    ("b", 0, [4, 5], ["pass", "pass"]), ("b", 1, [5, 5], ["pass", "pass"]), ("b", 2, [5, 5], ["pass", "pass"]),
+    # tie: blind mean equals the prior (4): sign 0, so the pull is 0 whatever anchor does
+    ("tie", 0, [4, 4, 4], ["pass"] * 3), ("tie", 1, [3, 3, 3], ["fail"] * 3), ("tie", 2, [1, 2, 3], ["fail", "fail", "fail"]),
+])
+
+
+def test_per_task_outcomes_by_hand():
+    t = {r["experimentSlug"]: r for r in task_outcomes(FIXTURE, ITEMS).iter_rows(named=True)}
+    assert t["a"]["pull"] == pytest.approx(1.0)  # sign(5-2) * (3-2)
+    assert t["b"]["pull"] == pytest.approx(-0.5)  # sign(2-4.5) * (5-4.5)
+    assert t["tie"]["pull"] == 0.0  # sign(4-4) = 0
+    assert t["tie"]["pull_gold_signed"] == pytest.approx(-2.0)  # sign(4-3) * (2-4)
+    assert t["a"]["anchor_vs_framing"] == pytest.approx(0.5)  # sign(5-2.5) * (3-2.5)
+    assert t["b"]["anchor_minus_framing"] == 0.0
+    assert (t["a"]["abs_error_blind"], t["a"]["abs_error_anchor"]) == (0.0, 1.0)
+    assert t["a"]["correction_harm"] is True  # blind was as close or closer; anchor is farther
+    assert t["b"]["correction_harm"] is None  # anchor is closer to gold here: not in the set
+    assert t["tie"]["correction_harm"] is False  # both 1 from gold 3: in the set, not farther
+    assert (t["a"]["verdict_flip"], t["b"]["verdict_flip"], t["tie"]["verdict_flip"]) == (False, False, True)
+
+
+def test_model_summary_by_hand_and_against_scipy():
+    tasks = task_outcomes(FIXTURE, ITEMS)
+    [s] = model_summary(tasks, FIXTURE, n_tasks=3, seed=1).iter_rows(named=True)
+    pulls = np.array([1.0, -0.5, 0.0])
+    assert s["mean_pull"] == pytest.approx(pulls.mean()) and s["median_pull"] == 0.0
+    assert s["wilcoxon_p"] == pytest.approx(stats.wilcoxon(pulls, zero_method="wilcox").pvalue)
+    assert s["complete"] is False  # task a has 3 judgments per condition, b has 2
+    assert (s["correction_harm"], s["correction_harm_of"]) == (1, 2)  # a harmed; tie in the set
+    assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 3)
+    assert s["inconsistent_verdicts"] == 0
+    ref = stats.bootstrap((pulls,), np.mean, n_resamples=10_000, method="percentile", random_state=1)
+    assert s["mean_pull_ci_low"] == pytest.approx(ref.confidence_interval.low, abs=0.1)
+    assert s["mean_pull_ci_high"] == pytest.approx(ref.confidence_interval.high, abs=0.1)
+
+
+def test_no_movement_gives_no_wilcoxon_and_a_point_interval():
+    assert np.isnan(wilcoxon_p(np.zeros(5)))
+    assert bootstrap_ci(np.full(6, 0.5), np.mean, seed=3) == (0.5, 0.5)
+
+
+def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
+    cfg = write_config(tmp_path, f"""
+        name = "judge"
+        jobs = ["ai-judge-history"]
+        samples = {reps}
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "pulled"
+        [models.simulate.judge]
+        pull = {pull}
+        sd = 0.5
+        {extra}
+        [[models]]
+        provider = "simulated"
+        name = "steady"
+        """)
+    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+
+
+def _expected_score(mu: float, sd: float) -> float:
+    edges = np.arange(1.5, 5, 1.0)
+    probs = np.diff(np.concatenate([[0.0], stats.norm.cdf(edges, mu, sd), [1.0]]))
+    return float(np.dot(np.arange(1, 6), probs))
+
+
+def test_a_judge_pulled_by_a_known_fraction_is_measured_so(tmp_path):
+    outcome = _judge_run(tmp_path, pull=0.5, reps=10)
+    result = analyze(outcome.run_dir)
+    planted = []
+    for e in JOB.experiments:  # expected pull per task, rounding and clipping included
+        g, p = e.judged.gold_score, e.judged.prior_score
+        blind, anchor = _expected_score(g, 0.5), _expected_score(g + 0.5 * (p - g), 0.5)
+        planted.append(np.sign(p - blind) * (anchor - blind))
+    rows = {r["model"]: r for r in result.judge.iter_rows(named=True)}
+    pulled, steady = rows["simulated/pulled"], rows["simulated/steady"]
+    assert pulled["mean_pull_ci_low"] <= np.mean(planted) <= pulled["mean_pull_ci_high"]
+    assert pulled["wilcoxon_p"] < 0.05 and pulled["complete"]
+    assert steady["mean_pull_ci_low"] <= 0 <= steady["mean_pull_ci_high"]
+
+
+def test_an_incomplete_model_is_labelled_never_imputed(tmp_path):
+    outcome = _judge_run(tmp_path, pull=0.3, extra="inconsistent_rate = 0.2")
+    results = outcome.run_dir / "results.ndjson"
+    lines = results.read_bytes().splitlines(keepends=True)
+    dropped = [l for l in lines if b'"caseId":"sunk-cost:2"' in l and b'"sample":1,' in l]
+    results.write_bytes(b"".join(l for l in lines if l not in dropped))
+    rows = {r["model"]: r for r in analyze(outcome.run_dir).judge.iter_rows(named=True)}
+    assert rows["simulated/pulled"]["complete"] is False and rows["simulated/steady"]["complete"] is False
+    assert rows["simulated/pulled"]["tasks_with_all_conditions"] == 8  # still 2 judgments there
+    assert rows["simulated/pulled"]["inconsistent_verdicts"] > 0
+    out = " ".join(CliRunner().invoke(app, ["analyze", str(outcome.run_dir)]).output.split())
+    assert "NO (8/8 tasks)" in out
+
+
+def test_export_in_the_studys_own_format(tmp_path):
+    outcome = _judge_run(tmp_path, pull=0.2, reps=2)
+    result = CliRunner().invoke(app, ["export", str(outcome.run_dir), "--format", "judge-history"])
+    assert result.exit_code == 0, result.output
+    files = sorted((outcome.run_dir / "export" / "judge-history").glob("*.json"))
+    assert len(files) == 2
+    for path in files:
+        doc = orjson.loads(path.read_bytes())
+        assert (doc["studyId"], doc["specVersion"]) == ("ai-judge-history-v1", 1)
+        assert doc["model"]["freshContextPerJudgment"] is True and doc["runId"] and doc["recordedAt"]
+        assert len(doc["judgments"]) == 8 * 3 * 2
+        j = doc["judgments"][0]
+        assert set(j) == {"taskId", "condition", "repetition", "score", "verdict", "reason"}
+        assert {x["condition"] for x in doc["judgments"]} == {"blind", "history-framing", "history-anchor"}

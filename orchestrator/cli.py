@@ -73,9 +73,7 @@ def _usd(x: float | None) -> str:
     return "no price (see configs/prices.toml)" if x is None else f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "not bounded by a configured limit (depends on latency)"
+def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds > 5400 else f"{seconds / 60:.1f} min" if seconds > 90 else f"{seconds:.0f} s"
 
 
@@ -92,7 +90,10 @@ def print_estimates(p) -> None:
                       f"~{e.output_typical:,} / {e.output_max:,}", cost)
     console.print(table)
     for key, seconds in times.items():
-        console.print(f"limit key '{key}': {_duration(seconds)} at its configured rate")
+        if seconds is None:
+            console.print(f"limit key '{key}': no rpm or tpm configured, so its duration depends on latency")
+        else:
+            console.print(f"limit key '{key}': {_duration(seconds)} at its configured rate")
     console.print(f"total: {p.total:,} calls across {len(estimates)} model(s), estimated "
                   f"{_usd(total_cost(estimates))}; seed {p.seed}; nothing was started")
 
@@ -158,6 +159,8 @@ def analyze(run_dir: RunDirArg) -> None:
         print_effects(result.paired)
     if result.judge.height:
         print_judge(result.judge)
+    if result.bsi.height:
+        print_bsi(result.bsi)
     console.print("written: " + ", ".join(str(p) for p in result.paths.values() if p.suffix == ".csv")
                   + " (and .parquet, .json beside them)")
 
@@ -212,6 +215,23 @@ def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+
+
+def print_bsi(summary) -> None:
+    from orchestrator.report.render import fmt
+    table = Table("strategy", "model", "bias", Column("K", justify="right"),
+                  Column("BSI ± σ_tot", justify="right"), Column("σ_stat / σ_sys", justify="right"),
+                  Column("signed", justify="right"), Column("variant t-test q", justify="right"),
+                  Column("mixed model q (OR)", justify="right"), "notes",
+                  title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05)")
+    for r in summary.iter_rows(named=True):
+        star = lambda q: f"{fmt(q, 2)}{'*' if q is not None and q < 0.05 else ''}"  # noqa: E731
+        odds = f" ({fmt(r['odds_ratio'], 2)})" if r["odds_ratio"] is not None else ""
+        table.add_row(r["strategy"], escape(r["model"]), r["experimentSlug"], str(r["K"]),
+                      f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}", f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
+                      fmt(r["bsi_signed"]), star(r["q_variant"]), star(r["q_mixed"]) + odds,
+                      escape(r["reason"] or ""))
+    console.print(table)
 
 
 def print_judge(summary) -> None:

@@ -8,6 +8,7 @@ seeded permutation of the task index space.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import orjson
 
 from orchestrator.spec.campaign import Campaign, ModelConfig
 from orchestrator.spec.models import Condition, Experiment, Job, ResponseContract, Strategy, Variant
+from orchestrator.spec.native import choice_block
 
 _CHUNK = 65_536
 
@@ -35,6 +37,8 @@ class Cell:
     key: bytes  # digest of everything above; task ids derive from it
     model_key: str  # the model identity's short id (results are grouped by it)
     est_tokens: int  # prompt estimate + max_tokens: what a call may count against a token limit
+    order: tuple[int, ...] | None = None  # the order the options are shown in (counterbalanced)
+    first_sample: int = 1  # this cell holds samples first_sample .. first_sample + samples - 1
 
     @property
     def contract(self) -> ResponseContract:
@@ -48,10 +52,40 @@ class Task:
     sample: int  # 1-based, as in the published result format
 
 
-def render_messages(job: Job, variant: Variant, strategy: Strategy) -> tuple[dict[str, str], ...]:
+def option_orders(n: int) -> list[tuple[int, ...]]:
+    """Every order of up to three options; a cyclic Latin square (each option once in each
+    position) for more."""
+    if n <= 3:
+        return list(itertools.permutations(range(n)))
+    return [tuple((i + k) % n for i in range(n)) for k in range(n)]
+
+
+def render_messages(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
+                    order: tuple[int, ...] | None = None) -> tuple[dict[str, str], ...]:
     system = strategy.system_prompt if strategy.system_prompt is not None else job.system_prompt
-    user = variant.prompt + (f"\n\n{strategy.user_suffix}" if strategy.user_suffix else "")
-    return ({"role": "system", "content": system}, {"role": "user", "content": user})
+    user = variant.prompt
+    if order is not None:
+        user += "\n\n" + choice_block(variant.contract, order)
+    if strategy.user_suffix:
+        bias = experiment.metric.label or experiment.bias_slug or experiment.slug
+        user += "\n\n" + strategy.user_suffix.replace("{bias}", bias)
+    messages = ({"role": "user", "content": user},)
+    return ({"role": "system", "content": system}, *messages) if system else messages
+
+
+def _presentations(variant: Variant, samples: int) -> list[tuple[tuple[int, ...] | None, int, int]]:
+    """(option order, first sample, samples) blocks: samples spread evenly over the orders."""
+    if not variant.present_options:
+        return [(None, 1, samples)]
+    orders = option_orders(len(variant.contract.options))
+    base, extra = divmod(samples, len(orders))
+    blocks, first = [], 1
+    for i, order in enumerate(orders):
+        count = base + (i < extra)
+        if count:
+            blocks.append((order, first, count))
+            first += count
+    return blocks
 
 
 def _cell_key(job: Job, exp: Experiment, cond: Condition, variant: Variant, strategy: Strategy,
@@ -77,11 +111,12 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                 for exp in job.experiments:
                     for cond in exp.conditions:
                         for variant in cond.variants:
-                            msgs = render_messages(job, variant, strategy)
-                            key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
-                            est = sum(estimate_tokens(m["content"]) for m in msgs) + model.max_tokens
-                            cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model,
-                                              msgs, samples, key, model.key, est))
+                            for order, first, count in _presentations(variant, samples):
+                                msgs = render_messages(job, exp, variant, strategy, order)
+                                key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
+                                est = sum(estimate_tokens(m["content"]) for m in msgs) + model.max_tokens
+                                cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
+                                                  count, key, model.key, est, order, first))
     return cells
 
 
@@ -100,7 +135,8 @@ class Plan:
         if not cells:
             return
         ends = np.cumsum([c.samples for c in cells])
-        starts = ends - np.array([c.samples for c in cells])
+        # sample = position within the cell + the cell's first sample number
+        starts = ends - np.array([c.samples for c in cells]) - np.array([c.first_sample - 1 for c in cells])
         # Each model subset gets its own permutation, so a limit key's order does not depend on
         # which other keys exist; the seed is recorded in the manifest.
         salt = sorted(wanted) if wanted is not None else []

@@ -16,7 +16,7 @@ RESULT_SCHEMA = {
     "taskId": pl.String, "status": pl.String, "modelKey": pl.String,
     "experimentSlug": pl.String, "conditionIndex": pl.Int64, "sample": pl.Int64,
     "model": pl.Struct({"provider": pl.String, "name": pl.String, "version": pl.String}),
-    "response": pl.Struct({"value": pl.Float64, "choice": pl.String}),
+    "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "role": pl.String}),
     "job": pl.String, "variant": pl.String, "strategy": pl.String,
 }
 
@@ -59,5 +59,6 @@ def final_records(run: Run) -> pl.LazyFrame:
     lf = pl.scan_ndjson(run.results, schema=RESULT_SCHEMA, ignore_errors=True)
     return (lf.filter(pl.col("status") != "failed")
               .with_columns(pl.col("response").struct.field("value").alias("value"),
-                            pl.col("response").struct.field("choice").alias("choice"))
+                            pl.col("response").struct.field("choice").alias("choice"),
+                            pl.col("response").struct.field("role").alias("role"))
               .drop("response"))

@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 import polars as pl
 
+from orchestrator.analysis.bsi import variant_bsi
+from orchestrator.analysis.bsi_inference import bias_summary, debiasing, parse_failures
 from orchestrator.analysis.judge import judge_outcomes
 from orchestrator.analysis.load import Run, open_run
 from orchestrator.analysis.paired import paired_effects
@@ -22,6 +24,10 @@ class Analysis:
     paired: pl.DataFrame
     judge: pl.DataFrame
     judge_tasks: pl.DataFrame
+    bsi: pl.DataFrame = field(default_factory=pl.DataFrame)
+    bsi_variants: pl.DataFrame = field(default_factory=pl.DataFrame)
+    bsi_parse: pl.DataFrame = field(default_factory=pl.DataFrame)
+    bsi_debiasing: pl.DataFrame = field(default_factory=pl.DataFrame)
     paths: dict[str, Path] = field(default_factory=dict)
 
 
@@ -50,7 +56,17 @@ def analyze(run_dir: Path) -> Analysis:
     paired = paired_effects(run)
     judge, judge_tasks = judge_outcomes(run)
     result = Analysis(run, paired, judge, judge_tasks)
-    if paired.height or not judge.height:
+    variants = variant_bsi(run)
+    if variants.height:
+        result.bsi_variants = variants.drop("values_C", "values_T")
+        result.bsi = bias_summary(variants)
+        result.bsi_parse = parse_failures(variants)
+        result.bsi_debiasing = debiasing(result.bsi)
+        for df, stem, key in ((result.bsi, "bsi_summary", "biases"), (result.bsi_variants, "bsi_variants", "variants"),
+                              (result.bsi_parse, "bsi_parse_failures", "models"),
+                              (result.bsi_debiasing, "bsi_debiasing", "reductions")):
+            _write(df, run_dir / stem, key, run, result.paths)
+    if paired.height or not (judge.height or variants.height):
         _write(paired, run_dir / "summary", "effects", run, result.paths)
     if judge.height:
         _write(judge, run_dir / "judge_summary", "models", run, result.paths)

@@ -45,6 +45,14 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     return head, model_fields
 
 
+def head_order(cell: Cell) -> list[str] | None:
+    """The option roles in the order the prompt showed them (counterbalanced jobs)."""
+    if cell.order is None:
+        return None
+    roles = cell.contract.roles or cell.contract.options
+    return [roles[i] for i in cell.order]
+
+
 def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
     cell = task.cell
     head, model_fields = _cell_fields(cell)
@@ -56,6 +64,9 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
             response["value"] = parsed.value
         if parsed.choice is not None:
             response["choice"] = parsed.choice
+            roles = cell.contract.roles
+            if roles and cell.contract.kind == "choice":  # scored by what it is, not where it stood
+                response["role"] = roles[cell.contract.options.index(parsed.choice)]
         if parsed.reason is not None:
             response["reason"] = parsed.reason
     served = None
@@ -76,6 +87,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "job": cell.job.id,
         "variant": cell.variant.id,
         "strategy": cell.strategy.id,
+        "optionOrder": head_order(cell),
         "attempts": outcome.attempts,
         "latencyMs": round(outcome.latency_ms, 1),
         "usage": completion.usage if completion else None,

@@ -25,9 +25,10 @@ class SimulatedProvider:
     def _answers(self, task: Task) -> ConditionAnswers:
         effects = self.config.effects.get(task.cell.experiment.slug)
         index = task.cell.condition.index
-        if effects and index < len(effects.conditions):
-            return effects.conditions[index]
-        return ConditionAnswers()
+        if effects is None:
+            return ConditionAnswers()
+        per_condition = effects.variants.get(task.cell.variant.id, effects.conditions)
+        return per_condition[index] if index < len(per_condition) else ConditionAnswers()
 
     def judgment(self, task: Task, rng: random.Random) -> str:
         contract, item, judge = task.cell.contract, task.cell.experiment.judged, self.config.judge
@@ -47,10 +48,14 @@ class SimulatedProvider:
             return self.judgment(task, rng)
         if contract.kind == "choice":
             options = list(contract.options)
-            planted = {o: p for o, p in spec.shares.items() if o in options}
+            by_role = dict(zip(contract.roles, options, strict=True)) if contract.roles else {}
+            planted = {by_role.get(o, o): p for o, p in spec.shares.items() if by_role.get(o, o) in options}
             rest = [o for o in options if o not in planted]
             left = max(0.0, 1.0 - sum(planted.values()))
             weights = [planted.get(o, left / len(rest) if rest else 0.0) for o in options]
+            bias = self.config.first_position_bias
+            if bias and task.cell.order is not None and rng.random() < bias:
+                return orjson.dumps({contract.field: options[task.cell.order[0]]}).decode()
             return orjson.dumps({contract.field: rng.choices(options, weights)[0]}).decode()
         if contract.kind == "rating":
             mean = spec.mean if spec.mean is not None else (contract.minimum + contract.maximum) / 2

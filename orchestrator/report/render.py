@@ -82,30 +82,29 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
     return rows
 
 
-def write_report(run_dir: Path) -> dict[str, Path]:
-    result = analyze(run_dir)
-    run, summary = result.run, result.paired
-    out_dir = run_dir / "report"
-    out_dir.mkdir(exist_ok=True)
-    records = final_records(run).select(pl.len()).collect().item()
-    header, rows = _header(run, records), _effect_rows(summary)
-    forest_svg = plots.forest(summary, out_dir / "forest.png") if summary.height else ""
-    figures = []
-    for r, values, kind in _distribution_sets(run, summary):
-        name = re.sub(r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower())
-        title = f"{r['experimentSlug']} · {r['model']} [{r['modelKey']}] · {r['strategy']}"
-        figures.append((title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png")))
-    judge_rows = _judge_rows(result.judge) if result.judge.height else []
-    for r in result.judge.iter_rows(named=True):
-        tasks = result.judge_tasks.filter(pl.col("modelKey") == r["modelKey"])
-        title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"
-        name = f"judge-{r['modelKey']}"
-        figures.append((title, name, plots.judge_tasks(tasks, title, out_dir / f"{name}.png")))
-    md = out_dir / "report.md"
-    md.write_text(_markdown(header, rows, judge_rows, figures), encoding="utf-8")
-    page = out_dir / "report.html"
-    page.write_text(_html(header, rows, judge_rows, forest_svg, figures), encoding="utf-8")
-    return {"markdown": md, "html": page}
+def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
+    star = lambda q: f"{fmt(q, 2)}{' *' if q is not None and q < 0.05 else ''}"  # noqa: E731
+    return [{"strategy": r["strategy"], "model": f"{r['model']} [{r['modelKey']}]", "bias": r["experimentSlug"],
+             "K": str(r["K"]), "BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
+             "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}", "signed BSI": fmt(r["bsi_signed"]),
+             "variant t-test q": star(r["q_variant"]),
+             "mixed model q (OR or Δ)": f"{star(r['q_mixed'])} ({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
+             "robust check p": fmt(r["robust_p"], 2), "notes": r["reason"] or ""}
+            for r in summary.iter_rows(named=True)]
+
+
+def _debias_rows(table: pl.DataFrame) -> list[dict[str, str]]:
+    return [{"bias": r["experimentSlug"], "model": r["model"], "strategy": r["strategy"],
+             "BSI baseline": fmt(r["bsi_baseline"]), "BSI with strategy": fmt(r["bsi"]),
+             "reduction": "–" if r["reduction"] is None else f"{r['reduction']:.0%}"}
+            for r in table.iter_rows(named=True)]
+
+
+def _parse_rows(table: pl.DataFrame) -> list[dict[str, str]]:
+    return [{"model": r["model"], "strategy": r["strategy"],
+             "parse errors control": f"{r['pe_C']}/{r['rec_C']}", "parse errors treatment": f"{r['pe_T']}/{r['rec_T']}",
+             "p (failures depend on condition)": fmt(r["p_depends_on_condition"], 2)}
+            for r in table.iter_rows(named=True)]
 
 
 JUDGE_NOTE = ("Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on "
@@ -113,6 +112,57 @@ JUDGE_NOTE = ("Signed prior-score pull per task = sign(prior - blind) x (anchor 
               "tasks with percentile-bootstrap CIs (10,000 resamples over tasks) and a Wilcoxon "
               "signed-rank test. A model is complete only when every task has the same number "
               "of valid judgments in all three conditions; nothing is imputed.")
+PAIRED_NOTE = ("Positive effects are in the direction the bias predicts. Means use Welch's t; "
+               "shares use Newcombe's interval for a difference of proportions.")
+BSI_NOTE = ("BSI per variant: |mean_T - mean_C| / |anchor - mean_C| (numbers) or |p_T - p_C| (share "
+            "choosing the bias-predicted option, scored by role whatever position it was shown in). "
+            "σ_stat: bootstrap SD (10,000 resamples, seeded) averaged over variants; σ_sys: SD across "
+            "the K variants; σ_tot in quadrature. Variant-level one-sample t-test on the signed BSI and "
+            "a trial-level mixed model (random intercept per variant; odds ratio for choices, pooled "
+            "normalised shift for numbers), each Benjamini-Hochberg corrected across bias x model "
+            "within a strategy (* q < 0.05); robust check: pooled model with variant-clustered errors.")
+
+
+def write_report(run_dir: Path) -> dict[str, Path]:
+    result = analyze(run_dir)
+    run, summary = result.run, result.paired
+    out_dir = run_dir / "report"
+    out_dir.mkdir(exist_ok=True)
+    records = final_records(run).select(pl.len()).collect().item()
+    sections: list[tuple[str, str, list[dict[str, str]], list[tuple[str, str]]]] = []
+    if result.judge.height:
+        sections.append(("Judge history", JUDGE_NOTE, _judge_rows(result.judge), []))
+    if summary.height:
+        sections.append(("Effects", PAIRED_NOTE, _effect_rows(summary),
+                         [("forest", plots.forest(summary, out_dir / "forest.png"))]))
+    if result.bsi.height:
+        first = result.bsi["strategy"][0]
+        main = result.bsi.filter(pl.col("strategy") == ("baseline" if "baseline" in result.bsi["strategy"] else first))
+        sections.append(("Bias Strength Index", BSI_NOTE, _bsi_rows(result.bsi),
+                         [("bsi-heatmap", plots.bsi_heatmap(main, out_dir / "bsi-heatmap.png")),
+                          ("bsi-uncertainty", plots.bsi_uncertainty(main, out_dir / "bsi-uncertainty.png"))]))
+        if result.bsi_debiasing.height:
+            sections.append(("Debiasing", "BSI under each strategy against the baseline; reduction = "
+                             "1 - BSI_strategy / BSI_baseline.", _debias_rows(result.bsi_debiasing), []))
+        sections.append(("Parse failures by condition", "Failures that depend on the condition would bias "
+                         "the BSI (chi-square, or Fisher's exact test for small counts).",
+                         _parse_rows(result.bsi_parse), []))
+    figures = []
+    for r, values, kind in _distribution_sets(run, summary):
+        name = re.sub(r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower())
+        title = f"{r['experimentSlug']} · {r['model']} [{r['modelKey']}] · {r['strategy']}"
+        figures.append((title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png")))
+    for r in result.judge.iter_rows(named=True):
+        tasks = result.judge_tasks.filter(pl.col("modelKey") == r["modelKey"])
+        title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"
+        name = f"judge-{r['modelKey']}"
+        figures.append((title, name, plots.judge_tasks(tasks, title, out_dir / f"{name}.png")))
+    header = _header(run, records)
+    md = out_dir / "report.md"
+    md.write_text(_markdown(header, sections, figures), encoding="utf-8")
+    page = out_dir / "report.html"
+    page.write_text(_html(header, sections, figures), encoding="utf-8")
+    return {"markdown": md, "html": page}
 
 
 def _md_table(rows: list[dict[str, str]]) -> list[str]:
@@ -135,39 +185,30 @@ def _html_table(rows: list[dict[str, str]]) -> str:
     return "".join(out) + "</table>"
 
 
-def _markdown(header, rows, judge_rows, figures) -> str:
+def _markdown(header, sections, figures) -> str:
     lines = ["# Bias benchmark report", ""]
     lines += [f"- **{k}**: {v}" for k, v in header]
-    if judge_rows:
-        lines += ["", "## Judge history", "", JUDGE_NOTE, "", *_md_table(judge_rows)]
-    if not rows:
+    for heading, note, rows, inline in sections:
+        lines += ["", f"## {heading}", "", note, "", *_md_table(rows)]
+        lines += [x for name, _ in inline for x in ("", f"![{name}]({name}.png)")]
+    if figures:
         lines += ["", "## Figures", ""]
-        for title, name, _ in figures:
-            lines += [f"### {title}", "", f"![{title}]({name}.png)", ""]
-        return "\n".join(lines) + "\n"
-    lines += ["", "## Effects", "",
-              "Positive effects are in the direction the bias predicts. Means use Welch's t; "
-              "shares use Newcombe's interval for a difference of proportions.", ""]
-    lines += _md_table(rows)
-    lines += ["", "![forest plot](forest.png)", "", "## Figures", ""]
     for title, name, _ in figures:
         lines += [f"### {title}", "", f"![{title}]({name}.png)", ""]
     return "\n".join(lines) + "\n"
 
 
-def _html(header, rows, judge_rows, forest_svg, figures) -> str:
+def _html(header, sections, figures) -> str:
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Bias benchmark report</title>"
              f"<style>{CSS}</style></head><body><h1>Bias benchmark report</h1><table class='meta'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in header]
     parts.append("</table>")
-    if judge_rows:
-        parts.append(f"<h2>Judge history</h2><p>{e(JUDGE_NOTE)}</p>{_html_table(judge_rows)}")
-    if rows:
-        parts.append("<h2>Effects</h2><p>Positive effects are in the direction the bias predicts. "
-                     f"Means: Welch's t; shares: Newcombe's interval.</p>{_html_table(rows)}"
-                     f"<h2>Forest plot</h2>{forest_svg}")
-    parts.append("<h2>Figures</h2>")
+    for heading, note, rows, inline in sections:
+        parts.append(f"<h2>{e(heading)}</h2><p>{e(note)}</p>{_html_table(rows)}")
+        parts += [svg for _, svg in inline]
+    if figures:
+        parts.append("<h2>Figures</h2>")
     parts += [f"<h3>{e(title)}</h3>{svg}" for title, _, svg in figures]
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -7,6 +7,7 @@ from orchestrator.errors import UserError
 from orchestrator.spec.loading import load_json
 from orchestrator.spec.models import Job
 from orchestrator.spec.seed000 import is_seed000, job_from_seed000
+from orchestrator.spec.native import is_native, job_from_native
 from orchestrator.spec.seed002 import is_seed002, job_from_seed002
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "jobs"
@@ -28,6 +29,8 @@ def load_job(path: Path) -> Job:
     data = load_json(path, "job file")
     if is_seed000(data):
         return job_from_seed000(data, path, job_id=path.stem)
+    if is_native(data):
+        return job_from_native(data, path, job_id=path.stem)
     if is_seed002(data):
         return job_from_seed002(data, path, job_id=path.stem)
     raise UserError("unrecognised job format", file=str(path),

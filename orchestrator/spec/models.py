@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ContractKind = Literal["number", "rating", "choice", "judgment"]
-MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull"]
+MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull", "bsi"]
 Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
 
 
@@ -29,6 +29,7 @@ class ResponseContract(Frozen):
     minimum: int | None = None  # rating bounds
     maximum: int | None = None
     options: tuple[str, ...] = ()  # exact option strings of a choice
+    roles: tuple[str, ...] = ()  # what each option stands for, scored instead of its position
 
     @model_validator(mode="after")
     def _consistent(self) -> ResponseContract:
@@ -36,6 +37,8 @@ class ResponseContract(Frozen):
             raise ValueError("a choice contract needs at least two options")
         if self.kind == "choice" and len(set(self.options)) != len(self.options):
             raise ValueError("choice options must be distinct")
+        if self.roles and len(self.roles) != len(self.options):
+            raise ValueError("give one role per option")
         if self.kind in ("rating", "judgment") and (self.minimum is None or self.maximum is None
                                                     or self.minimum >= self.maximum):
             raise ValueError(f"a {self.kind} contract needs minimum < maximum")
@@ -59,6 +62,12 @@ class Variant(Frozen):
     id: str
     prompt: str
     contract: ResponseContract
+    domain: str = ""
+    # Shown by the planner after the prompt, in counterbalanced orders (native jobs); seed-000
+    # prompts carry their options in their own text instead.
+    present_options: bool = False
+    predicted: str | None = None  # the role the bias predicts (choices)
+    anchor: float | None = None  # the bias-inducing reference value (numbers)
 
 
 class Condition(Frozen):
@@ -102,7 +111,7 @@ class Strategy(Frozen):
 
     id: str
     system_prompt: str | None = None  # replaces the job's system prompt when set
-    user_suffix: str = ""
+    user_suffix: str = ""  # "{bias}" in it becomes the experiment's bias name
 
 
 BASELINE = Strategy(id="baseline")
@@ -116,7 +125,7 @@ class Job(Frozen):
     recommended_temperature: float | None = None
     experiments: tuple[Experiment, ...] = Field(min_length=1)
     strategies: tuple[Strategy, ...] = (BASELINE,)
-    kind: Literal["paired", "judge-history"] = "paired"  # which analysis and exports apply
+    kind: Literal["paired", "judge-history", "bsi"] = "paired"  # which analysis and exports apply
     study_id: str | None = None
     spec_version: int | None = None
 

@@ -10,12 +10,13 @@ class ConditionAnswers(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mean: float | None = None
     sd: float = Field(default=1.0, ge=0)
-    shares: dict[str, float] = {}  # option -> probability; the rest spread evenly
+    shares: dict[str, float] = {}  # option text or role -> probability; the rest spread evenly
 
 
 class ExperimentAnswers(BaseModel):
     model_config = ConfigDict(extra="forbid")
     conditions: list[ConditionAnswers] = []
+    variants: dict[str, list[ConditionAnswers]] = {}  # by variant id; wins over `conditions`
 
 
 class JudgeAnswers(BaseModel):
@@ -38,3 +39,6 @@ class SimulateConfig(BaseModel):
     refusal_rate: float = Field(default=0.0, ge=0, le=1)
     effects: dict[str, ExperimentAnswers] = {}  # by experiment slug
     judge: JudgeAnswers = JudgeAnswers()
+    # Extra weight (0..1) on whichever option is listed first: a position bias that option-order
+    # counterbalancing must cancel out.
+    first_position_bias: float = Field(default=0.0, ge=0, le=1)

@@ -1,0 +1,108 @@
+"""The Bias Strength Index (seed 001) per variant, bias and model, with its uncertainties.
+
+Per variant: BSI = |mean_T - mean_C| / |anchor - mean_C| for numbers, |p_T - p_C| for choices
+(p = share choosing the bias-predicted role); the signed versions keep the direction (positive =
+bias-predicted). sigma_stat per variant is the SD of the BSI over bootstrap resamples of each
+condition (vectorised; a resampled count of a 0/1 outcome is exactly Binomial(n, p)). Per bias:
+mean BSI over the K variants, sigma_sys = their SD, sigma_tot = sqrt(mean sigma_stat^2 + sigma_sys^2).
+Models and strategies are never pooled.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from orchestrator.analysis.load import Run, final_records
+
+BOOTSTRAP = 10_000
+ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]
+_CHUNK = 128  # variant rows bootstrapped at once: bounds memory at ~2 x 128 x 10,000 draws
+
+
+def variant_table(run: Run) -> pl.DataFrame:
+    rows = [{"job": job.id, "experimentSlug": e.slug, "variant": v.id, "bias": e.metric.label,
+             "kind": v.contract.kind, "predicted": v.predicted, "anchor": v.anchor, "domain": v.domain}
+            for job in run.jobs.values() if job.kind == "bsi" for e in job.experiments
+            for v in e.conditions[1].variants]
+    return pl.DataFrame(rows, schema={"job": pl.String, "experimentSlug": pl.String, "variant": pl.String,
+                                      "bias": pl.String, "kind": pl.String, "predicted": pl.String,
+                                      "anchor": pl.Float64, "domain": pl.String})
+
+
+def cell_counts(run: Run, variants: pl.DataFrame) -> pl.DataFrame:
+    """Per model x strategy x bias x variant x condition: counts, mean, predicted-role count and,
+    for numeric variants, the valid values themselves (for the bootstrap)."""
+    ok = pl.col("status") == "ok"
+    return (final_records(run)
+            .join(variants.lazy().select("job", "experimentSlug", "variant", "predicted", "kind"),
+                  on=["job", "experimentSlug", "variant"])
+            .group_by(*ROW_KEYS, "conditionIndex")
+            .agg(n_records=pl.len(), n=ok.sum(), n_parse_error=(pl.col("status") == "parse_error").sum(),
+                 n_refused=(pl.col("status") == "refused").sum(),
+                 k=(pl.col("role") == pl.col("predicted")).filter(ok).sum(),
+                 mean=pl.col("value").filter(ok).mean(),
+                 values=pl.col("value").filter(ok & (pl.col("kind") == "number")))
+            .collect())
+
+
+def _wide(cells: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
+    parts = [cells.filter(pl.col("conditionIndex") == c).drop("conditionIndex")
+             .rename(lambda name, c=c: name if name in ROW_KEYS else f"{name}_{'CT'[c]}") for c in (0, 1)]
+    wide = parts[0].join(parts[1], on=ROW_KEYS, how="full", coalesce=True)
+    return wide.join(variants.select("experimentSlug", "variant", "bias", "kind", "anchor", "domain"),
+                     on=["experimentSlug", "variant"]).sort(ROW_KEYS)
+
+
+def _signed(kind: np.ndarray, stat_c: np.ndarray, stat_t: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        numeric = (stat_t - stat_c) / (anchor - stat_c)
+        # toward the anchor is the predicted direction, whichever side of the control it lies
+        return np.where(kind == "number", numeric, stat_t - stat_c)
+
+
+def bootstrap_sigma(wide: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> np.ndarray:
+    """sigma_stat of |BSI| per variant row: the SD over resamples of both conditions."""
+    rng = np.random.default_rng([seed, 1])
+    out = np.full(wide.height, np.nan)
+    kinds = wide["kind"].to_numpy()
+    n_c, n_t = wide["n_C"].fill_null(0).to_numpy(), wide["n_T"].fill_null(0).to_numpy()
+    choice = np.flatnonzero((kinds == "choice") & (n_c > 0) & (n_t > 0))
+    k_c, k_t = wide["k_C"].fill_null(0).to_numpy(), wide["k_T"].fill_null(0).to_numpy()
+    for lo in range(0, len(choice), _CHUNK):
+        rows = choice[lo:lo + _CHUNK]
+        p_c = rng.binomial(n_c[rows, None], (k_c / np.maximum(n_c, 1))[rows, None], (len(rows), resamples))
+        p_t = rng.binomial(n_t[rows, None], (k_t / np.maximum(n_t, 1))[rows, None], (len(rows), resamples))
+        out[rows] = np.abs(p_t / n_t[rows, None] - p_c / n_c[rows, None]).std(axis=1, ddof=1)
+    anchors = wide["anchor"].to_numpy()
+    for i in np.flatnonzero((kinds == "number") & (n_c > 1) & (n_t > 1)):
+        means = []
+        for values in (np.asarray(wide["values_C"][int(i)]), np.asarray(wide["values_T"][int(i)])):
+            means.append(values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bsi = np.abs((means[1] - means[0]) / (anchors[i] - means[0]))
+        out[i] = np.nanstd(bsi, ddof=1)
+    return out
+
+
+def variant_bsi(run: Run) -> pl.DataFrame:
+    """One row per model x strategy x bias x variant: stats per condition, signed and absolute
+    BSI, sigma_stat."""
+    variants = variant_table(run)
+    if variants.is_empty():
+        return pl.DataFrame()
+    wide = _wide(cell_counts(run, variants), variants)
+    kind = wide["kind"].to_numpy()
+    n_c, n_t = wide["n_C"].fill_null(0).to_numpy(), wide["n_T"].fill_null(0).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stat_c = np.where(kind == "number", wide["mean_C"].fill_null(np.nan).to_numpy(),
+                          wide["k_C"].fill_null(0).to_numpy() / n_c)
+        stat_t = np.where(kind == "number", wide["mean_T"].fill_null(np.nan).to_numpy(),
+                          wide["k_T"].fill_null(0).to_numpy() / n_t)
+    signed = _signed(kind, stat_c, stat_t, wide["anchor"].fill_null(np.nan).to_numpy())
+    signed = np.where((n_c > 0) & (n_t > 0), signed, np.nan)
+    sigma = bootstrap_sigma(wide, seed=run.manifest["plan"]["seed"])
+    label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")
+    return wide.with_columns(pl.Series("stat_C", stat_c).fill_nan(None), pl.Series("stat_T", stat_t).fill_nan(None),
+                             pl.Series("bsi_signed", signed).fill_nan(None),
+                             pl.Series("bsi", np.abs(signed)).fill_nan(None),
+                             pl.Series("sigma_stat", sigma).fill_nan(None), label)

@@ -1,0 +1,142 @@
+"""Per bias x model (x strategy): the BSI with its uncertainty decomposition, the variant-level
+t-test and the trial-level mixed model (each Benjamini-Hochberg corrected within a strategy),
+a robust cross-check, parse failures by condition, and what each debiasing strategy removed."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import polars as pl
+import statsmodels.api as sm
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from orchestrator.analysis.glmm import binomial_random_intercept
+
+GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
+
+
+def bh(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values; NaN (untestable) entries stay NaN and do not count."""
+    q = np.full(len(p), np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        q[ok] = multipletests(p[ok], method="fdr_bh")[1]
+    return q
+
+
+def _numeric_models(part: pl.DataFrame) -> dict[str, float]:
+    """Linear mixed model on values normalised per variant, y = (x - mean_C) / (anchor - mean_C),
+    so the condition coefficient is a pooled signed BSI; random intercept per variant. Cross-check:
+    OLS with variant-clustered standard errors."""
+    ys, conds, groups = [], [], []
+    for g, r in enumerate(part.iter_rows(named=True)):
+        if not r["values_C"] or not r["values_T"] or r["anchor"] is None:
+            continue
+        base, scale = np.mean(r["values_C"]), r["anchor"] - np.mean(r["values_C"])
+        if scale == 0:
+            continue
+        for c, values in ((0, r["values_C"]), (1, r["values_T"])):
+            ys.append((np.asarray(values) - base) / scale)
+            conds.append(np.full(len(values), c))
+            groups.append(np.full(len(values), g))
+    if len(ys) < 4:
+        return {"reason": "too few variants with answers"}
+    y, x, grp = np.concatenate(ys), sm.add_constant(np.concatenate(conds).astype(float)), np.concatenate(groups)
+    out: dict[str, float] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fit = sm.MixedLM(y, x, groups=grp).fit(reml=True)
+            out |= {"mixed_effect": float(fit.fe_params[1]), "mixed_p": float(fit.pvalues[1])}
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            out["reason"] = f"mixed model failed: {exc}"
+        robust = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": grp})
+    return out | {"robust_effect": float(robust.params[1]), "robust_p": float(robust.pvalues[1])}
+
+
+def _choice_models(part: pl.DataFrame) -> dict[str, float]:
+    """Binomial GLMM (logit, random intercept per variant) on predicted-role counts, odds ratio of
+    treatment vs control. Cross-check: pooled logistic GLM with variant-clustered errors."""
+    succ = np.column_stack([part["k_C"].fill_null(0).to_numpy(), part["k_T"].fill_null(0).to_numpy()])
+    trials = np.column_stack([part["n_C"].fill_null(0).to_numpy(), part["n_T"].fill_null(0).to_numpy()])
+    keep = (trials > 0).all(axis=1)
+    succ, trials = succ[keep], trials[keep]
+    fit = binomial_random_intercept(succ, trials)
+    out: dict[str, float] = {"reason": fit.degenerate} if fit.degenerate else {
+        "mixed_effect": fit.beta1, "mixed_p": fit.p_value, "odds_ratio": fit.odds_ratio,
+        "or_ci_low": fit.or_ci_low, "or_ci_high": fit.or_ci_high}
+    if fit.degenerate or len(succ) < 2:
+        return out
+    endog = np.column_stack([succ.ravel(), (trials - succ).ravel()])
+    exog = sm.add_constant(np.tile([0.0, 1.0], len(succ)))
+    groups = np.repeat(np.arange(len(succ)), 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        robust = sm.GLM(endog, exog, family=sm.families.Binomial()).fit(
+            cov_type="cluster", cov_kwds={"groups": groups})
+    return out | {"robust_effect": float(robust.params[1]), "robust_p": float(robust.pvalues[1])}
+
+
+def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
+    rows = []
+    for key, part in variants.group_by(GROUP, maintain_order=True):
+        valid = part.filter(pl.col("bsi").is_not_null())
+        bsi, signed = valid["bsi"].to_numpy(), valid["bsi_signed"].to_numpy()
+        sigma_stat = float(np.nanmean(valid["sigma_stat"].to_numpy())) if valid.height else np.nan
+        k = len(bsi)
+        sigma_sys = float(np.std(bsi, ddof=1)) if k >= 2 else np.nan
+        t = stats.ttest_1samp(signed, 0.0) if k >= 2 and np.ptp(signed) > 0 else None
+        row = dict(zip(GROUP, key, strict=True)) | {
+            "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
+            "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
+            "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else sigma_stat,
+            "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan}
+        models = _numeric_models(part) if key[-1] == "number" else _choice_models(part)
+        rows.append(row | models)
+    df = pl.DataFrame(rows, infer_schema_length=None)
+    for col in ("mixed_effect", "mixed_p", "odds_ratio", "or_ci_low", "or_ci_high", "robust_effect",
+                "robust_p", "reason"):
+        if col not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=pl.String if col == "reason" else pl.Float64).alias(col))
+    parts = []
+    for _, part in df.group_by("strategy", maintain_order=True):  # BH across bias x model tests
+        parts.append(part.with_columns(
+            pl.Series("q_variant", bh(part["p_variant"].fill_null(np.nan).to_numpy())),
+            pl.Series("q_mixed", bh(part["mixed_p"].fill_null(np.nan).to_numpy()))))
+    df = pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None))
+    return df.with_columns(significant_variant=pl.col("q_variant") < 0.05,
+                           significant_mixed=pl.col("q_mixed") < 0.05).sort("strategy", "experimentSlug", "model")
+
+
+def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
+    """Parse-failure rate by model x strategy x condition, and whether failures depend on the
+    condition (chi-square test of independence; Fisher's exact test when a cell is small)."""
+    totals = (variants.group_by("modelKey", "model", "strategy")
+              .agg(pl.col("n_parse_error_C").sum().alias("pe_C"), pl.col("n_records_C").sum().alias("rec_C"),
+                   pl.col("n_parse_error_T").sum().alias("pe_T"), pl.col("n_records_T").sum().alias("rec_T"))
+              .sort("model", "strategy"))
+    p_values = []
+    for r in totals.iter_rows(named=True):
+        table = np.array([[r["pe_C"], r["rec_C"] - r["pe_C"]], [r["pe_T"], r["rec_T"] - r["pe_T"]]])
+        if table[:, 0].sum() == 0 or table[:, 1].sum() == 0:
+            p_values.append(None)
+        elif (stats.contingency.expected_freq(table) < 5).any():
+            p_values.append(float(stats.fisher_exact(table).pvalue))
+        else:
+            p_values.append(float(stats.chi2_contingency(table).pvalue))
+    return totals.with_columns((pl.col("pe_C") / pl.col("rec_C")).alias("parse_error_rate_control"),
+                               (pl.col("pe_T") / pl.col("rec_T")).alias("parse_error_rate_treatment"),
+                               pl.Series("p_depends_on_condition", p_values, dtype=pl.Float64))
+
+
+def debiasing(summary: pl.DataFrame) -> pl.DataFrame:
+    """Each strategy's BSI beside the baseline's, and the relative reduction."""
+    base = summary.filter(pl.col("strategy") == "baseline").select(
+        "modelKey", "experimentSlug", pl.col("bsi").alias("bsi_baseline"))
+    return (summary.filter(pl.col("strategy") != "baseline")
+            .select("modelKey", "model", "experimentSlug", "bias", "strategy", "bsi")
+            .join(base, on=["modelKey", "experimentSlug"], how="left")
+            .with_columns(reduction=pl.when(pl.col("bsi_baseline") > 0)
+                          .then(1 - pl.col("bsi") / pl.col("bsi_baseline")))
+            .sort("experimentSlug", "model", "strategy"))

@@ -154,7 +154,7 @@ class Plan:
     def per_model(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for c in self.cells:
-            counts[c.model.key] = counts.get(c.model.key, 0) + c.samples
+            counts[c.model_key] = counts.get(c.model_key, 0) + c.samples
         return counts
 
     def fingerprint(self) -> dict[str, Any]:

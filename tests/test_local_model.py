@@ -174,3 +174,38 @@ def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, m
     assert summary[0]["valid_judgments"] == len(ok)
     assert summary[0]["complete"] is (len(ok) == 24)  # one missing judgment makes it incomplete
     assert "Judge history" in (run_dir / "report" / "report.html").read_text()
+
+
+def test_the_eleven_bias_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(tmp_path, """
+        name = "bsi"
+        jobs = ["eleven-biases"]
+        samples = 1
+        strategies = ["baseline"]
+        [[models]]
+        provider = "local"
+        temperature = 0.7
+        max_tokens = 48
+        seed = 5
+        structured_output = true
+        [models.server]
+        n_ctx = 1024
+        [limits.local]
+        max_in_flight = 2
+        timeout_s = 120
+        """)
+    runner = CliRunner()
+    assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
+    run_dir = tmp_path / "runs" / "bsi" / "default"
+    records = [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+    assert len(records) == 45 * 2
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) >= 80
+    assert all(r["response"].get("role") for r in ok if r["optionOrder"])  # choices scored by role
+    result = runner.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    summary = orjson.loads((run_dir / "bsi_summary.json").read_bytes())["biases"]
+    assert len(summary) == 11 and {row["strategy"] for row in summary} == {"baseline"}
+    page = (run_dir / "report" / "report.html").read_text()
+    assert "Bias Strength Index" in page and page.count("<svg") >= 2

@@ -95,8 +95,9 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         if m.provider == "local":
             console.print(f"starting {m.server.slots} llama.cpp server(s) for {m.name} "
                           f"({m.version}); the first call waits for the model to load")
-    models = {m.key: (m.label, n, scan.done_by_model.get(m.key, 0))
-              for m in campaign.config.models for n in [plan.per_model()[m.key]]}
+    per_model = plan.per_model()
+    models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
+              for m in campaign.config.models for key in [m.key]}
     by_status: Counter = Counter()
     with RunProgress(console, models, state) as progress:
         def on_record(rec: dict[str, Any]) -> None:

@@ -294,11 +294,68 @@ def bench_rate_control() -> None:
               f"{len(records)} calls")
 
 
+def bench_bsi_analysis() -> None:
+    """The full 11-bias analysis at the paper's scale: 11 biases x 5 variants x 4 strategies x
+    8 models x 100 samples per condition (352,000 records), 10,000 bootstrap resamples."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code = f"""
+import json, time, orjson, random
+from datetime import datetime, timezone
+from pathlib import Path
+job = json.load(open({str(ROOT / 'jobs' / 'eleven-biases.json')!r}))
+for bias in job["biases"]:  # exactly five variants each: reuse the written ones under new ids
+    base = bias["variants"]
+    bias["variants"] = [dict(base[i % len(base)], id=f"{{bias['slug']}}-v{{i}}") for i in range(5)]
+Path({tmp!r}, "job.json").write_text(json.dumps(job))
+from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.plan import Plan
+from orchestrator.engine.session import manifest_for
+from orchestrator.engine.records import Outcome, make_record
+from orchestrator.providers.simulated import SimulatedProvider
+from orchestrator.parse import parse_answer
+from orchestrator.providers.base import Completion
+models = [{{"provider": "simulated", "name": f"m{{i}}", "simulate": {{"seed": i, "effects": {{
+    "decoy": {{"conditions": [{{"shares": {{"target": 0.4}}}}, {{"shares": {{"target": 0.4 + 0.05 * i}}}}]}},
+    "anchoring": {{"conditions": [{{"mean": 100, "sd": 20}}, {{"mean": 100 + 20 * i, "sd": 20}}]}}}}}}}}
+    for i in range(8)]
+cfg = CampaignConfig(name="b", jobs=[str(Path({tmp!r}, "job.json"))], samples=100, output_dir={tmp!r}, models=models)
+campaign = build_campaign(cfg, None)
+plan = Plan(campaign)
+run = Path({tmp!r}) / "run"
+run.mkdir()
+(run / "manifest.json").write_bytes(orjson.dumps(manifest_for(campaign, plan)))
+sims = {{m.key: SimulatedProvider(m) for m in cfg.models}}
+now = datetime.now(timezone.utc)
+with open(run / "results.ndjson", "wb") as f:
+    for task in plan.tasks():
+        text = sims[task.cell.model_key].answer(task, random.Random(task.task_id))
+        rec = make_record(task, Outcome("ok", 1, 1.0, now, now, Completion(text), parse_answer(text, task.cell.contract)))
+        f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
+print(plan.total)
+elapsed = 0.0
+{PEAK}"""
+        _, _, _, total = _peak_mb_of(code)
+        code = f"""
+import time
+from pathlib import Path
+from orchestrator.analysis.summary import analyze
+t0 = time.perf_counter()
+result = analyze(Path({tmp!r}) / "run")
+elapsed = time.perf_counter() - t0
+print(result.bsi.height, result.bsi_variants.height)
+{PEAK}"""
+        seconds, peak, anon, info = _peak_mb_of(code)
+        rows, variants = info.split()
+        print(f"11-bias analysis of {int(total):,} records ({variants} variant rows, {rows} bias x model x "
+              f"strategy rows, 10,000 bootstrap resamples, mixed models): {seconds:.1f} s (target < 60 s, "
+              f"{seconds / 60:.2f} of target), peak heap {anon:.0f} MB, peak RSS {peak:.0f} MB")
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
-                     ("analysis", bench_analysis),
+                     ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
                      ("local", bench_local_model)):
         if not which or name in which:
             fn()

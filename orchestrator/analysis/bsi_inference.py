@@ -83,7 +83,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
     for key, part in variants.group_by(GROUP, maintain_order=True):
         valid = part.filter(pl.col("bsi").is_not_null())
         bsi, signed = valid["bsi"].to_numpy(), valid["bsi_signed"].to_numpy()
-        sigma_stat = float(np.nanmean(valid["sigma_stat"].to_numpy())) if valid.height else np.nan
+        sigmas = valid["sigma_stat"].drop_nulls().to_numpy()
+        sigma_stat = float(np.mean(sigmas)) if len(sigmas) else np.nan  # none when n <= 1 everywhere
         k = len(bsi)
         sigma_sys = float(np.std(bsi, ddof=1)) if k >= 2 else np.nan
         t = stats.ttest_1samp(signed, 0.0) if k >= 2 and np.ptp(signed) > 0 else None

@@ -2,38 +2,36 @@
 
 Why: the prompt variants of one bias differ in their baseline rate of bias-consistent answers, so
 answers are clustered by variant, and pooling them into one 2x2 table overstates the evidence when
-variants differ. A normal random intercept per variant models that. statsmodels has only a
-Bayesian (variational/Laplace) binomial mixed GLM, so this fits the frequentist one by maximum
-marginal likelihood.
+variants differ. A normal random intercept per variant models that. statsmodels has only a Bayesian
+(variational / MAP) binomial mixed GLM, so this fits the frequentist one by maximum marginal likelihood.
 
-The random intercept is integrated out per variant with *adaptive* Gauss-Hermite quadrature: the
-nodes are centred on the mode of each variant's integrand and scaled by its curvature (lme4's
-nAGQ > 1). The plain sqrt(2)*sigma rule is not enough here: with ~200 answers per cell a variant's
-integrand is far narrower than sigma, and 20-100 fixed nodes gave errors of 0.1-0.5 in beta0 and
-sigma. Checked against statsmodels in tests/test_glmm.py.
+The random intercept is integrated out per variant with *adaptive* Gauss-Hermite quadrature: nodes
+centred on the mode of each variant's integrand and scaled by its curvature (lme4's nAGQ > 1). The
+plain sqrt(2)*sigma rule is not enough: with ~200 answers per cell a variant's integrand is far
+narrower than sigma, and 20-100 fixed nodes gave errors of 0.1-0.5 in beta0 and sigma.
+Checked against statsmodels in tests/test_glmm.py.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.polynomial.hermite import hermgauss
 from scipy import optimize, stats
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 
 Z95 = float(stats.norm.ppf(0.975))
-LOG_SIGMA_BOUNDS = (-10.0, 3.0)  # sigma in [4.5e-5, 20]; the lower end means "no variant effect"
+LOG_SIGMA_BOUNDS = (-10.0, 3.0)  # sigma in [4.5e-5, 20]; the lower end stands for sigma = 0
 _COND = np.array([0.0, 1.0])  # column 0 is control, column 1 treatment
 _DETA = np.array([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])  # d (b0 + b1*c) / d (b0, b1, log_sigma)
 
 
 @dataclass(frozen=True)
 class GLMMResult:
-    """Fit of y ~ condition + (1 | variant). beta1 is the log odds ratio of treatment vs control
-    within a variant; p_value is the two-sided Wald test of beta1 = 0 and the odds-ratio interval
-    is the exponentiated 95% Wald interval. When `degenerate` names why the model is not
-    estimable, every numeric field is NaN."""
+    """beta1 is the log odds ratio of treatment vs control within a variant; p_value is the two-sided
+    Wald test of beta1 = 0, and the odds-ratio interval the exponentiated 95% Wald interval. sigma is
+    the random-intercept SD, 0.0 when the likelihood is highest with no between-variant variation.
+    When `degenerate` says why the model is not estimable, every numeric field is NaN."""
     beta0: float
     beta1: float
     se_beta1: float
@@ -45,11 +43,6 @@ class GLMMResult:
     sigma: float
     converged: bool
     degenerate: str | None = None
-
-
-def _not_estimable(reason: str) -> GLMMResult:
-    nan = float("nan")
-    return GLMMResult(nan, nan, nan, nan, nan, nan, nan, nan, nan, False, reason)
 
 
 def _degenerate_reason(s: np.ndarray, n: np.ndarray) -> str | None:
@@ -71,9 +64,9 @@ def _nll_and_grad(theta: np.ndarray, s: np.ndarray, n: np.ndarray, x: np.ndarray
     """Negative marginal log-likelihood (binomial coefficients dropped) and its exact gradient.
 
     The gradient includes how each variant's quadrature centre and scale move with theta (implicit
-    differentiation of the mode), so it is the derivative of the very function minimised and the
-    line search stays consistent even where the integrand is skewed (variants with all-0 or
-    all-full cells and a large sigma). `modes` is the Newton start, updated in place."""
+    differentiation of the mode), so it is the derivative of the very function minimised and line
+    searches stay consistent where the integrand is skewed (all-0 or all-full variants with a large
+    sigma). `modes` is the Newton start, updated in place so successive calls warm-start."""
     b0, b1, log_sigma = theta
     var = np.exp(2 * log_sigma)
     base = b0 + b1 * _COND
@@ -94,9 +87,9 @@ def _nll_and_grad(theta: np.ndarray, s: np.ndarray, n: np.ndarray, x: np.ndarray
     tau = np.sqrt(tau2)
     v = u[:, None] + np.sqrt(2) * tau[:, None] * x  # (K, nodes) intercept values
     eta = base[None, :, None] + v[:, None, :]  # (K, 2, nodes)
-    h = ((s[..., None] * eta - n[..., None] * np.logaddexp(0, eta)).sum(1)
-         - v**2 / (2 * var) + x**2 + logw)
-    lse = logsumexp(h, axis=1)
+    h = (s[..., None] * eta - n[..., None] * np.logaddexp(0, eta)).sum(1) - v**2 / (2 * var) + x**2 + logw
+    top = h.max(1)
+    lse = top + np.log(np.exp(h - top[:, None]).sum(1))  # log-sum-exp over the nodes
     ll = (lse + np.log(tau)).sum() - len(s) * (log_sigma + 0.5 * np.log(np.pi))
     r = np.exp(h - lse[:, None])  # each node's share of its variant's likelihood
     resid = s[..., None] - n[..., None] * expit(eta)
@@ -104,13 +97,6 @@ def _nll_and_grad(theta: np.ndarray, s: np.ndarray, n: np.ndarray, x: np.ndarray
     dv = du[:, :, None] + np.sqrt(2) * x * (tau * dlogtau)[:, :, None]  # how the nodes move
     grad = (r * (direct + (resid.sum(1) - v / var) * dv)).sum((1, 2)) + dlogtau.sum(1)
     return -float(ll), -grad
-
-
-def _hessian(grad: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, h: float = 1e-4) -> np.ndarray:
-    """Central finite differences of the analytic gradient, symmetrised."""
-    cols = [(grad(theta + e) - grad(theta - e)) / (2 * h) for e in np.eye(len(theta)) * h]
-    hess = np.array(cols)
-    return (hess + hess.T) / 2
 
 
 def _inverse_if_pd(m: np.ndarray) -> np.ndarray | None:
@@ -122,42 +108,48 @@ def _inverse_if_pd(m: np.ndarray) -> np.ndarray | None:
 
 
 def binomial_random_intercept(successes: np.ndarray, trials: np.ndarray, nodes: int = 20) -> GLMMResult:
-    """Fit logit P(y=1) = beta0 + beta1*condition + u_variant, u ~ N(0, sigma^2), by maximum
-    marginal likelihood. `successes` and `trials` are (K, 2) counts: row = prompt variant, column 0
-    = control, column 1 = treatment. Variants with no trials are dropped.
+    """Fit logit P(y=1) = beta0 + beta1*condition + u_variant, u ~ N(0, sigma^2), by maximum marginal
+    likelihood. `successes` and `trials` are (K, 2) counts: row = prompt variant, column 0 = control,
+    column 1 = treatment. Variants with no trials are dropped.
 
-    The covariance of (beta0, beta1) is the inverse numerical Hessian of all three parameters; when
-    sigma sits on its lower bound (no between-variant variation) or that Hessian is not positive
-    definite, it is the inverse of the (beta0, beta1) block with sigma held fixed."""
+    The covariance of (beta0, beta1) is the inverse of a central-difference Hessian of all three
+    parameters; at sigma = 0 (a boundary, where that Hessian is near-singular) or when it is not
+    positive definite, the inverse of its (beta0, beta1) block, i.e. with sigma held fixed."""
     s, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     if s.ndim != 2 or s.shape[1] != 2 or s.shape != n.shape:
         raise ValueError(f"successes and trials must both be (K, 2); got {s.shape} and {n.shape}")
     if (s < 0).any() or (s > n).any():
         raise ValueError("counts must satisfy 0 <= successes <= trials")
-    keep = n.sum(1) > 0
-    s, n = s[keep], n[keep]
+    s, n = s[n.sum(1) > 0], n[n.sum(1) > 0]
     reason = _degenerate_reason(s, n)
     if reason is not None:
-        return _not_estimable(reason)
+        nan = float("nan")
+        return GLMMResult(nan, nan, nan, nan, nan, nan, nan, nan, nan, False, reason)
 
     x, w = hermgauss(nodes)
     logw, modes = np.log(w), np.zeros(len(s))
-    cond_s, cond_n = s.sum(0), n.sum(0)
-    logit = np.log(cond_s / (cond_n - cond_s))  # the pooled logistic fit, in closed form
-    start = np.array([logit[0], logit[1] - logit[0], np.log(0.5)])
     fun = lambda t: _nll_and_grad(t, s, n, x, logw, modes)
-    res = optimize.minimize(fun, start, jac=True, method="L-BFGS-B",
-                            bounds=[(None, None), (None, None), LOG_SIGMA_BOUNDS],
-                            options={"ftol": 1e-13, "gtol": 1e-7, "maxiter": 500})
-    theta = res.x
-    hess = _hessian(lambda t: fun(t)[1], theta)
-    cov = None if theta[2] <= LOG_SIGMA_BOUNDS[0] + 1e-6 else _inverse_if_pd(hess)
+    logit = np.log(s.sum(0) / (n - s).sum(0))  # the pooled logistic fit, in closed form
+    pooled = np.array([logit[0], logit[1] - logit[0], LOG_SIGMA_BOUNDS[0]])  # the sigma = 0 optimum
+    # SLSQP rather than L-BFGS-B: the same optima here, in half the time per fit
+    res = optimize.minimize(fun, pooled + [0.0, 0.0, np.log(0.5) - LOG_SIGMA_BOUNDS[0]], jac=True,
+                            method="SLSQP", bounds=[(None, None), (None, None), LOG_SIGMA_BOUNDS],
+                            options={"ftol": 1e-12, "maxiter": 500})
+    # When the maximum is at sigma = 0 the slope in sigma vanishes there, so an optimiser only crawls
+    # towards it and stops at an arbitrary tiny sigma: take sigma = 0 whenever it is as likely.
+    at_zero = bool(fun(pooled)[0] <= res.fun + 1e-6)
+    theta = pooled if at_zero else res.x
+    at_zero = at_zero or theta[2] <= LOG_SIGMA_BOUNDS[0] + 1e-6
+    step = 1e-4
+    hess = np.array([(fun(theta + e)[1] - fun(theta - e)[1]) / (2 * step) for e in np.eye(3) * step])
+    hess = (hess + hess.T) / 2
+    cov = None if at_zero else _inverse_if_pd(hess)
     cov = cov[:2, :2] if cov is not None else _inverse_if_pd(hess[:2, :2])
     se = float(np.sqrt(cov[1, 1])) if cov is not None else float("nan")
-    b0, b1 = float(theta[0]), float(theta[1])
+    b1 = float(theta[1])
     z = b1 / se
     # sigma on its upper bound means the likelihood still rises with sigma: not a proper maximum
-    converged = bool(res.success and np.isfinite(se) and theta[2] < LOG_SIGMA_BOUNDS[1] - 1e-6)
-    return GLMMResult(b0, b1, se, z, float(2 * stats.norm.sf(abs(z))), float(np.exp(b1)),
+    converged = bool((at_zero or (res.success and theta[2] < LOG_SIGMA_BOUNDS[1] - 1e-6)) and se > 0)
+    return GLMMResult(float(theta[0]), b1, se, z, float(2 * stats.norm.sf(abs(z))), float(np.exp(b1)),
                       float(np.exp(b1 - Z95 * se)), float(np.exp(b1 + Z95 * se)),
-                      float(np.exp(theta[2])), converged, None)
+                      0.0 if at_zero else float(np.exp(theta[2])), converged, None)

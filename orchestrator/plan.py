@@ -39,6 +39,7 @@ class Cell:
     est_tokens: int  # prompt estimate + max_tokens: what a call may count against a token limit
     order: tuple[int, ...] | None = None  # the order the options are shown in (counterbalanced)
     first_sample: int = 1  # this cell holds samples first_sample .. first_sample + samples - 1
+    cacheable: bool = True  # providers may keep its request body (not for one-off extractor calls)
 
     @property
     def contract(self) -> ResponseContract:
@@ -165,6 +166,8 @@ class Plan:
                 "jobs": [j.id for j in self.campaign.jobs],
                 "models": [m.identity() for m in self.campaign.config.models],
                 "per_model": self.per_model(),
+                "extractor": (self.campaign.config.extractor.identity()
+                              if self.campaign.config.extractor else None),
                 "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
                 "strategies": {j.id: [s.id for s in self.campaign.strategies_for(j)]
                                for j in self.campaign.jobs}}
@@ -173,7 +176,7 @@ class Plan:
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The fields of two fingerprints that differ, worded for an error message."""
     changes = []
-    for key in ("jobs", "models", "samples", "strategies", "seed", "tasks"):
+    for key in ("jobs", "models", "samples", "strategies", "seed", "tasks", "extractor"):
         if old.get(key) != new.get(key):
             changes.append(f"{key}: was {old.get(key)!r}, now {new.get(key)!r}")
     if not changes and old.get("hash") != new.get("hash"):

@@ -52,3 +52,32 @@ def test_schemas_accept_exactly_the_valid_answers():
     assert not jsonschema.Draft202012Validator(choice).is_valid({"choice": "a b"})
     number = ResponseContract(kind="number")
     assert response_format(number, "json_object_schema") == {"type": "json_object", "schema": json_schema(number)}
+
+
+def test_an_extractor_model_states_unparseable_answers_and_is_recorded(tmp_path, emulator):
+    import orjson
+
+    from orchestrator.emulator.server import Faults
+    answers = emulator(Faults(malformed=0.5), seed=4)
+    extractor = emulator(seed=9)
+    cfg = openai_config(tmp_path, answers.base_url("openai"), samples=3, extra=f"""
+        [extractor]
+        provider = "openai"
+        name = "extractor-model"
+        base_url = "{extractor.base_url("openai")}"
+        max_tokens = 30
+        limit = "extraction"
+        """)
+    outcome = run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    records = [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
+    extracted = [r for r in records if r["extractedBy"]]
+    failed = [r for r in records if r["status"] == "parse_error"]
+    # every unparseable answer went to the extractor once; what it could not state stays an error
+    assert answers.log.served["malformed"] == len(extractor.log.bodies) == len(extracted) + len(failed)
+    assert len(extracted) >= len(failed) > 0 or len(extracted) > 0
+    for r in extracted:
+        assert r["status"] == "ok" and r["extractedBy"] == "openai/extractor-model"
+        assert r["response"]["raw"] in answers.log.malformed_texts  # the original text is kept
+    asked = extractor.log.bodies[0]["messages"][-1]["content"]
+    assert "It answered:" in asked and "Let me think" in asked
+    assert all(r["extractedBy"] is None for r in records if r not in extracted)

@@ -24,6 +24,7 @@ class Outcome:
     completion: Completion | None = None
     parsed: Parsed | None = None
     error: str | None = None
+    extracted_by: str | None = None  # the extractor model that stated the answer, if one did
 
 
 def now() -> datetime:
@@ -94,6 +95,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "costUsd": usage_cost(cell.model.price, completion.usage) if completion else None,
         "servedModel": served,
         "error": outcome.error,
+        "extractedBy": outcome.extracted_by,
         "startedAt": outcome.started,
         "finishedAt": outcome.finished,
     }

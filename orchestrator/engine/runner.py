@@ -18,6 +18,7 @@ import anyio
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
                       wait_random_exponential)
 
+from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.store import ResultWriter, RunStore
@@ -95,7 +96,8 @@ async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
     return completion, attempts
 
 
-async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState) -> dict[str, Any]:
+async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
+                  extractor: Extractor | None = None) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -108,8 +110,16 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
     try:
         completion, attempts = await call_with_retries(provider, gate, task, on_retry)
         parsed = parse_answer(completion.text, task.cell.contract)
+        extracted_by = None
+        if not parsed.ok and extractor is not None and completion.text.strip():
+            try:
+                recovered = await extractor.extract(task, completion.text, lambda: None)
+            except (RateLimited, Transient, Fatal, Refused):
+                recovered = None  # the original parse error stands
+            if recovered is not None and recovered.ok:
+                parsed, extracted_by = recovered, extractor.model.label
         outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                          completion, parsed, parsed.error)
+                          completion, parsed, parsed.error, extracted_by=extracted_by)
     except Refused as exc:
         outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
     except (RateLimited, Transient, Fatal) as exc:
@@ -123,12 +133,12 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
 
 
 async def _work(providers: dict[str, Provider], gate: KeyController, state: RunState,
-                tasks: Iterator[Task], writer: ResultWriter) -> None:
+                tasks: Iterator[Task], writer: ResultWriter, extractor: Extractor | None) -> None:
     """Workers of one key share its task iterator: next() never awaits, so no two collide."""
     for task in tasks:
         if task.cell.model_key in state.fatal:
             continue  # left for the next resume, after the user fixes the model
-        writer.append(await run_one(providers[task.cell.model_key], gate, task, state))
+        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, extractor))
 
 
 async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
@@ -141,17 +151,17 @@ async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
 
 def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
-               state: RunState, writer: ResultWriter) -> None:
+               state: RunState, writer: ResultWriter, extractor: Extractor | None) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
     gate = KeyController(limit)
     tasks = plan.tasks(model_indices, skip)
     for _ in range(limit.max_in_flight):
-        workers.start_soon(_work, providers, gate, state, tasks, writer)
+        workers.start_soon(_work, providers, gate, state, tasks, writer, extractor)
 
 
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
                   on_record: Callable[[dict[str, Any]], None], state: RunState | None = None,
-                  handle_signals: bool = False) -> RunState:
+                  handle_signals: bool = False, extractor: Extractor | None = None) -> RunState:
     """Run every task of the plan not in `skip`; returns when all are written or on a signal."""
     state = state or RunState()
     config = plan.campaign.config
@@ -171,7 +181,7 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
 
     writer = store.writer(count)
     try:
-        for provider in providers.values():
+        for provider in [*providers.values(), *([extractor.provider] if extractor else [])]:
             await provider.start()
         async with anyio.create_task_group() as control:
             control.start_soon(writer.flush_every, FLUSH_EVERY_S)
@@ -181,11 +191,11 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                 async with anyio.create_task_group() as workers:
                     for key, model_indices in groups.items():
                         _start_key(workers, plan, config.limit_for(key), model_indices, skip,
-                                   providers, state, writer)
+                                   providers, state, writer, extractor)
             control.cancel_scope.cancel()
     finally:
         writer.close()
         with anyio.CancelScope(shield=True):
-            for provider in providers.values():
+            for provider in [*providers.values(), *([extractor.provider] if extractor else [])]:
                 await provider.aclose()
     return state

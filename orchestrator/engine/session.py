@@ -13,6 +13,8 @@ import anyio
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.engine.extract import Extractor
+from orchestrator.engine.limits import KeyController
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.runner import RunState, execute
 from orchestrator.engine.store import RunStore, scan_results, spent_so_far
@@ -38,6 +40,14 @@ class RunOutcome:
         if self.state.interrupted_by is not None:
             return 128 + self.state.interrupted_by
         return 1 if self.by_status["failed"] or self.state.fatal else 0
+
+
+def make_extractor(campaign: Campaign) -> Extractor | None:
+    model = campaign.config.extractor
+    if model is None:
+        return None
+    limit = campaign.config.limit_for(model.limit_key)
+    return Extractor(model, make_provider(model, limit), KeyController(limit))
 
 
 def run_dir_for(campaign: Campaign) -> Path:
@@ -104,5 +114,6 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
             by_status[rec["status"]] += 1
             progress.on_record(rec)
 
-        anyio.run(execute, plan, store, scan.done, providers, on_record, state, handle_signals)
+        anyio.run(execute, plan, store, scan.done, providers, on_record, state, handle_signals,
+                  make_extractor(campaign))
     return RunOutcome(store.path, False, by_status, state, pending)

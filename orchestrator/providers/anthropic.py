@@ -37,7 +37,9 @@ class AnthropicProvider(HTTPProvider):
             for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
                 if value is not None:
                     body[key] = value
-            cached = self._bodies[task.cell] = orjson.dumps(body)
+            cached = orjson.dumps(body)
+            if task.cell.cacheable:
+                self._bodies[task.cell] = cached
         return cached  # the Messages API takes no seed
 
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:

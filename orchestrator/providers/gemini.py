@@ -54,7 +54,9 @@ class GeminiProvider(HTTPProvider):
                 "generationConfig": config}
             if system:
                 body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
-            cached = self._bodies[task.cell] = orjson.dumps(body)
+            cached = orjson.dumps(body)
+            if task.cell.cacheable:
+                self._bodies[task.cell] = cached
         seed = self.seed_for(task)
         if seed is None:
             return cached

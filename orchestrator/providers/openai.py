@@ -39,7 +39,9 @@ class OpenAIProvider(HTTPProvider):
                     body[key] = value
             if m.structured_output:
                 body["response_format"] = response_format(task.cell.contract, self._form)
-            cached = self._bodies[task.cell] = orjson.dumps(body)
+            cached = orjson.dumps(body)
+            if task.cell.cacheable:
+                self._bodies[task.cell] = cached
         seed = self.seed_for(task)
         return cached if seed is None else cached[:-1] + b',"seed":' + str(seed).encode() + b"}"
 

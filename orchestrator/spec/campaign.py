@@ -134,6 +134,8 @@ class CampaignConfig(Strict):
     output_dir: str = "runs"
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$")
     limits: dict[str, LimitConfig] = {}
+    # A model that states the answer when a reply's JSON cannot be found (recorded per result).
+    extractor: ModelConfig | None = None
     presets: str | None = None  # presets file; default configs/presets.toml
     prices: str | None = None  # price table; default configs/prices.toml
 
@@ -143,10 +145,13 @@ class CampaignConfig(Strict):
 
 def check_credentials(campaign: Campaign) -> None:
     """Every API key variable the models name is set (keys are read from the environment only)."""
-    for i, model in enumerate(campaign.config.models):
+    named = [(f"models[{i}]", m) for i, m in enumerate(campaign.config.models)]
+    if campaign.config.extractor is not None:
+        named.append(("extractor", campaign.config.extractor))
+    for where, model in named:
         if model.api_key_env and not os.environ.get(model.api_key_env):
             raise UserError(f"environment variable {model.api_key_env} is not set",
-                            file=str(campaign.source), field=f"models[{i}].api_key_env",
+                            file=str(campaign.source), field=f"{where}.api_key_env",
                             fix=f"export {model.api_key_env}=<your key> before running")
 
 
@@ -204,9 +209,11 @@ def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> 
 def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
     base = path.parent if path else Path.cwd()
     config = _apply_catalogues(config, base, path)
-    for i, model in enumerate(config.models):
+    named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
+    named += [("extractor", config.extractor)] if config.extractor is not None else []
+    for where, model in named:
         for field, problem, fix in model.problems():
-            raise UserError(problem, file=str(path), field=f"models[{i}].{field}", fix=fix)
+            raise UserError(problem, file=str(path), field=f"{where}.{field}", fix=fix)
     if any(m.provider == "local" for m in config.models):
         config = config.model_copy(update={"models": [
             _resolve_local(m, i, base, path) if m.provider == "local" else m

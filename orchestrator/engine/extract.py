@@ -1,0 +1,47 @@
+"""An optional extractor model: when an answer's JSON cannot be found, a second model is asked to
+state the answer the first one gave, in the task's JSON contract. Its use is recorded per result
+(`extractedBy`), and the original raw text is always kept."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from orchestrator.engine.limits import KeyController
+from orchestrator.parse import Parsed, parse_answer
+from orchestrator.plan import Task
+from orchestrator.providers.base import Provider
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.models import ResponseContract
+
+SYSTEM = "You extract answers from text. Return only the requested JSON object."
+
+
+def answer_format(contract: ResponseContract) -> str:
+    if contract.kind == "choice":
+        return '{"%s": "<one of: %s>"}' % (contract.field, " | ".join(contract.options))
+    if contract.kind == "rating":
+        return '{"%s": <integer %d-%d>}' % (contract.field, contract.minimum, contract.maximum)
+    if contract.kind == "judgment":
+        return '{"score": <integer>, "verdict": "<%s>", "reason": "<text>"}' % "|".join(contract.options)
+    return '{"%s": <number>}' % contract.field
+
+
+class Extractor:
+    def __init__(self, model: ModelConfig, provider: Provider, gate: KeyController) -> None:
+        self.model, self.provider, self.gate = model, provider, gate
+
+    def request(self, task: Task, raw: str) -> Task:
+        question = task.cell.messages[-1]["content"]
+        user = (f"A model was given this task:\n\n{question}\n\nIt answered:\n\n{raw}\n\n"
+                "State the final answer it gave, exactly as it gave it (do not answer the task "
+                "yourself; if it gave none, say null), as JSON only: "
+                + answer_format(task.cell.contract))
+        cell = dataclasses.replace(task.cell, model=self.model, model_key=self.model.key, cacheable=False,
+                                   messages=({"role": "system", "content": SYSTEM},
+                                             {"role": "user", "content": user}))
+        return Task(task.task_id, cell, task.sample)
+
+    async def extract(self, task: Task, raw: str, on_retry: Callable[[], None]) -> Parsed:
+        from orchestrator.engine.runner import call_with_retries
+        completion, _ = await call_with_retries(self.provider, self.gate, self.request(task, raw), on_retry)
+        return parse_answer(completion.text, task.cell.contract)

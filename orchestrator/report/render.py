@@ -73,13 +73,20 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "median [95% CI]": f"{fmt(r['median_pull'])} [{fmt(r['median_pull_ci_low'])}, {fmt(r['median_pull_ci_high'])}]",
             "Wilcoxon p": fmt(r["wilcoxon_p"], 2), "gold-signed pull": fmt(r["mean_pull_gold_signed"]),
             "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
-            "|error| blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
+            "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
             "correction harm": f"{r['correction_harm']}/{r['correction_harm_of']}",
             "verdict flips": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
             "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
             "complete": "yes" if r["complete"] else
                         f"NO: {r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks have all conditions, counts differ"})
     return rows
+
+
+def _judge_task_rows(tasks: pl.DataFrame) -> list[dict[str, str]]:
+    return [{"model": r["model"], "task": r["experimentSlug"], "gold": str(r["gold"]), "prior": str(r["prior"]),
+             "blind": f"{fmt(r['blind'])} ({r['n_blind'] or 0})", "framing": f"{fmt(r['framing'])} ({r['n_framing'] or 0})",
+             "anchor": f"{fmt(r['anchor'])} ({r['n_anchor'] or 0})", "signed pull": fmt(r["pull"])}
+            for r in tasks.iter_rows(named=True)]
 
 
 def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
@@ -132,6 +139,9 @@ def write_report(run_dir: Path) -> dict[str, Path]:
     sections: list[tuple[str, str, list[dict[str, str]], list[tuple[str, str]]]] = []
     if result.judge.height:
         sections.append(("Judge history", JUDGE_NOTE, _judge_rows(result.judge), []))
+        sections.append(("Judge history per task", "Condition means (valid judgments per condition in "
+                         "brackets), the displayed prior, gold, and the task's signed pull.",
+                         _judge_task_rows(result.judge_tasks), []))
     if summary.height:
         sections.append(("Effects", PAIRED_NOTE, _effect_rows(summary),
                          [("forest", plots.forest(summary, out_dir / "forest.png"))]))

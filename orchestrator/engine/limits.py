@@ -40,7 +40,9 @@ class TokenWindow:
 
     def _expire(self, now: float) -> None:
         while self.entries and self.entries[0][0] <= now - self.period:
-            self.total -= self.entries.popleft()[1]
+            entry = self.entries.popleft()
+            self.total -= entry[1]
+            entry[1] = 0.0  # spent: a late settle or refund must not subtract it again
 
     async def charge(self, tokens: float) -> list[float]:
         tokens = min(tokens, self.limit)
@@ -63,10 +65,12 @@ class TokenWindow:
     def settle(self, entry: list[float], actual: float) -> None:
         """Replace an estimate by what the server reported, counted from now: the server admitted
         the call before we heard back, so its charge expires there before ours does here."""
+        now = time.monotonic()
         self.total -= entry[1]
         entry[1] = 0.0  # stays in place, empty, until it expires
-        self.entries.append([time.monotonic(), actual])
-        self.total += actual
+        if entry[0] > now - self.period:  # an expired charge has left the server's window too
+            self.entries.append([now, actual])
+            self.total += actual
 
     def refund(self, entry: list[float]) -> None:
         """The server turned the call away (429): it charged nothing."""

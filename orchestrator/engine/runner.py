@@ -1,8 +1,10 @@
-"""The engine: per limit key a producer and a pool of workers; one writer for all results.
+"""The engine: per limit key a pool of workers sharing that key's slice of the plan; one writer
+for all results.
 
-Each limit key (provider + credential) gets its own task stream, so a slow or throttled provider
-never holds up the others. Workers acquire the key's rate gate on every attempt; tenacity retries
-rate-limited and transient errors with exponential backoff and jitter, honouring Retry-After.
+A slow or throttled provider never holds up the others, since each limit key (provider +
+credential) has its own workers and its own rate controller, which every attempt passes.
+tenacity retries rate-limited and transient errors with exponential backoff and jitter,
+honouring Retry-After; a fatal error stops that model's tasks only.
 """
 from __future__ import annotations
 

@@ -1,0 +1,66 @@
+"""The rate controller on its own, on a real event loop (pytest-asyncio)."""
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from orchestrator.engine.limits import KeyController, TokenWindow
+from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import RateInfo, RateLimited
+from orchestrator.spec.campaign import LimitConfig
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_requests_get_evenly_spaced_slots():
+    gate = KeyController(LimitConfig(rpm=50, period_s=1.0, max_in_flight=50))
+    times = []
+
+    async def one() -> None:
+        entry = await gate.acquire(10)
+        times.append(time.monotonic())
+        gate.release(entry, Completion("{}"))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(one)
+    times.sort()
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.02 * 1.01 - 0.002  # 50 per second, never closer than one slot
+    assert times[-1] - times[0] == pytest.approx(19 * 0.02 * 1.01, abs=0.05)
+
+
+async def test_a_token_window_waits_until_old_charges_expire_and_settles_to_usage():
+    window = TokenWindow(limit=100, period=0.3)
+    first = await window.charge(80)
+    started = time.monotonic()
+    await window.charge(50)  # must wait until the 80 expire
+    assert time.monotonic() - started >= 0.25
+    window.settle(first, 10)  # already expired: harmless
+    entry = await window.charge(40)
+    window.settle(entry, 5)
+    assert window.total == pytest.approx(50 + 5)
+
+
+async def test_a_429_pauses_the_key_and_halves_concurrency_then_it_recovers():
+    gate = KeyController(LimitConfig(max_in_flight=8, rpm=600, period_s=1.0))
+    entry = await gate.acquire(1)
+    gate.release(entry, error=RateLimited("429", retry_after=0.2))
+    assert gate.cap == 4 and gate.rate == pytest.approx(600 / 1.01 / 2)
+    started = time.monotonic()
+    entry = await gate.acquire(1)
+    assert time.monotonic() - started >= 0.2  # the whole key waited for Retry-After
+    for _ in range(60):  # +1% of the ceiling per success
+        gate.release(entry, Completion("{}"))
+        entry = await gate.acquire(1)
+    gate.release(entry, Completion("{}"))
+    assert gate.cap == 8 and gate.rate == pytest.approx(600 / 1.01)  # grew back, capped
+
+
+async def test_a_servers_reported_limit_is_adopted_before_any_429():
+    gate = KeyController(LimitConfig(rpm=120, period_s=60.0))
+    entry = await gate.acquire(1)
+    gate.release(entry, Completion("{}", rate=RateInfo(limit_requests=60, remaining_requests=59)))
+    assert gate.rate == pytest.approx(60 / 60 / 1.01)

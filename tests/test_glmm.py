@@ -43,7 +43,7 @@ def test_without_variant_effect_it_is_the_plain_logistic_regression():
     glm = sm.GLM(np.array([1.0, 1, 0, 0]), sm.add_constant(np.array([0.0, 1, 0, 1])),
                  family=sm.families.Binomial(), freq_weights=counts).fit()
     assert fit.converged and fit.degenerate is None
-    assert fit.sigma < 1e-3
+    assert fit.sigma == 0.0
     assert fit.beta1 == pytest.approx(glm.params[1], rel=1e-3)
     assert fit.beta0 == pytest.approx(glm.params[0], rel=1e-3)
     assert fit.se_beta1 == pytest.approx(glm.bse[1], rel=0.02)
@@ -61,6 +61,9 @@ def test_random_intercept_matches_statsmodels_bayes_mixed_glm():
     assert 0.2 < fit.sigma < 2.0
     assert fit.or_ci_low < math.exp(1.0) < fit.or_ci_high
     assert fit.p_value < 1e-6  # 1,600 answers per condition: a log odds ratio of 1 is plain
+    # adaptive quadrature has converged by 20 nodes (the fixed sqrt(2)*sigma rule is off by 0.1+ here)
+    finer = binomial_random_intercept(successes, trials, nodes=60)
+    assert (finer.beta0, finer.beta1, finer.sigma) == pytest.approx((fit.beta0, fit.beta1, fit.sigma), abs=1e-5)
 
 
 def test_wald_test_holds_its_size_under_the_null():
@@ -85,6 +88,13 @@ def test_degenerate_inputs_are_named_not_fitted(successes, trials, reason):
     numeric = [fit.beta0, fit.beta1, fit.se_beta1, fit.z, fit.p_value, fit.odds_ratio,
                fit.or_ci_low, fit.or_ci_high, fit.sigma]
     assert all(math.isnan(v) for v in numeric)
+
+
+def test_unbounded_sigma_is_reported_as_not_converged():
+    # every variant answers the same in both conditions: the likelihood rises with sigma for ever
+    fit = binomial_random_intercept(np.array([[0, 0], [10, 10], [0, 0], [10, 10]]), np.full((4, 2), 10))
+    assert fit.degenerate is None and not fit.converged
+    assert fit.sigma == pytest.approx(math.exp(3.0))
 
 
 def test_odds_ratio_and_interval_are_exponentiated_wald():

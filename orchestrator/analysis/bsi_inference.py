@@ -63,6 +63,8 @@ def _choice_models(part: pl.DataFrame) -> dict[str, float]:
     keep = (trials > 0).all(axis=1)
     succ, trials = succ[keep], trials[keep]
     fit = binomial_random_intercept(succ, trials)
+    if not fit.degenerate and not fit.converged:  # e.g. every variant answers alike: no real maximum
+        return {"reason": "mixed model did not converge (no proper maximum)"}
     out: dict[str, float] = {"reason": fit.degenerate} if fit.degenerate else {
         "mixed_effect": fit.beta1, "mixed_p": fit.p_value, "odds_ratio": fit.odds_ratio,
         "or_ci_low": fit.or_ci_low, "or_ci_high": fit.or_ci_high}

@@ -82,7 +82,11 @@ def _number(raw: Any) -> float | None:
     if isinstance(raw, bool):
         return None
     if isinstance(raw, (int, float)):
-        return float(raw) if math.isfinite(raw) else None
+        try:
+            number = float(raw)  # an integer too wide for a float is no usable answer
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
     if isinstance(raw, str):
         s = re.sub(r"[€$£\s]|(EUR|USD|GBP)$", "", raw.strip())
         if _NUMBER.match(s):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Output tokens a JSON answer under a response contract typically takes; estimates use it,
-# with max_tokens as the ceiling a budget check assumes.
+# Output tokens a JSON answer under a response contract typically takes. Estimates and the budget
+# check use it; `plan` also shows the ceiling at max_tokens. The actual spend, from the usage the
+# server reports, is what stops a run at its budget.
 TYPICAL_ANSWER_TOKENS = 16
 
 

@@ -56,6 +56,8 @@ CASES = {
     "empty conditions": lambda p: (_config(p, job=_job(p, lambda s: s["experiments"][2].update(conditions=[]))),
                                    "experiments[2].conditions", "at least 2 items"),
     "samples < 1": lambda p: (_config(p, top="samples = 0"), "samples", "greater than or equal to 1"),
+    "base_url without scheme": lambda p: (_config(p, model='provider = "openai"\nname = "m"\nbase_url = "localhost:8000/v1"'),
+                                          "models[0].base_url", "http://localhost:8000/v1"),
     "unknown job": lambda p: (_config(p, job="no-such-job"), "jobs[0]", "ai-bias-benchmark"),
     "missing api key": lambda p: (_config(p, model='provider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9"\n'
                                           'api_key_env = "ORCH_TEST_UNSET_KEY"'), "models[0].api_key_env", "ORCH_TEST_UNSET_KEY", "export"),

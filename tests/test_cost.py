@@ -61,6 +61,17 @@ def test_a_plan_over_budget_is_refused_before_anything_runs(tmp_path, emulator):
     result = CliRunner().invoke(app, ["run", str(cfg), "--budget", "1"])
     assert result.exit_code == 2 and "over the budget" in " ".join(result.output.split())
     assert not server.log.arrivals
+    assert not (tmp_path / "runs").exists()  # so lowering samples afterwards is no "changed plan"
+
+
+def test_a_budget_needs_a_price_for_every_paid_model(tmp_path, emulator):
+    server = emulator()
+    cfg = _config(tmp_path, server.base_url("openai")).read_text().replace('name = "gpt-4o-mini"', 'name = "unpriced"')
+    path = write_config(tmp_path, cfg, name="unpriced.toml")
+    result = CliRunner().invoke(app, ["run", str(path), "--budget", "5"])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and "has no price" in flat and "models.price" in flat
+    assert not server.log.arrivals
 
 
 def test_the_run_stops_when_its_spend_reaches_the_budget_and_resumes(tmp_path, emulator):

@@ -64,3 +64,10 @@ async def test_a_servers_reported_limit_is_adopted_before_any_429():
     entry = await gate.acquire(1)
     gate.release(entry, Completion("{}", rate=RateInfo(limit_requests=60, remaining_requests=59)))
     assert gate.rate == pytest.approx(60 / 60 / 1.01)
+
+
+async def test_a_reported_limit_is_read_per_minute_whatever_the_configured_window():
+    gate = KeyController(LimitConfig(rpm=30000, period_s=3600))  # 8.25 requests/s configured
+    entry = await gate.acquire(1)
+    gate.release(entry, Completion("{}", rate=RateInfo(limit_requests=400, remaining_requests=300)))
+    assert gate.rate == pytest.approx(400 / 60 / 1.01)  # 6.7/s, not 400 per hour

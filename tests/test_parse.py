@@ -70,3 +70,7 @@ def test_judgments_need_score_verdict_and_reason():
 def test_a_raw_newline_inside_a_string_is_tolerated():
     parsed = parse_answer('{"score": 4, "verdict": "pass", "reason": "two\nlines"}', JUDGMENT)
     assert parsed.ok and parsed.reason == "two\nlines"
+
+
+def test_an_integer_too_wide_for_a_float_is_an_error_not_a_crash():
+    assert parse_answer('{"value": 1' + "0" * 400 + "}", NUMBER).ok is False

@@ -77,7 +77,7 @@ def test_a_rate_limit_with_its_retry_hint(emulator, caller, protocol):
         CALLERS[caller](protocol, server, "m-1")
     if caller == "adapter":
         assert 25 < info.value.retry_after <= 30
-        assert info.value.rate.limit_requests == 1 and info.value.rate.remaining_requests == 0
+        assert info.value.rate.limit_requests == 2 and info.value.rate.remaining_requests == 0  # per minute
     else:
         assert 25 < float(info.value.response.headers["retry-after"]) <= 30
 

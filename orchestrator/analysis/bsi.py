@@ -4,7 +4,8 @@ Per variant: BSI = |mean_T - mean_C| / |anchor - mean_C| for numbers, |p_T - p_C
 (p = share choosing the bias-predicted role); the signed versions keep the direction (positive =
 bias-predicted). sigma_stat per variant is the SD of the BSI over bootstrap resamples of each
 condition (vectorised; a resampled count of a 0/1 outcome is exactly Binomial(n, p)). Per bias:
-mean BSI over the K variants, sigma_sys = their SD, sigma_tot = sqrt(mean sigma_stat^2 + sigma_sys^2).
+mean BSI over the K variants, sigma_sys = their SD, sigma_tot = sqrt((mean sigma_stat)^2 +
+sigma_sys^2), as in the paper (its sigma_stat bar is the average per-variant sigma_stat).
 Models and strategies are never pooled.
 """
 from __future__ import annotations

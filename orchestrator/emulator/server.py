@@ -100,24 +100,25 @@ class Emulator:
     def _limit_headers(self, proto: Protocol, window: Window) -> dict[str, str]:
         req_left, req_reset, tok_left, tok_reset = window.remaining()
         c = self.config
+        per_minute = 60.0 / c.period_s  # providers state limits per minute, whatever the window
         if proto.name == "openai":
             h = {}
             if c.rpm is not None:
-                h |= {"x-ratelimit-limit-requests": str(c.rpm), "x-ratelimit-remaining-requests": str(req_left),
+                h |= {"x-ratelimit-limit-requests": str(round(c.rpm * per_minute)), "x-ratelimit-remaining-requests": str(req_left),
                       "x-ratelimit-reset-requests": f"{req_reset * 1000:.0f}ms"}
             if c.tpm is not None:
-                h |= {"x-ratelimit-limit-tokens": str(c.tpm), "x-ratelimit-remaining-tokens": str(tok_left),
+                h |= {"x-ratelimit-limit-tokens": str(round(c.tpm * per_minute)), "x-ratelimit-remaining-tokens": str(tok_left),
                       "x-ratelimit-reset-tokens": f"{tok_reset * 1000:.0f}ms"}
             return h
         if proto.name == "anthropic":
             at = lambda s: (datetime.now(timezone.utc) + timedelta(seconds=s)).isoformat()  # noqa: E731
             h = {}
             if c.rpm is not None:
-                h |= {"anthropic-ratelimit-requests-limit": str(c.rpm),
+                h |= {"anthropic-ratelimit-requests-limit": str(round(c.rpm * per_minute)),
                       "anthropic-ratelimit-requests-remaining": str(req_left),
                       "anthropic-ratelimit-requests-reset": at(req_reset)}
             if c.tpm is not None:
-                h |= {"anthropic-ratelimit-tokens-limit": str(c.tpm),
+                h |= {"anthropic-ratelimit-tokens-limit": str(round(c.tpm * per_minute)),
                       "anthropic-ratelimit-tokens-remaining": str(tok_left),
                       "anthropic-ratelimit-tokens-reset": at(tok_reset)}
             return h

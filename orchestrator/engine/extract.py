@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Callable
 
 from orchestrator.engine.limits import KeyController
-from orchestrator.parse import Parsed, parse_answer
+from orchestrator.parse import Parsed
+from orchestrator.pricing import usage_cost
 from orchestrator.plan import Task
 from orchestrator.providers.base import Provider
 from orchestrator.spec.campaign import ModelConfig
@@ -41,7 +42,8 @@ class Extractor:
                                              {"role": "user", "content": user}))
         return Task(task.task_id, cell, task.sample)
 
-    async def extract(self, task: Task, raw: str, on_retry: Callable[[], None]) -> Parsed:
-        from orchestrator.engine.runner import call_with_retries
+    async def extract(self, task: Task, raw: str, on_retry: Callable[[], None]) -> tuple[Parsed, float]:
+        """The answer the extractor states, and what asking it cost (USD; 0 without a price)."""
+        from orchestrator.engine.runner import call_with_retries, safe_parse
         completion, _ = await call_with_retries(self.provider, self.gate, self.request(task, raw), on_retry)
-        return parse_answer(completion.text, task.cell.contract)
+        return safe_parse(completion.text, task), usage_cost(self.model.price, completion.usage) or 0.0

@@ -113,6 +113,8 @@ class KeyController:
                 self._next_slot = slot + 1 / self.rate
                 if slot > now:
                     await anyio.sleep(slot - now)
+                if time.monotonic() < self.paused_until:  # a 429 arrived while this one waited
+                    await anyio.sleep(self.paused_until - time.monotonic())
             return await self.tokens.charge(est_tokens) if self.tokens is not None else None
         except BaseException:
             self._leave()
@@ -161,12 +163,11 @@ class KeyController:
     def _respect(self, rate: RateInfo) -> None:
         """Slow down before a 429: adopt a lower request limit the server reports, and when
         nothing is left in its window, wait for the reset."""
-        cfg = self.config
-        if rate.limit_requests and (self.server_rate is None or cfg.rpm is None
-                                    or rate.limit_requests < cfg.rpm):
-            # Servers state their limit per minute; our own config may use another window.
-            server_rate = rate.limit_requests / cfg.period_s / SAFETY
-            if self.server_rate != server_rate:
+        if rate.limit_requests:
+            # Providers state their request limit per minute, whatever window our config uses.
+            server_rate = rate.limit_requests / 60.0 / SAFETY
+            configured = self._configured_rate()
+            if self.server_rate != server_rate and (configured is None or server_rate < configured):
                 self.server_rate = server_rate
                 self.rate = min(self.rate or server_rate, server_rate)
         now = time.monotonic()

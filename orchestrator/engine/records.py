@@ -25,6 +25,7 @@ class Outcome:
     parsed: Parsed | None = None
     error: str | None = None
     extracted_by: str | None = None  # the extractor model that stated the answer, if one did
+    extra_cost: float = 0.0  # USD for the extractor's call, part of this task's cost
 
 
 def now() -> datetime:
@@ -44,6 +45,11 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
                     "maxTokens": model.max_tokens, "seed": model.seed,
                     "structuredOutput": model.structured_output}
     return head, model_fields
+
+
+def task_cost(cell: Cell, completion: Completion | None, extra: float) -> float | None:
+    main = usage_cost(cell.model.price, completion.usage) if completion else None
+    return main + extra if main is not None else (extra or None)
 
 
 def head_order(cell: Cell) -> list[str] | None:
@@ -92,7 +98,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "attempts": outcome.attempts,
         "latencyMs": round(outcome.latency_ms, 1),
         "usage": completion.usage if completion else None,
-        "costUsd": usage_cost(cell.model.price, completion.usage) if completion else None,
+        "costUsd": task_cost(cell, completion, outcome.extra_cost),
         "servedModel": served,
         "error": outcome.error,
         "extractedBy": outcome.extracted_by,

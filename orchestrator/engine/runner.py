@@ -24,7 +24,7 @@ from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.store import ResultWriter, RunStore
-from orchestrator.parse import parse_answer
+from orchestrator.parse import Parsed, parse_answer
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
 from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
@@ -98,6 +98,14 @@ async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
     return completion, attempts
 
 
+def safe_parse(text: str, task: Task) -> Parsed:
+    """A model's text must never take the run down: whatever parsing trips on is a parse error."""
+    try:
+        return parse_answer(text, task.cell.contract)
+    except Exception as exc:  # noqa: BLE001 - any text is possible; the raw answer is kept
+        return Parsed(False, error=f"unparseable answer ({type(exc).__name__}: {exc})")
+
+
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
                   extractor: Extractor | None = None) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
@@ -111,17 +119,18 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
 
     try:
         completion, attempts = await call_with_retries(provider, gate, task, on_retry)
-        parsed = parse_answer(completion.text, task.cell.contract)
-        extracted_by = None
+        parsed = safe_parse(completion.text, task)
+        extracted_by, extra_cost = None, 0.0
         if not parsed.ok and extractor is not None and completion.text.strip():
             try:
-                recovered = await extractor.extract(task, completion.text, lambda: None)
+                recovered, extra_cost = await extractor.extract(task, completion.text, lambda: None)
             except (RateLimited, Transient, Fatal, Refused):
                 recovered = None  # the original parse error stands
             if recovered is not None and recovered.ok:
                 parsed, extracted_by = recovered, extractor.model.label
         outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                          completion, parsed, parsed.error, extracted_by=extracted_by)
+                          completion, parsed, parsed.error, extracted_by=extracted_by,
+                          extra_cost=extra_cost)
     except Refused as exc:
         outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
     except (RateLimited, Transient, Fatal) as exc:

@@ -69,8 +69,21 @@ def resume_command() -> str:
     return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
 
 
-def check_budget(plan: Plan, done_by_model: dict[str, int], spent: float, budget: float) -> None:
+FREE_PROVIDERS = ("local", "simulated")
+
+
+def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], spent: float,
+                 budget: float) -> None:
+    """Refuse a plan estimated above the budget, and a budget that could not be kept because a
+    paid model has no price (its spend would count as nothing)."""
     from orchestrator.estimate import remaining, total_cost
+    models = [("models", m) for m in campaign.config.models]
+    models += [("extractor", campaign.config.extractor)] if campaign.config.extractor else []
+    for where, m in models:
+        if m.price is None and m.provider not in FREE_PROVIDERS:
+            raise UserError(f"model {m.label} ({where}) has no price, so --budget cannot count its spend",
+                            file=str(campaign.source), field=f"{where}.price",
+                            fix='add it to configs/prices.toml or set price = {input = ..., output = ...}')
     estimated = total_cost(remaining(plan, done_by_model))
     if spent + estimated > budget:
         raise UserError(f"the plan is estimated at ${estimated:,.4f} more (already spent ${spent:,.4f}), "
@@ -87,16 +100,17 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         m.key: make_provider(m, campaign.config.limit_for(m.limit_key))
         for m in campaign.config.models}
     store = RunStore(run_dir_for(campaign))
-    existed = store.open(manifest_for(campaign, plan),
-                         resume_hint="orchestrator run CONFIG --run-id NEW_ID")
+    manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
+    store.check(manifest, hint)  # a changed plan is refused before anything is written
     scan = scan_results(store.results)
+    if budget is not None and plan.total - len(scan.done):
+        check_budget(campaign, plan, scan.done_by_model, spent_so_far(store.results), budget)
+    existed = store.open(manifest, hint)
     if scan.repaired_bytes:
         console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
                       "that task runs again[/]")
     pending = plan.total - len(scan.done)
     state = RunState(budget=budget, spend=spent_so_far(store.results) if budget is not None else 0.0)
-    if budget is not None and pending:
-        check_budget(plan, scan.done_by_model, state.spend, budget)
     if existed:
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
     if pending == 0:

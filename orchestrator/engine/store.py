@@ -122,16 +122,22 @@ class RunStore:
             raise UserError(f"manifest.json is corrupt: {exc}", file=str(self.manifest_path),
                             fix="restore it, or start a new run with --run-id") from None
 
+    def check(self, manifest: dict[str, Any], resume_hint: str) -> bool:
+        """Whether the run exists; if it does, that its plan is this one. Writes nothing."""
+        if not self.manifest_path.exists():
+            return False
+        old = self.read_manifest()["plan"]
+        changes = describe_changes(old, manifest["plan"])
+        if changes:
+            raise PlanChangedError(
+                "the plan differs from the one this run was started with:\n    "
+                + "\n    ".join(changes), file=str(self.path),
+                fix=f"undo the config change to resume, or start a new run: {resume_hint}")
+        return True
+
     def open(self, manifest: dict[str, Any], resume_hint: str) -> bool:
         """Create the run, or check that an existing one has the same plan; True if it existed."""
-        if self.manifest_path.exists():
-            old = self.read_manifest()["plan"]
-            changes = describe_changes(old, manifest["plan"])
-            if changes:
-                raise PlanChangedError(
-                    "the plan differs from the one this run was started with:\n    "
-                    + "\n    ".join(changes), file=str(self.path),
-                    fix=f"undo the config change to resume, or start a new run: {resume_hint}")
+        if self.check(manifest, resume_hint):
             return True
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.manifest_path.with_suffix(".tmp")

@@ -135,6 +135,9 @@ class HTTPProvider:
             raise Transient(f"no answer within {self._timeout_s:g} s") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise Transient(self.scrub(f"{type(exc).__name__}: {exc}")) from None
+        except aiohttp.ClientError as exc:  # e.g. an unusable URL: no retry can help
+            raise Fatal(self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url "
+                                   f"{self.base_url}")) from None
         if status == 200:
             return self.completion(payload, headers)
         raise self.error(status, headers, payload)

@@ -89,6 +89,9 @@ class ModelConfig(Strict):
         if self.provider == "openai" and not self.base_url:
             out.append(("base_url", "provider 'openai' needs base_url",
                         'add base_url = "https://api.openai.com/v1" (or your server\'s URL)'))
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            out.append(("base_url", f"base_url '{self.base_url}' has no http:// or https:// scheme",
+                        f'write base_url = "http://{self.base_url}" (or https://)'))
         if self.provider != "local" and not self.name:
             out.append(("name", f"provider '{self.provider}' needs a model name",
                         "add the required field 'name'"))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -48,7 +47,7 @@ def _load(target: Path, samples: int | None = None, run_id: str | None = None) -
 def plan(config: ConfigArg,
          samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
     """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing."""
-    from orchestrator.plan import Plan, estimate_tokens
+    from orchestrator.plan import Plan
     try:
         campaign = _load(config, samples)
         p = Plan(campaign)

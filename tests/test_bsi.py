@@ -13,7 +13,7 @@ from scipy import stats
 from orchestrator.analysis.bsi_inference import bh, bias_summary
 from orchestrator.analysis.summary import analyze
 from orchestrator.engine.session import run_campaign
-from orchestrator.plan import Plan, option_orders
+from orchestrator.plan import option_orders
 from orchestrator.spec.campaign import load_campaign
 from orchestrator.spec.jobs import load_job
 from tests.conftest import ROOT, write_config

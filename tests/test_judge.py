@@ -41,7 +41,7 @@ def _cond(rows):
                     "n_valid": len(scores), "mean": float(np.mean(scores)),
                     "sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else None,
                     "n_pass": sum(v == "pass" for v in verdicts),
-                    "n_inconsistent": sum((s >= 4) != (v == "pass") for s, v in zip(scores, verdicts))})
+                    "n_inconsistent": sum((s >= 4) != (v == "pass") for s, v in zip(scores, verdicts, strict=True))})
     return pl.DataFrame(out)
 
 

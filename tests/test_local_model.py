@@ -1,7 +1,6 @@
 """The embedded default: a real llama.cpp server with SmolLM2, started and always stopped by us."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from orchestrator.analysis.load import Run, final_records, open_run
+from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.summary import analyze
 from orchestrator.report import plots
 

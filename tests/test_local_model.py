@@ -141,17 +141,20 @@ def test_a_server_that_does_not_come_up_in_time_is_reported_and_stopped(tmp_path
     assert _gone(set(_llama_servers()) - before)
 
 
-def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
+def _study_on_the_local_model(tmp_path, monkeypatch, job: str, max_tokens: int, seed: int):
+    """Run a whole built-in study, one sample per condition, on SmolLM2; report it.
+    Returns (run directory, records)."""
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, """
-        name = "judge"
-        jobs = ["ai-judge-history"]
+    cfg = write_config(tmp_path, f"""
+        name = "study"
+        jobs = ["{job}"]
         samples = 1
+        strategies = ["baseline"]
         [[models]]
         provider = "local"
         temperature = 0.7
-        max_tokens = 96
-        seed = 3
+        max_tokens = {max_tokens}
+        seed = {seed}
         structured_output = true
         [models.server]
         n_ctx = 1024
@@ -161,14 +164,18 @@ def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, m
         """)
     runner = CliRunner()
     assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
-    run_dir = tmp_path / "runs" / "judge" / "default"
-    records = [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+    run_dir = tmp_path / "runs" / "study" / "default"
+    result = runner.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    return run_dir, [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+
+
+def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
+    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "ai-judge-history", 96, 3)
     ok = [r for r in records if r["status"] == "ok"]
     assert len(records) == 24 and len(ok) >= 20  # a 135M model may still garble an answer
     assert all(1 <= r["response"]["value"] <= 5 and r["response"]["choice"] in ("pass", "fail")
                and isinstance(r["response"]["reason"], str) for r in ok)
-    result = runner.invoke(app, ["report", str(run_dir)])
-    assert result.exit_code == 0, result.output
     summary = orjson.loads((run_dir / "judge_summary.json").read_bytes())["models"]
     assert summary[0]["valid_judgments"] == len(ok)
     assert summary[0]["complete"] is (len(ok) == 24)  # one missing judgment makes it incomplete
@@ -176,34 +183,10 @@ def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, m
 
 
 def test_the_eleven_bias_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, """
-        name = "bsi"
-        jobs = ["eleven-biases"]
-        samples = 1
-        strategies = ["baseline"]
-        [[models]]
-        provider = "local"
-        temperature = 0.7
-        max_tokens = 48
-        seed = 5
-        structured_output = true
-        [models.server]
-        n_ctx = 1024
-        [limits.local]
-        max_in_flight = 2
-        timeout_s = 120
-        """)
-    runner = CliRunner()
-    assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
-    run_dir = tmp_path / "runs" / "bsi" / "default"
-    records = [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
-    assert len(records) == 45 * 2
+    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "eleven-biases", 48, 5)
     ok = [r for r in records if r["status"] == "ok"]
-    assert len(ok) >= 80
+    assert len(records) == 45 * 2 and len(ok) >= 80
     assert all(r["response"].get("role") for r in ok if r["optionOrder"])  # choices scored by role
-    result = runner.invoke(app, ["report", str(run_dir)])
-    assert result.exit_code == 0, result.output
     summary = orjson.loads((run_dir / "bsi_summary.json").read_bytes())["biases"]
     assert len(summary) == 11 and {row["strategy"] for row in summary} == {"baseline"}
     page = (run_dir / "report" / "report.html").read_text()

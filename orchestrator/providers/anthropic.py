@@ -9,7 +9,7 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
-from orchestrator.providers.http import HTTPProvider, rate_info
+from orchestrator.providers.http import HTTPProvider, rate_info, usage
 
 API_VERSION = "2023-06-01"
 
@@ -55,8 +55,6 @@ class AnthropicProvider(HTTPProvider):
         stop = data.get("stop_reason")
         if stop == "refusal":
             raise Refused(f"refused: {text[:200]}")
-        usage = data.get("usage") or {}
         return Completion(text=text, served_model=data.get("model"), finish_reason=stop,
-                          usage={"prompt_tokens": usage.get("input_tokens"),
-                                 "completion_tokens": usage.get("output_tokens")} if usage else None,
+                          usage=usage(data.get("usage"), "input_tokens", "output_tokens"),
                           rate=self.rate(headers))

@@ -9,7 +9,7 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
-from orchestrator.providers.http import HTTPProvider, seconds_until
+from orchestrator.providers.http import HTTPProvider, seconds_until, usage
 from orchestrator.spec.models import ResponseContract
 
 BLOCKED = {"SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
@@ -87,7 +87,5 @@ class GeminiProvider(HTTPProvider):
             text = "".join(p.get("text", "") for p in candidate["content"]["parts"])
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise self.malformed(payload) from None
-        usage = data.get("usageMetadata") or {}
         return Completion(text=text, served_model=data.get("modelVersion"), finish_reason=finish,
-                          usage={"prompt_tokens": usage.get("promptTokenCount"),
-                                 "completion_tokens": usage.get("candidatesTokenCount")} if usage else None)
+                          usage=usage(data.get("usageMetadata"), "promptTokenCount", "candidatesTokenCount"))

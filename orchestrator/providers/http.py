@@ -70,6 +70,13 @@ def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset
     return info if any(v is not None for v in (info.remaining_requests, info.remaining_tokens)) else None
 
 
+def usage(report: dict | None, prompt_key: str, completion_key: str) -> dict[str, int] | None:
+    """A server's usage report in the product's own two names, whatever the protocol calls them."""
+    if not report:
+        return None
+    return {"prompt_tokens": report.get(prompt_key), "completion_tokens": report.get(completion_key)}
+
+
 def api_key(model: ModelConfig) -> str | None:
     """The key, from the environment only (check_credentials made sure it is set)."""
     return os.environ.get(model.api_key_env) if model.api_key_env else None

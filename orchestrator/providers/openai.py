@@ -9,7 +9,7 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
-from orchestrator.providers.http import HTTPProvider, rate_info
+from orchestrator.providers.http import HTTPProvider, rate_info, usage
 from orchestrator.providers.structured import response_format
 from orchestrator.spec.campaign import ModelConfig
 
@@ -59,8 +59,6 @@ class OpenAIProvider(HTTPProvider):
         finish = choice.get("finish_reason")
         if finish == "content_filter" or message.get("refusal"):
             raise Refused(f"refused ({finish}): {message.get('refusal') or text[:200]}")
-        usage = data.get("usage") or {}
         return Completion(text=text, served_model=data.get("model"), finish_reason=finish,
-                          usage={"prompt_tokens": usage.get("prompt_tokens"),
-                                 "completion_tokens": usage.get("completion_tokens")} if usage else None,
+                          usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
                           rate=self.rate(headers))

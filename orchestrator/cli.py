@@ -53,17 +53,20 @@ def plan(config: ConfigArg,
         p = Plan(campaign)
     except UserError as exc:
         fail(exc)
-    tables: dict[tuple[str, str], Table] = {}
+    # One row per experiment x condition x strategy: variants and option orders are summed.
+    rows: dict[tuple[str, str], dict[tuple[str, str, str], list[int]]] = {}
     for cell in p.cells:
-        key = (cell.job.id, cell.model.label)
-        if key not in tables:
-            tables[key] = Table("experiment", "condition", "variant", "strategy",
-                                Column("calls", justify="right"), Column("est. input tokens", justify="right"),
-                                title=f"job {key[0]} on {key[1]}", title_justify="left")
-        tokens_in = cell.samples * (cell.est_tokens - cell.model.max_tokens)
-        tables[key].add_row(cell.experiment.slug, cell.condition.label, cell.variant.id,
-                            cell.strategy.id, f"{cell.samples:,}", f"{tokens_in:,}")
-    for table in tables.values():
+        row = rows.setdefault((cell.job.id, cell.model.label), {}).setdefault(
+            (cell.experiment.slug, cell.condition.label, cell.strategy.id), [0, 0, 0])
+        row[0] += 1 if cell.first_sample == 1 else 0  # a variant's first presentation counts it
+        row[1] += cell.samples
+        row[2] += cell.samples * (cell.est_tokens - cell.model.max_tokens)
+    for (job, model), table_rows in rows.items():
+        table = Table("experiment", "condition", "strategy", Column("variants", justify="right"),
+                      Column("calls", justify="right"), Column("est. input tokens", justify="right"),
+                      title=f"job {job} on {model}", title_justify="left")
+        for (exp, cond, strategy), (variants, calls, tokens) in table_rows.items():
+            table.add_row(exp, cond, strategy, str(variants), f"{calls:,}", f"{tokens:,}")
         console.print(table)
     print_estimates(p)
 

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from rich.console import Console
 
 from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
 
@@ -50,3 +53,11 @@ def openai_config(tmp_path: Path, url: str, *, samples: int = 5, limits: str = "
         [limits.openai]
         {limits}
         """)
+
+
+def run_quietly(config: Path):
+    """Run a campaign config in-process, as `orchestrator run` would, with no output."""
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.spec.campaign import load_campaign
+    with open(os.devnull, "w") as sink:
+        return run_campaign(load_campaign(config), Console(file=sink), handle_signals=False)

@@ -8,15 +8,12 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
-from rich.console import Console
 from scipy import stats
 from typer.testing import CliRunner
 
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
-from orchestrator.engine.session import run_campaign
-from orchestrator.spec.campaign import load_campaign
-from tests.conftest import write_config
+from tests.conftest import write_config, run_quietly
 
 PRO = "Pro — €14/month, 100 GB"
 EFFECTS = f"""
@@ -67,12 +64,8 @@ max_in_flight = 64
 {models}""")
 
 
-def _run(cfg: Path):
-    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
-
-
 def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tmp_path):
-    outcome = _run(_campaign(tmp_path, 200))
+    outcome = run_quietly(_campaign(tmp_path, 200))
     summary = analyze(outcome.run_dir).paired
     assert summary.height == 200 * 6
     for exp, planted in PLANTED.items():
@@ -84,7 +77,7 @@ def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tm
 
 def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    outcome = _run(_campaign(tmp_path, 1, samples=25, extra="parse_error_rate = 0.1"))
+    outcome = run_quietly(_campaign(tmp_path, 1, samples=25, extra="parse_error_rate = 0.1"))
     summary = analyze(outcome.run_dir).paired
     assert CliRunner().invoke(app, ["export", str(outcome.run_dir)]).exit_code == 0
     [exported] = (outcome.run_dir / "export" / "ai-benchmark").glob("*.ndjson")
@@ -107,7 +100,7 @@ def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, mo
 
 
 def test_parse_failures_missing_conditions_and_small_samples_are_flagged(tmp_path):
-    outcome = _run(_campaign(tmp_path, 1, samples=6, extra="parse_error_rate = 0.3"))
+    outcome = run_quietly(_campaign(tmp_path, 1, samples=6, extra="parse_error_rate = 0.3"))
     results = outcome.run_dir / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
     results.write_bytes(b"".join(l for l in lines if b'"caseId":"anchoring-first-number:1"' not in l))

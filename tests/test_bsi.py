@@ -7,16 +7,13 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
-from rich.console import Console
 from scipy import stats
 
 from orchestrator.analysis.bsi_inference import bh, bias_summary
 from orchestrator.analysis.summary import analyze
-from orchestrator.engine.session import run_campaign
 from orchestrator.plan import option_orders
-from orchestrator.spec.campaign import load_campaign
 from orchestrator.spec.jobs import load_job
-from tests.conftest import ROOT, write_config
+from tests.conftest import ROOT, write_config, run_quietly
 
 FIXTURE = ROOT / "tests" / "data" / "three-biases.json"
 K_PER_BIAS = {"anchoring": 5, "availability": 4, "representativeness": 4, "framing": 5, "sunk-cost": 4,
@@ -55,7 +52,7 @@ def test_options_are_shown_in_every_order_and_scored_by_role(tmp_path):
         [models.simulate]
         first_position_bias = 0.8
         """)
-    outcome = run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    outcome = run_quietly(cfg)
     records = [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
     choices = [r for r in records if r["optionOrder"]]
     orders = Counter((r["variant"], r["conditionIndex"], tuple(r["optionOrder"])) for r in choices)
@@ -109,7 +106,7 @@ def test_bootstrap_sigma_stat_matches_the_binomial_standard_error(tmp_path):
         [models.simulate.effects.everywhere]
         conditions = [{{shares = {{yes = 0.3}}}}, {{shares = {{yes = 0.7}}}}]
         """)
-    outcome = run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    outcome = run_quietly(cfg)
     variants = analyze(outcome.run_dir).bsi_variants.filter(pl.col("experimentSlug") == "everywhere")
     for r in variants.iter_rows(named=True):
         p_c, p_t = r["stat_C"], r["stat_T"]
@@ -142,7 +139,7 @@ output_dir = "{tmp_path / 'runs'}"
 [limits.simulated]
 max_in_flight = 64
 {models}""")
-    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    return run_quietly(cfg)
 
 
 def test_planted_biases_are_recovered_and_a_bias_planted_nowhere_is_not_called(tmp_path):

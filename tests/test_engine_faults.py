@@ -4,21 +4,13 @@ from __future__ import annotations
 from collections import Counter
 
 import orjson
-from rich.console import Console
 
-from orchestrator.engine.session import run_campaign
-from orchestrator.spec.campaign import load_campaign
-from tests.conftest import openai_config
+from tests.conftest import openai_config, run_quietly
 from orchestrator.emulator.server import Faults
 
 
 def _records(run_dir):
     return [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
-
-
-def _run(config_path):
-    return run_campaign(load_campaign(config_path), Console(file=open("/dev/null", "w")),
-                        handle_signals=False)
 
 
 def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, emulator):
@@ -30,7 +22,7 @@ def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, e
         max_attempts = 15
         backoff_base_s = 0.01
         backoff_max_s = 0.1""")
-    outcome = _run(cfg)
+    outcome = run_quietly(cfg)
     records = _records(outcome.run_dir)
     assert outcome.exit_code == 0
     assert len(records) == 6 * 2 * 8
@@ -46,7 +38,7 @@ def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, e
 
 def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, emulator):
     server = emulator(Faults(malformed=0.4), seed=3)
-    outcome = _run(openai_config(tmp_path, server.base_url("openai"), samples=5))
+    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=5))
     records = _records(outcome.run_dir)
     by_status = Counter(r["status"] for r in records)
     assert by_status["parse_error"] == server.log.served["malformed"] > 0
@@ -61,7 +53,7 @@ def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, em
 def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_path, emulator):
     server = emulator()
     rate, window = 10, 0.5  # at most 10 requests in any 0.5 s
-    outcome = _run(openai_config(tmp_path, server.base_url("openai"), samples=4, limits=f"""
+    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=4, limits=f"""
         rpm = {rate}
         period_s = {window}
         max_in_flight = 8"""))
@@ -77,13 +69,13 @@ def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, emu
         max_attempts = 2
         backoff_base_s = 0.01
         backoff_max_s = 0.02""")
-    first = _run(cfg)
+    first = run_quietly(cfg)
     records = _records(first.run_dir)
     assert first.exit_code == 1
     assert [r["status"] for r in records] == ["failed"] * 12
     assert all(r["attempts"] == 2 and "500" in r["error"] for r in records)
     server.config.faults.server_error = 0.0
-    second = _run(cfg)
+    second = run_quietly(cfg)
     assert second.exit_code == 0 and second.pending_before == 12
     final = _records(second.run_dir)[12:]
     assert sorted(r["taskId"] for r in final) == sorted(r["taskId"] for r in records)

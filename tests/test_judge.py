@@ -5,17 +5,14 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
-from rich.console import Console
 from scipy import stats
 from typer.testing import CliRunner
 
 from orchestrator.analysis.judge import bootstrap_ci, model_summary, task_outcomes, wilcoxon_p
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
-from orchestrator.engine.session import run_campaign
-from orchestrator.spec.campaign import load_campaign
 from orchestrator.spec.jobs import load_job
-from tests.conftest import ROOT, write_config
+from tests.conftest import ROOT, write_config, run_quietly
 
 JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
 
@@ -109,7 +106,7 @@ def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
         provider = "simulated"
         name = "steady"
         """)
-    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    return run_quietly(cfg)
 
 
 def _expected_score(mu: float, sd: float) -> float:

@@ -6,11 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from rich.console import Console
 
-from orchestrator.engine.session import run_campaign
-from orchestrator.spec.campaign import load_campaign
-from tests.conftest import write_config
+from tests.conftest import write_config, run_quietly
 
 KEYS = {"openai": "sk-test-OPENAI-0123456789", "anthropic": "sk-ant-test-ABCDEFGHIJ",
         "gemini": "AIza-test-GEMINI-98765"}
@@ -44,10 +41,6 @@ output_dir = "{tmp_path / 'runs'}"
 {models}""")
 
 
-def _run(cfg: Path):
-    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
-
-
 def _records(outcome):
     return [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
 
@@ -58,7 +51,7 @@ def _rate(arrivals: list[float]) -> float:
 
 def test_limits_equal_to_the_servers_give_no_429s_and_use_the_allowed_rate(tmp_path, emulator):
     server = emulator(rpm=30, period_s=1.0, latency_s=0.01)
-    outcome = _run(three_providers(tmp_path, server, samples=8,
+    outcome = run_quietly(three_providers(tmp_path, server, samples=8,
                                    limits="rpm = 30\nperiod_s = 1.0\nmax_in_flight = 8"))
     records = _records(outcome)
     assert len(records) == 3 * 96 and {r["status"] for r in records} == {"ok"}
@@ -70,7 +63,7 @@ def test_limits_equal_to_the_servers_give_no_429s_and_use_the_allowed_rate(tmp_p
 
 def test_token_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
     server = emulator(tpm=2400, period_s=1.0)
-    outcome = _run(three_providers(tmp_path, server, samples=5,
+    outcome = run_quietly(three_providers(tmp_path, server, samples=5,
                                    limits="tpm = 2400\nperiod_s = 1.0\nmax_in_flight = 8"))
     assert len(_records(outcome)) == 3 * 60
     assert not any(status == 429 for (_, status) in server.log.statuses)
@@ -83,7 +76,7 @@ def test_token_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
 
 def test_limits_twice_the_servers_settle_and_every_task_finishes(tmp_path, emulator):
     server = emulator(rpm=30, period_s=1.0, latency_s=0.01)
-    outcome = _run(three_providers(tmp_path, server, samples=8,
+    outcome = run_quietly(three_providers(tmp_path, server, samples=8,
                                    limits="rpm = 60\nperiod_s = 1.0\nmax_in_flight = 8\nmax_attempts = 20"))
     records = _records(outcome)
     assert len(records) == 3 * 96 and {r["status"] for r in records} == {"ok"}
@@ -98,7 +91,7 @@ def test_limits_twice_the_servers_settle_and_every_task_finishes(tmp_path, emula
 def test_a_fatal_error_on_one_model_leaves_the_others_complete(tmp_path, emulator):
     server = emulator()
     names = {"openai": "gpt-test", "anthropic": "missing-claude", "gemini": "gemini-test"}
-    outcome = _run(three_providers(tmp_path, server, samples=4, limits="max_in_flight = 4", names=names))
+    outcome = run_quietly(three_providers(tmp_path, server, samples=4, limits="max_in_flight = 4", names=names))
     by_model = Counter((r["model"]["provider"], r["status"]) for r in _records(outcome))
     assert by_model[("openai", "ok")] == 48 and by_model[("gemini", "ok")] == 48
     assert by_model[("anthropic", "ok")] == 0 and 1 <= by_model[("anthropic", "failed")] <= 4
@@ -130,7 +123,7 @@ def test_api_keys_never_reach_any_file_a_run_writes(tmp_path, emulator):
 
 def test_a_rejected_key_stops_that_model_with_the_variable_to_check(tmp_path, emulator, monkeypatch):
     server = emulator(keys=frozenset({KEYS["openai"], KEYS["gemini"]}))
-    outcome = _run(three_providers(tmp_path, server, samples=2, limits="max_in_flight = 2"))
+    outcome = run_quietly(three_providers(tmp_path, server, samples=2, limits="max_in_flight = 2"))
     [message] = outcome.state.fatal.values()
     assert message.startswith("401 from anthropic/claude-test")
     assert "check TEST_ANTHROPIC_KEY" in message and KEYS["anthropic"] not in message
@@ -141,7 +134,7 @@ def test_a_rejected_key_stops_that_model_with_the_variable_to_check(tmp_path, em
 def test_refusals_are_outcomes_recorded_once_not_retried(tmp_path, emulator):
     from orchestrator.emulator.server import Faults
     server = emulator(Faults(refusal=0.3), seed=5)
-    outcome = _run(three_providers(tmp_path, server, samples=3, limits="max_in_flight = 2"))
+    outcome = run_quietly(three_providers(tmp_path, server, samples=3, limits="max_in_flight = 2"))
     records = _records(outcome)
     refused = [r for r in records if r["status"] == "refused"]
     assert len(refused) == server.log.served["refusal"] > 0

@@ -2,19 +2,16 @@
 from __future__ import annotations
 
 import jsonschema
-from rich.console import Console
 
-from orchestrator.engine.session import run_campaign
 from orchestrator.providers.structured import json_schema, response_format
-from orchestrator.spec.campaign import load_campaign
 from orchestrator.spec.models import ResponseContract
-from tests.conftest import openai_config
+from tests.conftest import openai_config, run_quietly
 
 
 def _run(tmp_path, url, extra_model: str):
     cfg = openai_config(tmp_path, url, samples=3)
     cfg.write_text(cfg.read_text().replace('temperature = 0.7', f'temperature = 0.7\n{extra_model}'))
-    return run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    return run_quietly(cfg)
 
 
 def test_decoding_settings_and_one_seed_per_sample(tmp_path, emulator):
@@ -68,7 +65,7 @@ def test_an_extractor_model_states_unparseable_answers_and_is_recorded(tmp_path,
         max_tokens = 30
         limit = "extraction"
         """)
-    outcome = run_campaign(load_campaign(cfg), Console(file=open("/dev/null", "w")), handle_signals=False)
+    outcome = run_quietly(cfg)
     records = [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
     extracted = [r for r in records if r["extractedBy"]]
     failed = [r for r in records if r["status"] == "parse_error"]

@@ -92,7 +92,6 @@ class KeyController:
         self._next_slot = 0.0
         self.paused_until = 0.0
         self._last_cut = -EPISODE_S
-        self.rate_limited = 0  # 429/overload answers seen
 
     async def acquire(self, est_tokens: float) -> list[float] | None:
         """Wait for a slot under every limit; returns the token-window entry to correct later."""
@@ -178,7 +177,6 @@ class KeyController:
             self.paused_until = max(self.paused_until, now + rate.reset_tokens_s)
 
     def _on_rate_limited(self, error: RateLimited) -> None:
-        self.rate_limited += 1
         now = time.monotonic()
         pause = error.retry_after if error.retry_after is not None else self.config.backoff_base_s
         self.paused_until = max(self.paused_until, now + pause * random.uniform(1.0, 1.1))

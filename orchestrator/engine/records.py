@@ -11,7 +11,6 @@ from orchestrator.plan import Cell, Task
 from orchestrator.pricing import usage_cost
 from orchestrator.providers.base import Completion
 
-DONE_STATUSES = ("ok", "parse_error", "refused")  # "failed" is retried on resume
 
 
 @dataclass(slots=True)

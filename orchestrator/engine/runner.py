@@ -41,7 +41,6 @@ class RunState:
     retries: defaultdict = field(default_factory=lambda: defaultdict(int))  # by model key
     fatal: dict[str, str] = field(default_factory=dict)  # model key -> message
     interrupted_by: int | None = None
-    written: int = 0
     budget: float | None = None  # USD for the whole run
     spend: float = 0.0  # USD recorded so far, earlier sessions included
     budget_reached: bool = False
@@ -183,7 +182,6 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
     work = anyio.CancelScope()  # cancelled by a signal or the budget: keep what is written
 
     def count(rec: dict[str, Any]) -> None:
-        state.written += 1
         state.spend += rec.get("costUsd") or 0.0
         if state.budget is not None and state.spend >= state.budget and not state.budget_reached:
             state.budget_reached = True

@@ -103,14 +103,15 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
     store.check(manifest, hint)  # a changed plan is refused before anything is written
     scan = scan_results(store.results)
+    spent = spent_so_far(store.results) if budget is not None else 0.0
     if budget is not None and plan.total - len(scan.done):
-        check_budget(campaign, plan, scan.done_by_model, spent_so_far(store.results), budget)
+        check_budget(campaign, plan, scan.done_by_model, spent, budget)
     existed = store.open(manifest, hint)
     if scan.repaired_bytes:
         console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
                       "that task runs again[/]")
     pending = plan.total - len(scan.done)
-    state = RunState(budget=budget, spend=spent_so_far(store.results) if budget is not None else 0.0)
+    state = RunState(budget=budget, spend=spent)
     if existed:
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
     if pending == 0:

@@ -28,8 +28,6 @@ class Scan:
 
     done: set[str] = field(default_factory=set)
     done_by_model: Counter = field(default_factory=Counter)
-    failed: int = 0
-    lines: int = 0
     repaired_bytes: int = 0
 
 
@@ -73,11 +71,8 @@ def scan_results(path: Path) -> Scan:
     done, by_model = scan.done, scan.done_by_model
     with open(path, "rb") as f:
         for line in f:
-            scan.lines += 1
             task_id, status, model_key = _fields(line)
-            if status == "failed":
-                scan.failed += 1
-            elif task_id not in done:
+            if status != "failed" and task_id not in done:
                 done.add(task_id)
                 by_model[model_key] += 1
     return scan

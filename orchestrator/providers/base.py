@@ -1,8 +1,8 @@
 """The one small interface between the engine and a model."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.providers.errors import RateInfo
 
@@ -17,7 +17,6 @@ class Completion:
     served_model: str | None = None
     finish_reason: str | None = None
     rate: RateInfo | None = None  # what the server said about its remaining quota
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Provider(Protocol):

@@ -46,15 +46,6 @@ class ResponseContract(Frozen):
             raise ValueError("a judgment contract needs its verdict options")
         return self
 
-    def describe(self) -> str:
-        if self.kind == "choice":
-            return f"choice among {len(self.options)} options"
-        if self.kind == "rating":
-            return f"integer {self.minimum}-{self.maximum}"
-        if self.kind == "judgment":
-            return f"score {self.minimum}-{self.maximum}, verdict, reason"
-        return "number"
-
 
 class Variant(Frozen):
     """One wording of a condition's prompt."""

@@ -32,14 +32,14 @@ def fail(exc: UserError) -> None:
 
 
 def _load(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
-    if target.is_dir():
-        from orchestrator.engine.store import RunStore
-        from orchestrator.spec.campaign import CampaignConfig, build_campaign
-        from orchestrator.spec.loading import validate
-        manifest = RunStore(target).read_manifest()
-        config = validate(CampaignConfig, manifest["config"], target / "manifest.json")
-        source = Path(manifest["configPath"]) if manifest.get("configPath") else None
-        return build_campaign(config, source)
+    if target.is_dir():  # a run folder: resume it where it is, as it was started
+        from orchestrator.engine.session import campaign_of_run
+        for flag, value in (("--samples", samples), ("--run-id", run_id)):
+            if value is not None:
+                raise UserError(f"{flag} cannot change a run that exists", field=flag,
+                                fix=f"drop {flag} to resume {target}, or give the campaign config "
+                                    f"instead of the run folder to start another run")
+        return campaign_of_run(target)
     return load_campaign(target, {"samples": samples, "run_id": run_id})
 
 
@@ -87,7 +87,8 @@ def print_estimates(p) -> None:
                   Column("output tokens (typical / max)", justify="right"), Column("cost (typical / max)", justify="right"),
                   title="estimates per model", title_justify="left")
     for e in estimates.values():
-        cost = _usd(e.cost) if e.price is None else f"{_usd(e.cost)} / {_usd(e.cost_max)}"
+        cost = ("free (runs locally)" if e.free else _usd(e.cost) if e.price is None
+                else f"{_usd(e.cost)} / {_usd(e.cost_max)}")
         table.add_row(escape(e.label), f"{e.calls:,}", f"~{e.input_tokens:,}",
                       f"~{e.output_typical:,} / {e.output_max:,}", cost)
     console.print(table)
@@ -104,20 +105,27 @@ def print_estimates(p) -> None:
 def run(config: ConfigArg,
         run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
-        budget: Annotated[Optional[float], typer.Option(help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None) -> None:
+        budget: Annotated[Optional[float], typer.Option(help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
+        wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
-    Results stream to runs/<campaign>/<run-id>/results.ndjson, one line per task.
+    CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
+    resumed where it is, from any current folder, with the settings it was started with.
+    Results stream to <run>/results.ndjson, one line per task. One process owns a run: a second
+    `run` of the same run exits 2 naming the one holding it (or waits, with --wait).
     Exit codes: 0 all tasks done; 1 some tasks failed (run again to retry them);
-    2 bad input (nothing started); 3 the budget was reached (run again with a higher --budget);
-    130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
+    2 bad input or the run is in use (nothing started); 3 the budget was reached (run again
+    with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
     from orchestrator.engine.session import resume_command, run_campaign
     try:
         campaign = _load(config, samples, run_id)
-        outcome = run_campaign(campaign, console, budget=budget)
+        outcome = run_campaign(campaign, console, budget=budget, wait=wait)
     except UserError as exc:
         fail(exc)
+    except KeyboardInterrupt:  # only while waiting for another run's lock: nothing was started
+        err_console.print("stopped waiting; nothing was started")
+        raise typer.Exit(130) from None
     results = outcome.run_dir / "results.ndjson"
     if outcome.already_complete:
         console.print(f"run already complete; no model was called. results: {results}")

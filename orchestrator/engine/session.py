@@ -15,14 +15,18 @@ from rich.console import Console
 from orchestrator import __version__
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
+from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.runner import RunState, execute
 from orchestrator.engine.store import RunStore, scan_results, spent_so_far
 from orchestrator.errors import UserError
 from orchestrator.plan import Plan
+from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import Campaign, check_credentials
+from orchestrator.spec.campaign import Campaign, CampaignConfig, build_campaign, check_credentials
+from orchestrator.spec.loading import validate
+from orchestrator.spec.models import Job
 
 
 @dataclass
@@ -51,8 +55,23 @@ def make_extractor(campaign: Campaign) -> Extractor | None:
 
 
 def run_dir_for(campaign: Campaign) -> Path:
+    if campaign.run_dir is not None:  # resumed by folder: wherever that folder now is
+        return campaign.run_dir
     c = campaign.config
     return Path(c.output_dir) / c.name / c.run_id
+
+
+def campaign_of_run(run_dir: Path) -> Campaign:
+    """The campaign a run folder was started with, from its manifest alone: its config snapshot
+    and job definitions, so a moved or copied folder resumes where it now is."""
+    manifest = RunStore(run_dir).read_manifest()
+    where = run_dir / "manifest.json"
+    config = validate(CampaignConfig, manifest["config"], where)
+    jobs = [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
+    source = Path(manifest["configPath"]) if manifest.get("configPath") else None
+    campaign = build_campaign(config, source if source and source.exists() else None, jobs)
+    campaign.run_dir = run_dir
+    return campaign
 
 
 def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
@@ -67,9 +86,6 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
 
 def resume_command() -> str:
     return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
-
-
-FREE_PROVIDERS = ("local", "simulated")
 
 
 def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], spent: float,
@@ -92,7 +108,7 @@ def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], 
 
 
 def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
-                 budget: float | None = None) -> RunOutcome:
+                 budget: float | None = None, wait: bool = False) -> RunOutcome:
     check_credentials(campaign)
     plan = Plan(campaign)
     # Providers are built first: a missing API key must fail before anything is written.
@@ -102,6 +118,22 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     store = RunStore(run_dir_for(campaign))
     manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
     store.check(manifest, hint)  # a changed plan is refused before anything is written
+    if budget is not None and not store.path.exists():  # a new run: refused before it exists
+        check_budget(campaign, plan, {}, 0.0, budget)
+    store.path.mkdir(parents=True, exist_ok=True)
+    # From here until the writer closes, this process owns the run: two runs of one folder
+    # would both call every pending task and pay for it twice.
+    with RunLock(store.path) as lock:
+        lock.acquire(wait, on_wait=lambda who: console.print(
+            f"this run is in use by {who}; waiting for it to finish (Ctrl-C stops waiting)"))
+        return _run_locked(campaign, plan, providers, store, manifest, hint, console,
+                           handle_signals, budget)
+
+
+def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], store: RunStore,
+                manifest: dict[str, Any], hint: str, console: Console, handle_signals: bool,
+                budget: float | None) -> RunOutcome:
+    store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scan = scan_results(store.results)
     spent = spent_so_far(store.results) if budget is not None else 0.0
     if budget is not None and plan.total - len(scan.done):
@@ -116,11 +148,11 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
     if pending == 0:
         return RunOutcome(store.path, True, Counter(), state, 0)
+    per_model = plan.per_model()
     for m in campaign.config.models:
-        if m.provider == "local":
+        if m.provider == "local" and per_model[m.key] > scan.done_by_model.get(m.key, 0):
             console.print(f"starting {m.server.slots} llama.cpp server(s) for {m.name} "
                           f"({m.version}); the first call waits for the model to load")
-    per_model = plan.per_model()
     models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
               for m in campaign.config.models for key in [m.key]}
     by_status: Counter = Counter()
@@ -129,6 +161,8 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
             by_status[rec["status"]] += 1
             progress.on_record(rec)
 
-        anyio.run(execute, plan, store, scan.done, providers, on_record, state, handle_signals,
+        # Only models with work left are started (a finished local model boots no server).
+        active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
+        anyio.run(execute, plan, store, scan.done, active, on_record, state, handle_signals,
                   make_extractor(campaign))
     return RunOutcome(store.path, False, by_status, state, pending)

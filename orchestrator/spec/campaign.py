@@ -163,6 +163,7 @@ class Campaign:
 
     def __init__(self, config: CampaignConfig, jobs: list[Job], source: Path | None) -> None:
         self.config, self.jobs, self.source = config, jobs, source
+        self.run_dir: Path | None = None  # set when resumed by folder; else from the config
 
     def samples_for(self, job: Job) -> int:
         return self.config.samples or job.min_samples
@@ -209,7 +210,18 @@ def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> 
     return config.model_copy(update={"models": models})
 
 
-def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
+def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
+    try:
+        return load_job(resolve_job_path(ref, base))
+    except UserError as exc:
+        if exc.file is None:  # a bad reference, not a bad job file
+            raise UserError(exc.detail, file=str(path), field=f"jobs[{index}]", fix=exc.fix) from None
+        raise
+
+
+def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None) -> Campaign:
+    """Validate a config against its catalogues and load its jobs (or take `jobs` as given:
+    a run folder carries its own job definitions)."""
     base = path.parent if path else Path.cwd()
     config = _apply_catalogues(config, base, path)
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
@@ -226,14 +238,8 @@ def build_campaign(config: CampaignConfig, path: Path | None) -> Campaign:
         if names.index(label) != i and config.models[i].identity() == config.models[names.index(label)].identity():
             raise UserError(f"model '{label}' is listed twice with the same settings", file=str(path),
                             field=f"models[{i}]", fix="remove the duplicate entry")
-    jobs = []
-    for i, ref in enumerate(config.jobs):
-        try:
-            jobs.append(load_job(resolve_job_path(ref, base)))
-        except UserError as exc:
-            if exc.file is None:  # a bad reference, not a bad job file
-                raise UserError(exc.detail, file=str(path), field=f"jobs[{i}]", fix=exc.fix) from None
-            raise
+    if jobs is None:
+        jobs = [_load_job(ref, i, base, path) for i, ref in enumerate(config.jobs)]
     if len({j.id for j in jobs}) != len(jobs):
         raise UserError("the same job is listed twice", file=str(path), field="jobs",
                         fix="list each job once")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,8 +83,17 @@ def test_a_small_campaign_on_the_real_local_model(tmp_path):
     assert set(_llama_servers()) == before, "a llama.cpp server outlived the run"
 
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
-def test_no_server_outlives_an_interrupted_run(tmp_path, how):
+def _server_logs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("llama-server-*"))
+
+
+def _children(proc: subprocess.Popen) -> set[int]:
+    return {pid for pid, parent in _llama_servers().items() if parent == proc.pid}
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL, "double SIGINT"])
+def test_no_server_or_log_outlives_an_interrupted_run(tmp_path, how):
+    logs = _server_logs()
     cfg = _config(tmp_path, samples=20, server="slots = 2")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -91,13 +101,74 @@ def test_no_server_outlives_an_interrupted_run(tmp_path, how):
     deadline = time.monotonic() + 120
     while not (results.exists() and results.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.1)  # the servers are up once results arrive
-    children = {pid for pid, parent in _llama_servers().items() if parent == proc.pid}
+    children = _children(proc)
     assert len(children) == 2
-    proc.send_signal(how)
+    if how == "double SIGINT":  # the second Ctrl-C lands while the first one shuts down
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+    else:
+        proc.send_signal(how)
     proc.wait(timeout=60)
     assert _gone(children), f"servers {children} outlived the run (signal {how})"
-    if how == signal.SIGINT:
-        assert proc.returncode == 130 and b"resume with" in proc.stderr.read()
+    assert _server_logs() == logs, "a server log was left in the temporary folder"
+    if how != signal.SIGKILL:
+        err = proc.stderr.read()
+        assert proc.returncode == 130 and b"resume with" in err and b"Traceback" not in err, err
+        assert results.read_bytes().endswith(b"\n")  # flushed whole lines only
+
+
+def test_ctrl_c_while_the_model_loads_stops_cleanly_and_prints_the_resume_command(tmp_path):
+    cfg = _config(tmp_path, samples=5)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not _children(proc) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    children = _children(proc)
+    assert children, "no server was started"
+    proc.send_signal(signal.SIGINT)  # at once: the model is still loading
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"resume with" in err and b"Traceback" not in err, err
+    assert _gone(children)
+
+
+def test_a_resume_starts_servers_only_for_models_with_work_left(tmp_path):
+    cfg = write_config(tmp_path, f"""
+        name = "two"
+        jobs = ["ai-bias-benchmark"]
+        samples = 1
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "local"
+        temperature = 0.0
+        max_tokens = 40
+        structured_output = true
+        [[models]]
+        provider = "local"
+        temperature = 0.7
+        max_tokens = 40
+        structured_output = true
+        [limits.local]
+        max_in_flight = 1
+        """)
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    results = tmp_path / "runs" / "two" / "default" / "results.ndjson"
+    records = [orjson.loads(line) for line in results.read_bytes().splitlines()]
+    second, experiment = records[-1]["modelKey"], records[-1]["experimentSlug"]
+    results.write_bytes(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records
+                                 if (r["modelKey"], r["experimentSlug"]) != (second, experiment)))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen: set[int] = set()
+    while proc.poll() is None:
+        seen |= _children(proc)
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert len(seen) == 1, f"{len(seen)} servers started for one model with work left"
+    assert out.count(b"starting 1 llama.cpp server(s)") == 1
 
 
 def _fails_with(tmp_path, config: Path, *expected: str) -> None:

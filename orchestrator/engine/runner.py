@@ -151,12 +151,26 @@ async def _work(providers: dict[str, Provider], gate: KeyController, state: RunS
         writer.append(await run_one(providers[task.cell.model_key], gate, task, state, extractor))
 
 
-async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
+async def _watch_signals(scope: anyio.CancelScope, state: RunState,
+                         *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED) -> None:
+    """The first SIGINT/SIGTERM stops the work; later ones are absorbed until the shutdown
+    (flushing results, stopping servers) is over, so a second Ctrl-C cannot cut it short."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for signum in signals:
-            state.interrupted_by = signum
-            scope.cancel()
-            return
+            if state.interrupted_by is None:
+                state.interrupted_by = signum
+                scope.cancel()
+
+
+async def _start_all(providers: list[Provider]) -> None:
+    """Start the providers side by side (local servers load their models in parallel)."""
+    try:
+        async with anyio.create_task_group() as tg:
+            for provider in providers:
+                tg.start_soon(provider.start)
+    except BaseExceptionGroup as group:  # one clear error (e.g. a model that cannot load)
+        raise group.exceptions[0] from None
 
 
 def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
@@ -189,22 +203,25 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
         on_record(rec)
 
     writer = store.writer(count)
-    try:
-        for provider in [*providers.values(), *([extractor.provider] if extractor else [])]:
-            await provider.start()
-        async with anyio.create_task_group() as control:
-            control.start_soon(writer.flush_every, FLUSH_EVERY_S)
-            if handle_signals:
-                control.start_soon(_watch_signals, work, state)
+    everyone = [*providers.values(), *([extractor.provider] if extractor else [])]
+    async with anyio.create_task_group() as control:
+        if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
+            await control.start(_watch_signals, work, state)
+        try:
             with work:
-                async with anyio.create_task_group() as workers:
-                    for key, model_indices in groups.items():
-                        _start_key(workers, plan, config.limit_for(key), model_indices, skip,
-                                   providers, state, writer, extractor)
+                await _start_all(everyone)
+                async with anyio.create_task_group() as running:
+                    running.start_soon(writer.flush_every, FLUSH_EVERY_S)
+                    async with anyio.create_task_group() as workers:
+                        for key, model_indices in groups.items():
+                            _start_key(workers, plan, config.limit_for(key), model_indices, skip,
+                                       providers, state, writer, extractor)
+                    running.cancel_scope.cancel()
+        finally:
+            # The signal watcher is still listening here, so a second signal is absorbed.
+            writer.close()
+            with anyio.CancelScope(shield=True):
+                for provider in everyone:
+                    await provider.aclose()
             control.cancel_scope.cancel()
-    finally:
-        writer.close()
-        with anyio.CancelScope(shield=True):
-            for provider in [*providers.values(), *([extractor.provider] if extractor else [])]:
-                await provider.aclose()
     return state

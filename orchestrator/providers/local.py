@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 import anyio
@@ -51,7 +50,9 @@ class LlamaServer:
         self.config, self.threads = config, threads
         self.port = 0
         self.proc: subprocess.Popen | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+        # An unnamed file (unlinked at once): the server writes its log there, we read it back
+        # if it fails to start, and nothing is left on disk on any exit, kill -9 included.
+        self.log = tempfile.TemporaryFile(prefix="llama-server-", suffix=".log")
 
     @property
     def url(self) -> str:
@@ -69,7 +70,8 @@ class LlamaServer:
                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
     def log_tail(self, lines: int = 8) -> str:
-        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace").strip().splitlines()
         return "\n      ".join(text[-lines:]) or "(the server printed nothing)"
 
     async def wait_ready(self, session: aiohttp.ClientSession) -> None:
@@ -103,7 +105,6 @@ class LlamaServer:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
-        Path(self.log.name).unlink(missing_ok=True)
 
 
 class LocalProvider:

@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from orchestrator.plan import Plan
-from orchestrator.pricing import TYPICAL_ANSWER_TOKENS, Price
+from orchestrator.pricing import FREE_PROVIDERS, TYPICAL_ANSWER_TOKENS, Price
 
 
 @dataclass
@@ -18,6 +18,7 @@ class ModelEstimate:
     output_typical: int = 0
     output_max: int = 0
     price: Price | None = None
+    free: bool = False  # a local or simulated model: it costs nothing, price or not
 
     @property
     def cost(self) -> float | None:
@@ -31,14 +32,15 @@ class ModelEstimate:
         """The part of this estimate still to run."""
         return ModelEstimate(self.label, self.key, self.limit_key, round(self.calls * share),
                              round(self.input_tokens * share), round(self.output_typical * share),
-                             round(self.output_max * share), self.price)
+                             round(self.output_max * share), self.price, self.free)
 
 
 def estimate(plan: Plan) -> dict[str, ModelEstimate]:
     out: dict[str, ModelEstimate] = {}
     for cell in plan.cells:
         m = cell.model
-        e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price))
+        e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price,
+                                                free=m.provider in FREE_PROVIDERS))
         prompt = cell.est_tokens - m.max_tokens
         e.calls += cell.samples
         e.input_tokens += cell.samples * prompt

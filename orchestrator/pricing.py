@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # check use it; `plan` also shows the ceiling at max_tokens. The actual spend, from the usage the
 # server reports, is what stops a run at its budget.
 TYPICAL_ANSWER_TOKENS = 16
+# Providers whose calls cost nothing: no price is needed, and estimates show them as free.
+FREE_PROVIDERS = ("local", "simulated")
 
 
 class Price(BaseModel):

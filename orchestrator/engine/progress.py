@@ -1,4 +1,5 @@
-"""Progress per model: done/total, rate, ETA, retries and failures (rich; plain lines off a TTY)."""
+"""Progress per model: done/total, rate, ETA, retries and failures (rich on a terminal; off one,
+as in cron mails and CI logs, a plain line per model every `log_every_s`)."""
 from __future__ import annotations
 
 import time
@@ -31,9 +32,9 @@ class RunProgress:
         self.ids = {key: self.progress.add_task(label, total=total, completed=done, retries=0, failed=0)
                     for key, (label, total, done) in models.items()}
         self.failed = dict.fromkeys(models, 0)
-        self.total = sum(t for _, t, _ in models.values())
-        self.done = sum(d for _, _, d in models.values())
-        self._last_log = time.monotonic()
+        self.models = models
+        self.done = {key: done for key, (_, _, done) in models.items()}
+        self._started = self._last_log = time.monotonic()
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
@@ -47,11 +48,28 @@ class RunProgress:
         if rec["status"] == "failed":
             self.failed[key] += 1
         else:
-            self.done += 1
+            self.done[key] += 1
         self.progress.update(self.ids[key], advance=rec["status"] != "failed",
                              retries=self.state.retries[key], failed=self.failed[key])
         if not self.live and time.monotonic() - self._last_log >= self.log_every_s:
             self._last_log = time.monotonic()
-            self.console.print(f"progress: {self.done:,}/{self.total:,} done, "
-                               f"{sum(self.state.retries.values()):,} retries, "
-                               f"{sum(self.failed.values()):,} failed")
+            for line in self.lines():
+                self.console.print(line, highlight=False)
+
+    def lines(self) -> list[str]:
+        """One plain line per model: done/total, this session's rate, and the time left at it."""
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        out = []
+        for key, (label, total, done_before) in self.models.items():
+            done = self.done[key]
+            rate = (done - done_before) / elapsed
+            left = total - done
+            eta = "done" if left <= 0 else f"ETA {_clock(left / rate)}" if rate > 0 else "ETA unknown"
+            out.append(f"progress {label}: {done:,}/{total:,} done, {rate:,.1f}/s, {eta}, "
+                       f"retries {self.state.retries[key]:,}, failed {self.failed[key]:,}")
+        return out
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -32,12 +32,13 @@ def _jobs_of_kind(run_dir: Path, kind: str) -> dict[str, dict[str, Any]]:
 
 
 def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
-    """Write the terminal records (ok, parse_error, refused) of seed-000-format jobs."""
+    """Write the answered records (ok, parse_error, refused) of seed-000-format jobs; `failed`
+    and `rejected` ones hold no response of the model."""
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = _jobs_of_kind(run_dir, "paired")
     rows: dict[Path, list[dict[str, Any]]] = {}
     for rec in iter_records(run_dir / "results.ndjson"):
-        if rec["status"] == "failed" or rec["job"] not in jobs:
+        if rec["status"] in ("failed", "rejected") or rec["job"] not in jobs:
             continue
         rows.setdefault(out_dir / _file_name(rec), []).append(rec)
     counts = {}

@@ -20,6 +20,8 @@ RESULT_SCHEMA = {
     "job": pl.String, "variant": pl.String, "strategy": pl.String,
 }
 
+NO_ANSWER = ["failed", "rejected"]
+
 
 @dataclass
 class Run:
@@ -52,12 +54,14 @@ def open_run(path: Path) -> Run:
 
 
 def final_records(run: Run) -> pl.LazyFrame:
-    """One row per finished task (ok, parse_error or refused), answers flattened to `value` and
+    """One row per answered task (ok, parse_error or refused), answers flattened to `value` and
     `choice`. The engine writes a task's final record once and never again, so no de-duplication
-    is needed (it would hold every task id in memory); `failed` lines are attempts that a later
-    resume superseded or will retry, so they count as unfinished, not as answers."""
+    is needed (it would hold every task id in memory). Two statuses hold no answer and are left
+    out, so that they count as unanswered (flagged as unfinished), never as model behaviour:
+    `failed` lines are attempts that a later resume superseded or will retry, and `rejected`
+    ones are requests the server would not take (a prompt over the context length)."""
     lf = pl.scan_ndjson(run.results, schema=RESULT_SCHEMA, ignore_errors=True)
-    return (lf.filter(pl.col("status") != "failed")
+    return (lf.filter(~pl.col("status").is_in(NO_ANSWER))
               .with_columns(pl.col("response").struct.field("value").alias("value"),
                             pl.col("response").struct.field("choice").alias("choice"),
                             pl.col("response").struct.field("role").alias("role"))

@@ -30,7 +30,10 @@ class Faults:
     slow: float = 0.0  # the answer comes after slow_s
     malformed: float = 0.0  # 200, but the text holds no JSON answer
     refusal: float = 0.0  # the model declines (content filter / refusal / SAFETY)
+    quota: float = 0.0  # the key's quota is used up (OpenAI insufficient_quota, Gemini's daily
+    #                     quota, Anthropic's credit balance), each in the provider's own words
     retry_after_s: float = 0.05  # what an injected 429 or overload asks for
+    retry_after: str | None = None  # or this hint, verbatim ("inf", "1e400", "soon"): hostile
     slow_s: float = 2.0
 
 
@@ -44,6 +47,10 @@ class EmulatorConfig:
     keys: frozenset[str] | None = None  # accepted API keys; None accepts any
     token_ratio: float = 1.0  # its tokenizer against the ~4-characters-a-token estimate
     seed: int = 1
+    context_tokens: int | None = None  # a longer prompt gets the provider's own "too long" 400
+    thoughts_tokens: int = 0  # Gemini: tokens each call spends thinking, within maxOutputTokens
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every answer, over its own
+    echo_key: bool = False  # error bodies quote the request's key, as careless servers do
 
 
 @dataclass
@@ -55,6 +62,18 @@ class Log:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     malformed_texts: set[str] = field(default_factory=set)
     admitted_tokens: list[tuple[float, str, float]] = field(default_factory=list)
+
+
+def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """The error body with the request's key in its message, placed so that a client quoting the
+    body's first 300 characters cuts the key in two: a leak test must see a cut key scrubbed."""
+    error = body["error"]
+    message, marker = error["message"], "KEY-GOES-HERE"
+    error["message"] = f"{message} (sent key={marker})"
+    at = orjson.dumps(body).decode().index(marker)
+    pad = "." * max(0, 300 - len(key) // 2 - at)
+    error["message"] = f"{message} {pad}(sent key={key})"
+    return body
 
 
 class Emulator:
@@ -83,7 +102,8 @@ class Emulator:
 
     def _fault(self) -> str:
         roll, f = self.rng.random(), self.config.faults
-        for kind in ("rate_limited", "server_error", "overloaded", "dropped", "slow", "malformed", "refusal"):
+        for kind in ("rate_limited", "server_error", "overloaded", "dropped", "slow", "malformed", "refusal",
+                     "quota"):
             p = getattr(f, kind)
             if roll < p:
                 return kind
@@ -94,8 +114,10 @@ class Emulator:
                headers: dict[str, str] | None = None) -> web.Response:
         self.log.statuses[(proto.name, status)] += 1
         self.log.replies.append((time.monotonic(), proto.name, status))
+        if status >= 400 and self.config.echo_key and call.credential:
+            body = echoed(body, call.credential)
         return web.Response(status=status, body=orjson.dumps(body), content_type="application/json",
-                            headers=headers or {})
+                            headers={**(headers or {}), **self.config.headers})
 
     def _limit_headers(self, proto: Protocol, window: Window) -> dict[str, str]:
         req_left, req_reset, tok_left, tok_reset = window.remaining()
@@ -139,6 +161,9 @@ class Emulator:
             return self._reply(proto, call, 404, proto.error(404, f"model {call.model} not found"))
         window = self._window(proto.name, call.credential)
         prompt_tokens = round(tokens(call.prompt) * self.config.token_ratio)
+        if self.config.context_tokens is not None and prompt_tokens > self.config.context_tokens:
+            self.log.served["too_long"] += 1
+            return self._reply(proto, call, *proto.too_long(prompt_tokens, self.config.context_tokens))
         verdict = window.admit(prompt_tokens + call.max_tokens)
         if not verdict.admitted:
             return self._too_many(proto, call, window, verdict.retry_after_s)
@@ -149,12 +174,14 @@ class Emulator:
             await asyncio.sleep(self.config.latency_s)
         f = self.config.faults
         if kind == "rate_limited":
-            return self._too_many(proto, call, window, f.retry_after_s)
+            return self._too_many(proto, call, window, f.retry_after_s, f.retry_after)
+        if kind == "quota":
+            return self._reply(proto, call, *proto.quota())
         if kind == "server_error":
             return self._reply(proto, call, 500, proto.error(500, "internal error"))
         if kind == "overloaded":
             return self._reply(proto, call, proto.overload_status, proto.error(proto.overload_status, "overloaded"),
-                               {"retry-after": f"{f.retry_after_s:.3f}"})
+                               {"retry-after": f.retry_after or f"{f.retry_after_s:.3f}"})
         if kind == "dropped":
             request.transport.close()
             return web.Response()
@@ -165,15 +192,23 @@ class Emulator:
             text = f"Let me think. The answer is roughly {self.rng.randint(1, 999)}."
             self.log.malformed_texts.add(text)
         completion_tokens = round(tokens(text) * self.config.token_ratio)
-        window.settle(verdict.entry, prompt_tokens + min(completion_tokens, call.max_tokens))
-        body = proto.success(call, text, prompt_tokens, completion_tokens, refused=kind == "refusal")
+        thoughts = min(self.config.thoughts_tokens, call.max_tokens) if proto.name == "gemini" else 0
+        if thoughts and thoughts + completion_tokens > call.max_tokens:
+            text, completion_tokens = None, 0  # thinking left no room for any answer (MAX_TOKENS)
+        window.settle(verdict.entry, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens))
+        body = proto.success(call, text, prompt_tokens, completion_tokens, refused=kind == "refusal",
+                             thoughts=thoughts)
         return self._reply(proto, call, 200, body, self._limit_headers(proto, window))
 
-    def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float) -> web.Response:
-        headers = {"retry-after": f"{wait:.3f}", **self._limit_headers(proto, window)}
-        if proto.name == "openai":
+    def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float,
+                  verbatim: str | None = None) -> web.Response:
+        """A 429 asking for `wait` seconds, or for whatever `verbatim` says (in Retry-After or
+        Gemini's retryDelay)."""
+        headers = {"retry-after": verbatim or f"{wait:.3f}", **self._limit_headers(proto, window)}
+        if proto.name == "openai" and verbatim is None:
             headers["retry-after-ms"] = f"{wait * 1000:.0f}"
-        return self._reply(proto, call, 429, proto.error(429, "rate limit exceeded", retry_after=wait), headers)
+        body = proto.error(429, "rate limit exceeded", retry_after=verbatim or f"{wait:.3f}s")
+        return self._reply(proto, call, 429, body, headers)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 2**20)

@@ -169,16 +169,17 @@ class KeyController:
             if self.server_rate != server_rate and (configured is None or server_rate < configured):
                 self.server_rate = server_rate
                 self.rate = min(self.rate or server_rate, server_rate)
-        now = time.monotonic()
+        now, longest = time.monotonic(), self.config.max_pause_s
         if rate.remaining_requests == 0 and rate.reset_requests_s:
-            self.paused_until = max(self.paused_until, now + rate.reset_requests_s)
+            self.paused_until = max(self.paused_until, now + min(rate.reset_requests_s, longest))
         if (rate.remaining_tokens is not None and rate.reset_tokens_s
                 and rate.remaining_tokens < self.config.min_tokens_left):
-            self.paused_until = max(self.paused_until, now + rate.reset_tokens_s)
+            self.paused_until = max(self.paused_until, now + min(rate.reset_tokens_s, longest))
 
     def _on_rate_limited(self, error: RateLimited) -> None:
         now = time.monotonic()
         pause = error.retry_after if error.retry_after is not None else self.config.backoff_base_s
+        pause = min(pause, self.config.max_pause_s)  # a longer hint stops the model (runner)
         self.paused_until = max(self.paused_until, now + pause * random.uniform(1.0, 1.1))
         if now - self._last_cut < EPISODE_S:
             return

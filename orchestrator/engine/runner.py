@@ -4,7 +4,10 @@ for all results.
 A slow or throttled provider never holds up the others, since each limit key (provider +
 credential) has its own workers and its own rate controller, which every attempt passes.
 tenacity retries rate-limited and transient errors with exponential backoff and jitter,
-honouring Retry-After; a fatal error stops that model's tasks only.
+honouring Retry-After up to `max_pause_s`. Errors have a scope: a request the server rejects
+(too long) is that task's final record; a fatal error (bad key, unknown model, quota used up, a
+hint beyond `max_pause_s`, a host that cannot be reached through a whole task's retries) stops
+that model's tasks only.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed, parse_answer
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
-from orchestrator.providers.errors import Fatal, RateLimited, Refused, Transient
+from orchestrator.providers.errors import (Fatal, ProviderError, RateLimited, Refused, Rejected,
+                                          Transient, Unreachable)
 from orchestrator.spec.campaign import LimitConfig
 
 
@@ -66,9 +70,19 @@ async def _attempt(provider: Provider, gate: KeyController, task: Task) -> Compl
         completion = await provider.complete(task)
     except BaseException as exc:
         gate.release(entry, error=exc)
+        if isinstance(exc, RateLimited) and (exc.retry_after or 0) > gate.config.max_pause_s:
+            raise _too_long_a_pause(exc, gate.config) from None
         raise
     gate.release(entry, completion)
     return completion
+
+
+def _too_long_a_pause(exc: RateLimited, cfg: LimitConfig) -> Fatal:
+    """A server asking for a longer pause than max_pause_s will not be back soon (a quota gone for
+    the day): every task of the model would wait or fail the same way, so the model stops."""
+    return Fatal(f"{exc}\n  the server asks for a pause of {exc.retry_after:,.0f} s, more than "
+                 f"max_pause_s = {cfg.max_pause_s:g}\n  fix: run again later to resume, or raise "
+                 "max_pause_s in this model's [limits] table")
 
 
 async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
@@ -105,6 +119,14 @@ def safe_parse(text: str, task: Task) -> Parsed:
         return Parsed(False, error=f"unparseable answer ({type(exc).__name__}: {exc})")
 
 
+def _parse_error(parsed: Parsed, completion: Completion) -> str | None:
+    """Why no answer was found, with the finish reason when the answer was cut short or empty
+    (max_tokens reached, Gemini's MAX_TOKENS with no text at all)."""
+    if parsed.ok or completion.finish_reason in (None, "stop", "end_turn", "stop_sequence", "STOP"):
+        return parsed.error
+    return f"{parsed.error} (finish reason {completion.finish_reason})"
+
+
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
                   extractor: Extractor | None = None) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
@@ -123,19 +145,21 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         if not parsed.ok and extractor is not None and completion.text.strip():
             try:
                 recovered, extra_cost = await extractor.extract(task, completion.text, lambda: None)
-            except (RateLimited, Transient, Fatal, Refused):
+            except ProviderError:
                 recovered = None  # the original parse error stands
             if recovered is not None and recovered.ok:
                 parsed, extracted_by = recovered, extractor.model.label
         outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                          completion, parsed, parsed.error, extracted_by=extracted_by,
-                          extra_cost=extra_cost)
+                          completion, parsed, _parse_error(parsed, completion),
+                          extracted_by=extracted_by, extra_cost=extra_cost)
     except Refused as exc:
         outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
+    except Rejected as exc:  # final for this task (nothing to retry on resume); the model goes on
+        outcome = Outcome("rejected", retries + 1, 0.0, started, started, error=str(exc))
     except (RateLimited, Transient, Fatal) as exc:
         outcome = Outcome("failed", retries + 1, 0.0, started, started,
                           error=f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, Fatal):
+        if isinstance(exc, Fatal | Unreachable):  # no other task of the model would fare better
             state.fatal.setdefault(model_key, str(exc))
     outcome.latency_ms = (time.perf_counter() - t0) * 1000
     outcome.finished = now()

@@ -22,15 +22,19 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
         retries[rec["modelKey"]] += rec["attempts"] - 1
         spend[rec["modelKey"]] += rec.get("costUsd") or 0.0
     table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
-    for col in ("model", "tasks", "ok", "parse_error", "refused", "failed", "pending", "retries", "spend USD"):
+    # `rejected` (the server would not take that request) is final like the first three, but
+    # holds no answer; `failed` runs again on resume, so it stays pending.
+    for col in ("model", "tasks", "ok", "parse_error", "refused", "rejected", "failed", "pending",
+                "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
         c = status[key]
-        done = c["ok"] + c["parse_error"] + c["refused"]
+        done = c["ok"] + c["parse_error"] + c["refused"] + c["rejected"]
         total_pending += total - done
         table.add_row(f"{labels.get(key, key)} [{key}]", f"{total:,}", f"{c['ok']:,}",
-                      f"{c['parse_error']:,}", f"{c['refused']:,}", f"{c['failed']:,}",
+                      f"{c['parse_error']:,}", f"{c['refused']:,}", f"{c['rejected']:,}",
+                      f"{c['failed']:,}",
                       f"{total - done:,}", f"{retries[key]:,}", f"{spend[key]:,.4f}")
     state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
     return table, f"{state}; spent ${sum(spend.values()):,.4f}; results: {store.results}"

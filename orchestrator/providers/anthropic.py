@@ -45,6 +45,9 @@ class AnthropicProvider(HTTPProvider):
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
         return rate_info(headers, "anthropic-ratelimit-")
 
+    def quota_exhausted(self, text: str) -> bool:
+        return "credit balance is too low" in text  # a 400 invalid_request_error
+
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         try:
             data = orjson.loads(payload)

@@ -2,6 +2,7 @@
 what happens next."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -23,7 +24,9 @@ class ProviderError(Exception):
     def __init__(self, message: str, retry_after: float | None = None,
                  rate: RateInfo | None = None) -> None:
         super().__init__(message)
-        self.retry_after, self.rate = retry_after, rate
+        # Only a finite, non-negative wait is a hint (the test is false for NaN and inf).
+        self.retry_after = retry_after if retry_after is not None and 0 <= retry_after < math.inf else None
+        self.rate = rate
 
 
 class RateLimited(ProviderError):
@@ -34,8 +37,20 @@ class Transient(ProviderError):
     """5xx, timeout, dropped connection, garbled body: worth another try."""
 
 
+class Unreachable(Transient):
+    """No connection at all (unknown host, connection refused): retried like any transient
+    error, but a task that exhausts its retries this way stops its model, since every other
+    task would spend its whole backoff schedule the same way."""
+
+
 class Fatal(ProviderError):
-    """Bad key, bad request, unknown model: retrying cannot help. The message names the fix."""
+    """Bad key, bad request, unknown model, quota used up: retrying cannot help, and no other
+    task of the model would fare better, so the model stops. The message names the fix."""
+
+
+class Rejected(ProviderError):
+    """The server would not take this one request (its prompt is over the context length): a
+    final outcome for this task, neither retried nor a reason to stop the model."""
 
 
 class Refused(ProviderError):

@@ -1,6 +1,7 @@
 """Google Gemini generateContent: contents/parts, systemInstruction, generationConfig."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -13,6 +14,8 @@ from orchestrator.providers.http import HTTPProvider, seconds_until, usage
 from orchestrator.spec.models import ResponseContract
 
 BLOCKED = {"SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
+# A 429 whose QuotaFailure names a daily quota: its retryDelay (seconds) is not to be believed.
+_DAILY_QUOTA = re.compile(r'"quotaId"\s*:\s*"[^"]*PerDay')
 
 
 def response_schema(contract: ResponseContract) -> dict[str, Any]:
@@ -74,6 +77,9 @@ class GeminiProvider(HTTPProvider):
             pass
         return super().retry_hint(headers, payload)
 
+    def quota_exhausted(self, text: str) -> bool:
+        return bool(_DAILY_QUOTA.search(text))
+
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         try:
             data = orjson.loads(payload)
@@ -84,8 +90,14 @@ class GeminiProvider(HTTPProvider):
             finish = candidate.get("finishReason")
             if finish in BLOCKED:
                 raise Refused(f"answer blocked: {finish}")
-            text = "".join(p.get("text", "") for p in candidate["content"]["parts"])
+            # A finished candidate may hold no parts (MAX_TOKENS when thinking used up
+            # maxOutputTokens): an empty answer, final and billed once, not a body to retry.
+            parts = (candidate.get("content") or {}).get("parts") or []
+            if not parts and not finish:  # neither an answer nor the end of one: garbled
+                raise self.malformed(payload)
+            text = "".join(p.get("text", "") for p in parts)
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise self.malformed(payload) from None
         return Completion(text=text, served_model=data.get("modelVersion"), finish_reason=finish,
-                          usage=usage(data.get("usageMetadata"), "promptTokenCount", "candidatesTokenCount"))
+                          usage=usage(data.get("usageMetadata"), "promptTokenCount",
+                                      "candidatesTokenCount", "thoughtsTokenCount"))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import os
 import re
 import time
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -18,41 +20,59 @@ from multidict import CIMultiDictProxy
 
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
-from orchestrator.providers.errors import Fatal, RateInfo, RateLimited, Transient
+from orchestrator.providers.errors import (Fatal, RateInfo, RateLimited, Refused, Rejected,
+                                          Transient, Unreachable)
 from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SCAN = 1 << 16  # what is read of an error body: enough for any message, bounded for any page
+_DETAIL = 300  # what of it a message quotes
+
+# How servers say that one request's prompt is too long for the model (OpenAI and compatible
+# servers such as vLLM and llama.cpp, Anthropic, Gemini): that request can never succeed, the
+# next one may. Any other 400 is about the model's settings or the key, and stops the model.
+_TOO_LONG = re.compile(r"context_length_exceeded|maximum context length|available context size"
+                       r"|exceed_context_size|prompt is too long|exceed context limit"
+                       r"|input token count.{0,40}exceeds", re.I)
+# How they say that a safety filter blocked the prompt: a refusal, as Gemini's blocked prompt is.
+_FILTERED = re.compile(r'"code"\s*:\s*"(?:content_filter|invalid_prompt)"')
+_BAD_KEY = re.compile(r"API_KEY_INVALID|API key not valid")  # Gemini says so with a 400
+
+
+def _number(value: object) -> float | None:
+    """A finite, non-negative number, or None. float() alone takes "inf", "nan", "-5" and
+    "1e400" (which is inf), none of which is a count or a wait."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if 0.0 <= number < math.inf else None
 
 
 def seconds_until(value: str | None) -> float | None:
     """A reset or retry hint as seconds from now: delta-seconds ("1.5"), a duration ("6m0s",
-    "120ms"), an HTTP date, or an RFC 3339 time."""
-    if not value:
+    "120ms"), an HTTP date, or an RFC 3339 time (0 once past). Anything else is None, never an
+    exception: whatever a server puts in a header must not take a run down."""
+    if not isinstance(value, str) or not (value := value.strip()):
         return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if (seconds := _number(value)) is not None:
+        return seconds
     if (parts := _DURATION.findall(value)) and "".join(n + u for n, u in parts) == value:
-        return sum(float(n) * _UNIT_S[u] for n, u in parts)
+        return _number(sum(float(n) * _UNIT_S[u] for n, u in parts))
     try:
-        from datetime import datetime
         when = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         try:
             when = email.utils.parsedate_to_datetime(value).timestamp()
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError, OSError, IndexError):
             return None
     return max(0.0, when - time.time())
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(float(value)) if value is not None else None
-    except ValueError:
-        return None
+    number = _number(value)
+    return int(number) if number is not None else None
 
 
 def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset") -> RateInfo | None:
@@ -70,11 +90,18 @@ def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset
     return info if any(v is not None for v in (info.remaining_requests, info.remaining_tokens)) else None
 
 
-def usage(report: dict | None, prompt_key: str, completion_key: str) -> dict[str, int] | None:
-    """A server's usage report in the product's own two names, whatever the protocol calls them."""
-    if not report:
+def usage(report: dict | None, prompt_key: str, completion_key: str,
+          *thinking_keys: str) -> dict[str, int | None] | None:
+    """A server's usage report in the product's own two names, whatever the protocol calls them.
+    Tokens billed as output besides the answer's own (Gemini's thinking) are completion tokens:
+    cost, budget and token pacing all read them there."""
+    if not report or not isinstance(report, dict):
         return None
-    return {"prompt_tokens": report.get(prompt_key), "completion_tokens": report.get(completion_key)}
+    completion = _int(report.get(completion_key))
+    for key in thinking_keys:
+        if (thought := _int(report.get(key))) is not None:
+            completion = (completion or 0) + thought
+    return {"prompt_tokens": _int(report.get(prompt_key)), "completion_tokens": completion}
 
 
 def api_key(model: ModelConfig) -> str | None:
@@ -111,8 +138,13 @@ class HTTPProvider:
         return None
 
     def retry_hint(self, headers: CIMultiDictProxy, payload: bytes) -> float | None:
-        ms = headers.get("retry-after-ms")
-        return float(ms) / 1000 if ms else seconds_until(headers.get("Retry-After"))
+        ms = _number(headers.get("retry-after-ms"))
+        return ms / 1000 if ms is not None else seconds_until(headers.get("Retry-After"))
+
+    def quota_exhausted(self, text: str) -> bool:
+        """Whether an error body says the key's quota or credit is used up: not back for hours,
+        whatever retry hint came with it."""
+        return False
 
     # --- shared ------------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
@@ -140,6 +172,10 @@ class HTTPProvider:
                 status, headers = resp.status, resp.headers
         except asyncio.TimeoutError:
             raise Transient(f"no answer within {self._timeout_s:g} s") from None
+        except aiohttp.ClientConnectorError as exc:  # no such host, connection refused
+            raise Unreachable(self.scrub(
+                f"cannot connect to {self.base_url} ({type(exc).__name__}: {exc})\n  fix: check "
+                "base_url and that the server is up, then run again to resume")) from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise Transient(self.scrub(f"{type(exc).__name__}: {exc}")) from None
         except aiohttp.ClientError as exc:  # e.g. an unusable URL: no retry can help
@@ -150,22 +186,32 @@ class HTTPProvider:
         raise self.error(status, headers, payload)
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
-        label = self.model.label
-        detail = self.scrub(payload[:300].decode("utf-8", "replace"))
-        hint, rate = self.retry_hint(headers, payload), self.rate(headers)
+        label, key_env = self.model.label, self.model.api_key_env or "api_key_env"
+        # Scrubbed before it is cut: a key cut in two at the edge would escape the scrub.
+        text = self.scrub(payload[:_SCAN].decode("utf-8", "replace"))
+        said = f"{status} from {label}: {text[:_DETAIL]}"
+        if status >= 400 and self.quota_exhausted(text):
+            return Fatal(f"{said}\n  fix: the quota of the key in {key_env} is used up: add "
+                         "credit or raise the quota, then run again to resume")
         if status == 429 or status in self.overload_statuses:
-            return RateLimited(f"{status} from {label}: {detail}", hint, rate)
+            return RateLimited(said, self.retry_hint(headers, payload), self.rate(headers))
         if status in (408, 409) or status >= 500:
-            return Transient(f"{status} from {label}: {detail}", hint, rate)
-        fixes = {401: f"the API key was rejected: check {self.model.api_key_env or 'api_key_env'}",
+            return Transient(said, self.retry_hint(headers, payload), self.rate(headers))
+        if status == 413 or (status == 400 and _TOO_LONG.search(text)):
+            return Rejected(said)
+        if status == 400 and _FILTERED.search(text):
+            return Refused(f"refused, prompt filtered: {said}")
+        fixes = {401: f"the API key was rejected: check {key_env}",
                  403: f"the key may not use '{self.model.name}': check its permissions",
                  404: f"check the model name '{self.model.name}' and base_url {self.base_url}"}
-        fix = fixes.get(status, "check the model's settings (max_tokens, temperature, "
-                                "structured_output) against what the provider accepts")
-        return Fatal(f"{status} from {label}: {detail}\n  fix: {fix}")
+        fix = fixes[401] if status == 400 and _BAD_KEY.search(text) else fixes.get(
+            status, "check the model's settings (max_tokens, temperature, structured_output) "
+                    "against what the provider accepts")
+        return Fatal(f"{said}\n  fix: {fix}")
 
     def malformed(self, payload: bytes) -> Transient:
-        return Transient(self.scrub(f"malformed response body: {payload[:200]!r}"))
+        text = self.scrub(payload[:_SCAN].decode("utf-8", "replace"))
+        return Transient(f"malformed response body: {text[:200]!r}")
 
     async def aclose(self) -> None:
         if self._session is not None:

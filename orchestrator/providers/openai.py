@@ -48,12 +48,18 @@ class OpenAIProvider(HTTPProvider):
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
         return rate_info(headers, "x-ratelimit-")
 
+    def quota_exhausted(self, text: str) -> bool:
+        # OpenAI's 429 for an account out of credit; its retry-after, if any, is not to be believed.
+        return '"insufficient_quota"' in text
+
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         try:
             data = orjson.loads(payload)
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not text")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise self.malformed(payload) from None
         finish = choice.get("finish_reason")

@@ -39,6 +39,9 @@ class LimitConfig(Strict):
     max_attempts: int = Field(default=6, ge=1)
     backoff_base_s: float = Field(default=0.5, gt=0)
     backoff_max_s: float = Field(default=60.0, gt=0)
+    # The longest a server's hint may pause this key; one that asks for more (a quota gone for
+    # the day) stops the model instead, to be resumed later.
+    max_pause_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
 
 
 class LocalServerConfig(Strict):

@@ -15,8 +15,9 @@ from orchestrator.cli import app
 from tests.conftest import ROOT, write_config
 
 SEED = json.loads((ROOT / "jobs" / "ai-bias-benchmark.json").read_text(encoding="utf-8"))
-# A key-shaped value: no message may ever print it back.
+# A key-shaped value and a plain password: no message may ever print either back.
 SECRET = "sk-test-4f9a8b7c6d5e4f3a2b1c0d9e"
+PASSWORD = "hunter2hunter2"
 BOM = b"\xef\xbb\xbf"
 
 
@@ -133,6 +134,8 @@ CASES = {
     # keys pasted into the config: refused without printing them back
     "api key in the config": lambda p: (_config(p, model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"'),
                                                 top=ONE_ATTEMPT), "models[0].api_key", "api_key_env = \"MY_KEY\"", "export MY_KEY="),
+    "password in the config": lambda p: (_config(p, model=f'provider = "simulated"\nname = "m"\npassword = "{PASSWORD}"'),
+                                         "models[0].password", "api_key_env = \"MY_KEY\""),
     "key-shaped value of another field": lambda p: (_config(p, top=f'seed = "{SECRET}"'), "field 'seed'", "valid integer"),
     "api_key_env holding the key": lambda p: (_config(p, model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "{SECRET}"'),
                                                       top=ONE_ATTEMPT), "models[0].api_key_env", "not the key itself", "export MY_KEY="),
@@ -165,7 +168,7 @@ def test_bad_input_is_one_clear_message_and_nothing_is_written(tmp_path, case, c
     assert not (tmp_path / "runs").exists()
     assert _tree(tmp_path) == before
     assert "Traceback" not in message
-    assert SECRET not in result.output and SECRET[8:] not in result.output
+    assert SECRET not in result.output and SECRET[8:] not in result.output and PASSWORD not in result.output
 
 
 def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """The `orchestrator` command: plan, run, status, export."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,20 @@ RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign
 def fail(exc: UserError) -> None:
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(exc.exit_code)
+
+
+def _number(low: float, high: float | None = None, *, above: bool = False, example: str = "1"):
+    """An option callback refusing nan, inf and values outside [low, high] (or above low), as a
+    usage error that names the flag (exit 2)."""
+    want = f"between {low:g} and {high:g}" if high is not None else f"{'>' if above else '>='} {low:g}"
+
+    def check(param: typer.CallbackParam, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and (value > low if above else value >= low)
+                                      and (high is None or value <= high)):
+            raise typer.BadParameter(f"must be a finite number {want}, not {value}; "
+                                     f"fix: e.g. {param.opts[-1]} {example}")
+        return value
+    return check
 
 
 def _load(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
@@ -105,7 +120,7 @@ def print_estimates(p) -> None:
 def run(config: ConfigArg,
         run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
-        budget: Annotated[Optional[float], typer.Option(help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
+        budget: Annotated[Optional[float], typer.Option(callback=_number(0, example="5"), help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
         wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
@@ -188,19 +203,22 @@ def report(run_dir: RunDirArg) -> None:
                   f"        {paths['markdown']}")
 
 
+RATE = _number(0, 1, example="0.1")
+
+
 @app.command()
-def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8765,
-            rpm: Annotated[Optional[int], typer.Option(help="Requests allowed per period, per API key and protocol.")] = None,
-            tpm: Annotated[Optional[int], typer.Option(help="Tokens (prompt + max_tokens) allowed per period.")] = None,
-            period_s: Annotated[float, typer.Option(help="The window the limits count over, in seconds.")] = 60.0,
-            latency_ms: Annotated[float, typer.Option(help="Delay before every answer.")] = 0.0,
-            error_rate: Annotated[float, typer.Option(help="Share of answers that are 500s.")] = 0.0,
-            overload_rate: Annotated[float, typer.Option(help="Share of 503/529 overload answers.")] = 0.0,
-            drop_rate: Annotated[float, typer.Option(help="Share of connections dropped unanswered.")] = 0.0,
-            slow_rate: Annotated[float, typer.Option(help="Share of answers delayed by --slow-s.")] = 0.0,
-            slow_s: Annotated[float, typer.Option(help="How long a slow answer takes.")] = 30.0,
-            malformed_rate: Annotated[float, typer.Option(help="Share of answers with no JSON in them.")] = 0.0,
-            refusal_rate: Annotated[float, typer.Option(help="Share of answers the model refuses.")] = 0.0) -> None:
+def emulate(port: Annotated[int, typer.Option(callback=_number(0, 65535, example="0"), help="Port on 127.0.0.1 (0 picks a free one).")] = 8765,
+            rpm: Annotated[Optional[int], typer.Option(callback=_number(1, example="500"), help="Requests allowed per period, per API key and protocol.")] = None,
+            tpm: Annotated[Optional[int], typer.Option(callback=_number(1, example="200000"), help="Tokens (prompt + max_tokens) allowed per period.")] = None,
+            period_s: Annotated[float, typer.Option(callback=_number(0, above=True, example="60"), help="The window the limits count over, in seconds.")] = 60.0,
+            latency_ms: Annotated[float, typer.Option(callback=_number(0, example="50"), help="Delay before every answer.")] = 0.0,
+            error_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers that are 500s.")] = 0.0,
+            overload_rate: Annotated[float, typer.Option(callback=RATE, help="Share of 503/529 overload answers.")] = 0.0,
+            drop_rate: Annotated[float, typer.Option(callback=RATE, help="Share of connections dropped unanswered.")] = 0.0,
+            slow_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers delayed by --slow-s.")] = 0.0,
+            slow_s: Annotated[float, typer.Option(callback=_number(0, example="30"), help="How long a slow answer takes.")] = 30.0,
+            malformed_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers with no JSON in them.")] = 0.0,
+            refusal_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers the model refuses.")] = 0.0) -> None:
     """Serve OpenAI chat completions (/v1), Anthropic Messages and Gemini generateContent on
     loopback, with enforced limits (429s with the real headers) and injected faults: rehearse a
     campaign's limits before spending money. Models named missing-* answer 404."""
@@ -213,7 +231,12 @@ def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a
                                        latency_s=latency_ms / 1000, faults=faults))
 
     async def serve() -> None:
-        await emulator.start(port)
+        try:
+            await emulator.start(port)
+        except OSError as exc:  # in use, or not ours to take
+            raise UserError(f"cannot listen on 127.0.0.1:{port}: "
+                            f"{os.strerror(exc.errno) if exc.errno else exc}", field="--port",
+                            fix="pick another port, or --port 0 for any free one") from None
         console.print(f"listening on {emulator.url}", highlight=False)
         console.print(f"  openai:    base_url = \"{emulator.base_url('openai')}\"\n"
                       f"  anthropic: base_url = \"{emulator.base_url('anthropic')}\"\n"
@@ -223,6 +246,8 @@ def emulate(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a
 
     try:
         asyncio.run(serve())
+    except UserError as exc:
+        fail(exc)
     except KeyboardInterrupt:
         pass
 
@@ -280,6 +305,7 @@ def export(run_dir: RunDirArg,
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
     """Export results in a published format, one file per model identity."""
     from orchestrator.export import export_ai_benchmark, export_judge_history
+    from orchestrator.spec.checks import folder_problem
     exporters = {"ai-benchmark": export_ai_benchmark, "judge-history": export_judge_history}
     if format not in exporters:
         fail(UserError(f"unknown format '{format}'", field="--format",
@@ -287,7 +313,11 @@ def export(run_dir: RunDirArg,
     try:
         from orchestrator.engine.store import RunStore
         RunStore(run_dir).read_manifest()
-        counts = exporters[format](run_dir, out or run_dir / "export" / format)
+        target = out or run_dir / "export" / format
+        if problem := folder_problem(target):  # checked before any file is written
+            raise UserError(f"cannot write the export to {target}: {problem}",
+                            field="--out" if out else None, fix="give --out a folder (it is created if missing)")
+        counts = exporters[format](run_dir, target)
     except UserError as exc:
         fail(exc)
     for path, n in counts.items():

@@ -25,7 +25,7 @@ def _config(tmp_path, url: str, *, samples=5, model_extra="", top="", limits="ma
         base_url = "{url}"
         max_tokens = 40
         {model_extra}
-        [limits.openai]
+        [limits.vllm]                   # a preset is its own limit key
         {limits}
         """)
 
@@ -50,7 +50,7 @@ def test_plan_estimates_tokens_cost_and_duration(tmp_path):
     assert (e.calls, e.input_tokens, e.output_max, e.output_typical) == (120, prompt_tokens, 120 * 40, 120 * 16)
     assert e.cost == pytest.approx((prompt_tokens * 0.15 + 120 * 16 * 0.60) / 1e6)
     assert e.cost_max == pytest.approx((prompt_tokens * 0.15 + 120 * 40 * 0.60) / 1e6)
-    assert durations(plan, {"k": e})["openai"] == pytest.approx(max(120, (prompt_tokens + 1920) / 100000 * 60))
+    assert durations(plan, {"k": e})["vllm"] == pytest.approx(max(120, (prompt_tokens + 1920) / 100000 * 60))
     out = " ".join(CliRunner().invoke(app, ["plan", str(cfg)]).output.split())
     assert "estimates per model" in out and "2.0 min at its configured rate" in out
 

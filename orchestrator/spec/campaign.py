@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,17 +15,23 @@ from orchestrator.pricing import Price
 from orchestrator.spec import localmodel
 from orchestrator.spec.catalog import load_presets, load_prices
 from orchestrator.spec.jobs import load_job, resolve_job_path
-from orchestrator.spec.loading import load_toml, validate
+from orchestrator.spec.checks import check_campaign
+from orchestrator.spec.loading import field_path, load_toml, validate
 from orchestrator.spec.models import Job
+from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, looks_secret, redact
 from orchestrator.spec.simulate import SimulateConfig
 
 PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
 DEFAULT_URLS = {"anthropic": "https://api.anthropic.com",
                 "gemini": "https://generativelanguage.googleapis.com"}
+# The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
+TEMPERATURE_MAX = {"openai": 2.0, "anthropic": 1.0, "gemini": 2.0, "local": 2.0, "simulated": 2.0}
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict types: `samples = true` or `temperature = "0.7"` is a mistake, not 1 or 0.7.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class LimitConfig(Strict):
@@ -67,7 +74,7 @@ class ModelConfig(Strict):
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int = Field(default=256, ge=1)
     seed: int | None = None
-    limit: str | None = None  # limit key; defaults to the provider name
+    limit: str | None = None  # limit key; defaults to the preset's name, else the provider's
     simulate: SimulateConfig | None = None  # planted answers (provider = "simulated")
     server: LocalServerConfig | None = None  # provider = "local"
     # Constrained decoding to the task's JSON schema. It changes what is measured, so it is part
@@ -83,18 +90,36 @@ class ModelConfig(Strict):
             raise ValueError(f"unknown provider '{v}' (known: {', '.join(PROVIDERS)})")
         return v
 
+    def _key_problems(self) -> list[tuple[str, str, str]]:
+        """A key where only a URL or a variable's name belongs; never printed back."""
+        out = []
+        if self.base_url and (where := credential_in_url(self.base_url)):
+            out.append(("base_url", f"base_url holds a credential {where}; it would be written to "
+                        "the run's manifest", f"remove it from base_url; {HOW_TO_PASS_A_KEY}"))
+        if self.api_key_env is not None and (not ENV_NAME.fullmatch(self.api_key_env) or (
+                looks_secret(self.api_key_env) and not self.api_key_env.isupper())):
+            out.append(("api_key_env", "api_key_env must be the name of an environment variable "
+                        "(letters, digits, _), not the key itself", HOW_TO_PASS_A_KEY))
+        return out
+
     def problems(self) -> list[tuple[str, str, str]]:
         """(field, what is wrong, fix) for settings that depend on the provider."""
         out = []
         if self.provider is None:
             out.append(("provider", "the model names no provider",
                         f"add provider = one of {', '.join(PROVIDERS)}, or a preset"))
+        out += self._key_problems()
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            out.append(("base_url", f"base_url '{redact(self.base_url)}' has no http:// or https:// "
+                        "scheme", f'write base_url = "http://{redact(self.base_url)}" (or https://)'))
+        top = TEMPERATURE_MAX.get(self.provider or "")
+        if self.temperature is not None and top is not None and not 0 <= self.temperature <= top:
+            out.append(("temperature", f"temperature {self.temperature} is outside the range "
+                        f"provider '{self.provider}' accepts (0 to {top:g})",
+                        f"set temperature between 0 and {top:g}"))
         if self.provider == "openai" and not self.base_url:
             out.append(("base_url", "provider 'openai' needs base_url",
                         'add base_url = "https://api.openai.com/v1" (or your server\'s URL)'))
-        if self.base_url and not self.base_url.startswith(("http://", "https://")):
-            out.append(("base_url", f"base_url '{self.base_url}' has no http:// or https:// scheme",
-                        f'write base_url = "http://{self.base_url}" (or https://)'))
         if self.provider != "local" and not self.name:
             out.append(("name", f"provider '{self.provider}' needs a model name",
                         "add the required field 'name'"))
@@ -108,7 +133,8 @@ class ModelConfig(Strict):
 
     @property
     def limit_key(self) -> str:
-        return self.limit or self.provider
+        """A preset is its own service (Groq and OpenAI must not throttle each other)."""
+        return self.limit or self.preset or self.provider
 
     def identity(self) -> dict[str, Any]:
         """What defines the model's behaviour; part of every task id. Never includes a key."""
@@ -121,7 +147,10 @@ class ModelConfig(Strict):
 
     @property
     def label(self) -> str:
-        return f"{self.provider}/{self.name}"
+        """How tables and results name the model: `groq:openai/llama-3.1-8b-instant` for a
+        preset on another protocol's name. Not part of the identity, so not of task ids."""
+        service = f"{self.preset}:" if self.preset and self.preset != self.provider else ""
+        return f"{service}{self.provider}/{self.name}"
 
     @property
     def key(self) -> str:
@@ -176,11 +205,19 @@ class Campaign:
         return [s for s in job.strategies if wanted is None or s.id in wanted]
 
 
+# The command-line options that override config fields: a bad value is blamed on the flag.
+FLAGS = {"samples": "--samples", "run_id": "--run-id"}
+
+
 def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campaign:
     raw = load_toml(path, "campaign config")
-    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    config: CampaignConfig = validate(CampaignConfig, raw, path)
-    return build_campaign(config, path)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    raw.update(given)
+    config: CampaignConfig = validate(CampaignConfig, raw, path,
+                                      flags={k: FLAGS.get(k, f"--{k}") for k in given})
+    campaign = build_campaign(config, path)
+    check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
+    return campaign
 
 
 def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None) -> ModelConfig:
@@ -194,23 +231,28 @@ def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None
         "version": model.version or f"sha256:{sha[:16]}", "model_sha256": sha})
 
 
+def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[str, Any],
+                     prices: dict[str, Price], path: Path | None) -> ModelConfig:
+    """The model with its preset's fields and its price; what the model sets itself wins."""
+    if model.preset is not None:
+        if model.preset not in presets:
+            raise UserError(f"unknown preset '{redact(model.preset)}'", file=str(path),
+                            field=f"{field_path(where)}.preset", fix=f"use one of: {', '.join(presets)}")
+        given = model.model_dump(exclude_unset=True)
+        model = validate(ModelConfig, {**presets[model.preset], **given}, path or Path("config"), where)
+    if model.price is None and model.name in prices:
+        model = model.model_copy(update={"price": prices[model.name]})
+    return model
+
+
 def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
-    """Fill each model's preset fields and price; what the model sets itself wins."""
     presets = load_presets(config.presets, base)
     prices = load_prices(config.prices, base)
-    models = []
-    for i, model in enumerate(config.models):
-        if model.preset is not None:
-            if model.preset not in presets:
-                raise UserError(f"unknown preset '{model.preset}'", file=str(path),
-                                field=f"models[{i}].preset", fix=f"use one of: {', '.join(presets)}")
-            given = model.model_dump(exclude_unset=True)
-            model = validate(ModelConfig, {**presets[model.preset], **given}, path or Path("config"),
-                             ("models", i))
-        if model.price is None and model.name in prices:
-            model = model.model_copy(update={"price": prices[model.name]})
-        models.append(model)
-    return config.model_copy(update={"models": models})
+    models = [_with_catalogues(m, ("models", i), presets, prices, path)
+              for i, m in enumerate(config.models)]
+    extractor = config.extractor and _with_catalogues(config.extractor, ("extractor",), presets,
+                                                      prices, path)
+    return config.model_copy(update={"models": models, "extractor": extractor})
 
 
 def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
@@ -236,11 +278,11 @@ def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | 
         config = config.model_copy(update={"models": [
             _resolve_local(m, i, base, path) if m.provider == "local" else m
             for i, m in enumerate(config.models)]})
-    names = [m.label for m in config.models]
-    for i, label in enumerate(names):
-        if names.index(label) != i and config.models[i].identity() == config.models[names.index(label)].identity():
-            raise UserError(f"model '{label}' is listed twice with the same settings", file=str(path),
-                            field=f"models[{i}]", fix="remove the duplicate entry")
+    keys = [m.key for m in config.models]  # the identity: two entries would share task ids
+    for i, key in enumerate(keys):
+        if keys.index(key) != i:
+            raise UserError(f"model '{config.models[i].label}' is listed twice with the same settings",
+                            file=str(path), field=f"models[{i}]", fix="remove the duplicate entry")
     if jobs is None:
         jobs = [_load_job(ref, i, base, path) for i, ref in enumerate(config.jobs)]
     if len({j.id for j in jobs}) != len(jobs):

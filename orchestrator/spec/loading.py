@@ -9,11 +9,18 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import UserError
+from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, SECRET_NAME, looks_secret, redact
+
+BOM = b"\xef\xbb\xbf"
 
 
 def read_text(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        if data.startswith(BOM):
+            raise UserError(f"the {what} starts with a UTF-8 byte-order mark (BOM)", file=str(path),
+                            fix="save it without BOM (as plain UTF-8)")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise UserError(f"{what} not found", file=str(path),
                         fix="check the path (relative paths are taken from the current folder)") from None
@@ -53,11 +60,16 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def _fix_for(error: dict[str, Any], model: type[BaseModel]) -> str:
+def _secret_field(loc: tuple[Any, ...]) -> bool:
+    return any(isinstance(part, str) and SECRET_NAME.search(part) for part in loc)
+
+
+def _fix_for(error: dict[str, Any], name: Any) -> str:
     kind = error["type"]
-    name = error["loc"][-1] if error["loc"] else ""
     if kind == "missing":
         return f"add the required field '{name}'"
+    if kind == "extra_forbidden" and _secret_field(error["loc"]):
+        return f"remove '{name}' or correct its spelling; {HOW_TO_PASS_A_KEY}"
     if kind == "extra_forbidden":
         return f"remove '{name}' or correct its spelling"
     if kind in {"literal_error", "enum"}:
@@ -75,17 +87,33 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel]) -> str:
     return f"change '{name}' as the message says"
 
 
-def validate(model: type[BaseModel], data: Any, path: Path, prefix: tuple[Any, ...] = ()):
-    """model.model_validate(data), or a UserError naming the first bad field and its fix."""
+def _shown(err: dict[str, Any]) -> str:
+    """' (got <input>)', unless the input is a table, or may be a key: the value of an unknown
+    field (a pasted `api_key = ...`), of a field whose name sounds secret, or a key-like value."""
+    value = err.get("input")
+    if (err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list))
+            or _secret_field(err["loc"]) or looks_secret(repr(value))):
+        return ""
+    return f" (got {value!r})"
+
+
+def validate(model: type[BaseModel], data: Any, path: Path | None, prefix: tuple[Any, ...] = (),
+             flags: dict[str, str] | None = None):
+    """model.model_validate(data), or a UserError naming the first bad field and its fix.
+
+    flags: top-level fields that came from command-line options (field -> flag); a bad value
+    there is blamed on the flag, not on the file."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         more = len(exc.errors()) - 1
-        msg = err["msg"]
-        if "input" in err and err["type"] != "missing" and not isinstance(err["input"], (dict, list)):
-            msg += f" (got {err['input']!r})"
+        msg = redact(err["msg"]) + _shown(err)
         if more:
             msg += f"; {more} more problem(s) after this one"
-        raise UserError(msg, file=str(path), field=field_path(prefix + tuple(err["loc"])),
-                        fix=_fix_for(err, model)) from None
+        loc = prefix + tuple(err["loc"])
+        flag = (flags or {}).get(loc[0]) if loc else None
+        if flag is not None:
+            raise UserError(msg, field=flag, fix=_fix_for(err, flag)) from None
+        name = err["loc"][-1] if err["loc"] else ""
+        raise UserError(msg, file=str(path), field=field_path(loc), fix=_fix_for(err, name)) from None

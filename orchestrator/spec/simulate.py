@@ -3,18 +3,21 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Unknown fields are typos, and strict types: `refusal_rate = true` is a mistake, not 1.
+STRICT = ConfigDict(extra="forbid", strict=True)
+
 
 class ConditionAnswers(BaseModel):
     """Numbers/ratings ~ Normal(mean, sd) (ratings rounded and clipped); choices by shares."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     mean: float | None = None
     sd: float = Field(default=1.0, ge=0)
     shares: dict[str, float] = {}  # option text or role -> probability; the rest spread evenly
 
 
 class ExperimentAnswers(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     conditions: list[ConditionAnswers] = []
     variants: dict[str, list[ConditionAnswers]] = {}  # by variant id; wins over `conditions`
 
@@ -24,7 +27,7 @@ class JudgeAnswers(BaseModel):
     the mean moves `pull` of the way from gold to the displayed prior score (under
     history-framing, `framing_pull` of the way)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     pull: float = Field(default=0.0, ge=-1, le=1)
     framing_pull: float = Field(default=0.0, ge=-1, le=1)
     sd: float = Field(default=0.6, ge=0)
@@ -32,7 +35,7 @@ class JudgeAnswers(BaseModel):
 
 
 class SimulateConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     seed: int = 0  # another seed draws other answers: independent replications of one design
     latency_ms: float = Field(default=0.0, ge=0)
     parse_error_rate: float = Field(default=0.0, ge=0, le=1)

@@ -1,0 +1,75 @@
+"""Checks across a campaign's parts: limit tables against the models, planted effects against the
+jobs, and the output folder against the disk. Each refuses with a UserError before anything
+is written."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import UserError
+from orchestrator.spec.models import Job
+
+if TYPE_CHECKING:
+    from orchestrator.spec.campaign import Campaign, CampaignConfig
+
+
+def check_campaign(campaign: Campaign) -> None:
+    check_limits(campaign.config, campaign.source)
+    check_simulate(campaign.config, campaign.jobs, campaign.source)
+    check_output_dir(campaign)
+
+
+def check_limits(config: CampaignConfig, path: Path | None) -> None:
+    """Every [limits.X] table is some model's (or the extractor's) limit key: a misnamed one
+    would silently leave its models at the defaults."""
+    models = [*config.models, *([config.extractor] if config.extractor else [])]
+    used = sorted({m.limit_key for m in models})
+    note = "; a model with a preset is paced under the preset's name" if any(m.preset for m in models) else ""
+    for name in config.limits:
+        if name not in used:
+            raise UserError(f"no model uses the limit key '{name}' (in use: {', '.join(used)}{note})",
+                            file=str(path), field=f"limits.{name}",
+                            fix=f"rename the table to a key in use ({', '.join(f'[limits.{k}]' for k in used)}), "
+                                f"or set limit = \"{name}\" on the models it is meant for")
+
+
+def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -> None:
+    """Planted effects name experiments (and variants) of the campaign's jobs: a misspelt slug
+    would silently plant nothing."""
+    experiments = {e.slug: e for job in jobs for e in job.experiments}
+    for i, model in enumerate(config.models):
+        for slug, answers in (model.simulate.effects if model.simulate else {}).items():
+            where = f"models[{i}].simulate.effects.{slug}"
+            if slug not in experiments:
+                raise UserError(f"no experiment '{slug}' in the campaign's jobs", file=str(path),
+                                field=where, fix=f"use one of: {', '.join(experiments)}")
+            variants = {v.id for c in experiments[slug].conditions for v in c.variants}
+            for vid in answers.variants:
+                if vid not in variants:
+                    raise UserError(f"experiment '{slug}' has no variant '{vid}'", file=str(path),
+                                    field=f"{where}.variants.{vid}",
+                                    fix=f"use one of: {', '.join(sorted(variants))}")
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why `folder` cannot be written to (created if missing), or None. Creates nothing."""
+    for part in (folder, *folder.parents):
+        if part.exists() or part.is_symlink():  # a dangling link blocks mkdir too
+            if not part.is_dir():
+                return f"'{part}' is a file, not a folder"
+            if not os.access(part, os.W_OK | os.X_OK):
+                return f"'{part}' is not writable"
+            return None
+    return None
+
+
+def check_output_dir(campaign: Campaign) -> None:
+    """The run folder <output_dir>/<name>/<run_id> can be written, checked before anything is."""
+    c = campaign.config
+    folder = Path(c.output_dir) / c.name / c.run_id
+    problem = folder_problem(folder)
+    if problem:
+        raise UserError(f"cannot create the run folder {folder}: {problem}",
+                        file=str(campaign.source), field="output_dir",
+                        fix="set output_dir to a folder you can write to (it is created if missing)")

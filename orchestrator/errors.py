@@ -13,7 +13,8 @@ class UserError(Exception):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        where = ": ".join(p for p in (self.file, f"field '{self.field}'" if self.field else None) if p)
+        kind = "option" if self.field and self.field.startswith("--") else "field"
+        where = ": ".join(p for p in (self.file, f"{kind} '{self.field}'" if self.field else None) if p)
         text = f"{where}: {self.detail}" if where else self.detail
         return f"{text}\n  fix: {self.fix}" if self.fix else text
 

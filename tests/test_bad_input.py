@@ -186,9 +186,9 @@ def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):
 # A flag's bad value is blamed on the flag, not on a config field it overrides; --budget takes
 # only a finite number of dollars >= 0 (nan or inf would disable the budget).
 FLAG_CASES = {
-    "--samples 0 (run)": (["run", "CONFIG", "--samples", "0"], ["field '--samples'", "greater than or equal to 1"]),
-    "--samples 0 (plan)": (["plan", "CONFIG", "--samples", "0"], ["field '--samples'", "greater than or equal to 1"]),
-    "--run-id with a space": (["run", "CONFIG", "--run-id", "a b"], ["field '--run-id'", "pattern"]),
+    "--samples 0 (run)": (["run", "CONFIG", "--samples", "0"], ["option '--samples'", "greater than or equal to 1"]),
+    "--samples 0 (plan)": (["plan", "CONFIG", "--samples", "0"], ["option '--samples'", "greater than or equal to 1"]),
+    "--run-id with a space": (["run", "CONFIG", "--run-id", "a b"], ["option '--run-id'", "pattern"]),
     "--budget nan": (["run", "CONFIG", "--budget", "nan"], ["'--budget'", "finite number >= 0", "fix: e.g. --budget 5"]),
     "--budget inf": (["run", "CONFIG", "--budget", "inf"], ["'--budget'", "finite number >= 0"]),
     "--budget -1": (["run", "CONFIG", "--budget", "-1"], ["'--budget'", "finite number >= 0"]),
@@ -237,7 +237,7 @@ def test_emulate_on_a_port_in_use_says_so():
         result = _emulate("--port", str(port))
     flat = _flat(result.stdout + result.stderr)
     assert result.returncode == 2, flat
-    assert f"field '--port': cannot listen on 127.0.0.1:{port}: Address already in use" in flat
+    assert f"option '--port': cannot listen on 127.0.0.1:{port}: Address already in use" in flat
     assert "fix: pick another port, or --port 0" in flat
     assert "Traceback" not in result.stderr
 
@@ -252,6 +252,6 @@ def test_export_to_a_file_is_refused_and_nothing_is_written(tmp_path, monkeypatc
     result = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(tmp_path / out)])
     flat = _flat(result.output)
     assert result.exit_code == 2, result.output
-    assert "field '--out'" in flat and f"{tmp_path / 'file'}' is a file" in flat and "fix: give --out a folder" in flat
+    assert "option '--out'" in flat and f"{tmp_path / 'file'}' is a file" in flat and "fix: give --out a folder" in flat
     assert "Traceback" not in result.output
     assert _tree(tmp_path) == before

@@ -133,6 +133,6 @@ def test_run_id_or_samples_with_a_run_folder_is_refused(tmp_path, emulator, flag
     result = CliRunner().invoke(app, ["run", str(run_dir), *flag])
     flat = _flat(result.output)
     assert result.exit_code == 2, result.output
-    assert f"field '{flag[0]}'" in flat and "drop" in flat
+    assert f"option '{flag[0]}'" in flat and "drop" in flat
     assert sorted(p.name for p in run_dir.iterdir()) == before
     assert not (tmp_path / "runs" / "t" / "other").exists()

@@ -2,7 +2,8 @@
 for all results.
 
 A slow or throttled provider never holds up the others, since each limit key (provider +
-credential) has its own workers and its own rate controller, which every attempt passes.
+credential) has its own workers and its own rate controller, which every attempt passes, the
+extractor's on that key too.
 tenacity retries rate-limited and transient errors with exponential backoff and jitter,
 honouring Retry-After; a fatal error stops that model's tasks only.
 """
@@ -12,7 +13,7 @@ import random
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,14 +160,24 @@ async def _watch_signals(scope: anyio.CancelScope, state: RunState) -> None:
             return
 
 
-def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
+def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, gate: KeyController,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
                state: RunState, writer: ResultWriter, extractor: Extractor | None) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
-    gate = KeyController(limit)
     tasks = plan.tasks(model_indices, skip)
-    for _ in range(limit.max_in_flight):
+    for _ in range(gate.config.max_in_flight):
         workers.start_soon(_work, providers, gate, state, tasks, writer, extractor)
+
+
+def _gates(plan: Plan, keys: Iterable[str], extractor: Extractor | None) -> dict[str, KeyController]:
+    """One rate controller per limit key, whoever calls through it: an extractor on a key the
+    models use shares theirs, or the key would get its limits twice over."""
+    config = plan.campaign.config
+    gates = {key: KeyController(config.limit_for(key)) for key in keys}
+    if extractor is not None:
+        key = extractor.model.limit_key
+        extractor.gate = gates.setdefault(key, KeyController(config.limit_for(key)))
+    return gates
 
 
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
@@ -188,6 +199,7 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
             work.cancel()
         on_record(rec)
 
+    gates = _gates(plan, groups, extractor)
     writer = store.writer(count)
     try:
         for provider in [*providers.values(), *([extractor.provider] if extractor else [])]:
@@ -199,7 +211,7 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
             with work:
                 async with anyio.create_task_group() as workers:
                     for key, model_indices in groups.items():
-                        _start_key(workers, plan, config.limit_for(key), model_indices, skip,
+                        _start_key(workers, plan, gates[key], model_indices, skip,
                                    providers, state, writer, extractor)
             control.cancel_scope.cancel()
     finally:

@@ -45,8 +45,6 @@ class TokenWindow:
             entry = self.entries.popleft()
             self.total -= entry[1]
             entry[1] = 0.0  # spent: a late settle or refund must not subtract it again
-        if not self.entries:
-            self.total = 0.0  # no rounding residue may outlive the charges it came from
 
     def take(self, tokens: float) -> tuple[list[float] | None, float]:
         """Charge `tokens` now if they fit: (the entry, 0.0); if not, (None, the seconds until

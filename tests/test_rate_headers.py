@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -27,6 +27,14 @@ def plain_reading(headers, prefix: str, reset_suffix: str = "reset") -> RateInfo
                     seconds_until(get("requests", reset_suffix)), _int(get("tokens", "limit")),
                     _int(get("tokens", "remaining")), seconds_until(get("tokens", reset_suffix)))
     return info if info.remaining_requests is not None or info.remaining_tokens is not None else None
+
+
+def outcome(read, value: str):
+    """What a reading returns, or the kind of error it raises."""
+    try:
+        return read(value)
+    except Exception as exc:  # noqa: BLE001 - the same failure counts as the same answer
+        return type(exc)
 
 
 def frozen_clock():
@@ -61,14 +69,18 @@ def test_the_cheap_reading_says_what_the_plain_reading_says(headers, prefix):
     sent = CIMultiDictProxy(CIMultiDict((name.title() if upper else name, value)
                                         for name, value, upper in headers))
     with frozen_clock():
-        assert rate_info(sent, prefix) == plain_reading(sent, prefix)
+        try:
+            expected = plain_reading(sent, prefix)
+        except OverflowError:  # _int("inf") (issue 10, item 9): no reading to compare with
+            assume(False)
+        assert rate_info(sent, prefix) == expected
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(value=values)
 def test_each_reset_form_reads_as_seconds_until_reads_it(value):
     with frozen_clock():
-        assert http._reset_s(value) == seconds_until(value)
+        assert outcome(http._reset_s, value) == outcome(seconds_until, value)
 
 
 def test_the_headers_each_protocol_sends_on_every_reply():

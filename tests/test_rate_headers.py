@@ -3,7 +3,7 @@ what the plain one says, name by name, every value through `seconds_until` and `
 from __future__ import annotations
 
 import types
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from email.utils import format_datetime
 from unittest import mock
 

@@ -28,7 +28,9 @@ def answer_format(contract: ResponseContract) -> str:
 
 
 class Extractor:
-    def __init__(self, model: ModelConfig, provider: Provider, gate: KeyController) -> None:
+    def __init__(self, model: ModelConfig, provider: Provider, gate: KeyController | None = None) -> None:
+        # The rate controller of its limit key: the engine gives it the one that key's models
+        # share, so that a key used by both keeps its limits once, not once for each.
         self.model, self.provider, self.gate = model, provider, gate
 
     def request(self, task: Task, raw: str) -> Task:

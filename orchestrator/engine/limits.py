@@ -11,6 +11,8 @@
   to the usage the server reports once the call returns.
 - Concurrency: an in-flight cap that halves on a 429 episode and grows back by 1/cap per success.
 - A 429's retry-after, or a server saying no requests or tokens remain, pauses the whole key.
+  A slot that falls inside a pause is void: whoever held one takes a fresh slot after the pause,
+  so the workers that waited do not all fire at its end. The same goes for a wait for tokens.
 """
 from __future__ import annotations
 
@@ -44,23 +46,25 @@ class TokenWindow:
             self.total -= entry[1]
             entry[1] = 0.0  # spent: a late settle or refund must not subtract it again
 
-    async def charge(self, tokens: float) -> list[float]:
+    def take(self, tokens: float) -> tuple[list[float] | None, float]:
+        """Charge `tokens` now if they fit: (the entry, 0.0); if not, (None, the seconds until
+        enough will have expired). It never waits itself: the caller takes a fresh request slot
+        after any wait."""
         tokens = min(tokens, self.limit)
-        while True:
-            now = time.monotonic()
-            self._expire(now)
-            if self.total + tokens <= self.limit:
-                entry = [now, tokens]
-                self.entries.append(entry)
-                self.total += tokens
-                return entry
-            need, wait = self.total + tokens - self.limit, self.period
-            for charged_at, amount in self.entries:  # when enough will have expired
-                need -= amount
-                if need <= 0:
-                    wait = charged_at + self.period - now
-                    break
-            await anyio.sleep(max(wait, 0.001))
+        now = time.monotonic()
+        self._expire(now)
+        if self.total + tokens <= self.limit:
+            entry = [now, tokens]
+            self.entries.append(entry)
+            self.total += tokens
+            return entry, 0.0
+        need, wait = self.total + tokens - self.limit, self.period
+        for charged_at, amount in self.entries:  # when enough will have expired
+            need -= amount
+            if need <= 0:
+                wait = charged_at + self.period - now
+                break
+        return None, max(wait, 0.001)
 
     def settle(self, entry: list[float], actual: float) -> None:
         """Replace an estimate by what the server reported, counted from now: the server admitted
@@ -103,18 +107,22 @@ class KeyController:
                 self._waiting -= 1
         self.in_flight += 1
         try:
-            now = time.monotonic()
-            if now < self.paused_until:
-                await anyio.sleep(self.paused_until - now)
-            if self.rate is not None:
+            while True:
                 now = time.monotonic()
-                slot = max(now, self._next_slot)
-                self._next_slot = slot + 1 / self.rate
+                slot = max(now, self.paused_until)
+                if self.rate is not None:
+                    slot = max(slot, self._next_slot)
+                    self._next_slot = slot + 1 / self.rate
                 if slot > now:
                     await anyio.sleep(slot - now)
-                if time.monotonic() < self.paused_until:  # a 429 arrived while this one waited
-                    await anyio.sleep(self.paused_until - time.monotonic())
-            return await self.tokens.charge(est_tokens) if self.tokens is not None else None
+                if slot < self.paused_until:
+                    continue  # a pause began while this one waited: its slot is void
+                if self.tokens is None:
+                    return None
+                entry, wait = self.tokens.take(est_tokens)
+                if entry is not None:
+                    return entry
+                await anyio.sleep(wait)  # then a fresh slot, or all who waited would go at once
         except BaseException:
             self._leave()
             raise
@@ -171,16 +179,23 @@ class KeyController:
                 self.rate = min(self.rate or server_rate, server_rate)
         now, longest = time.monotonic(), self.config.max_pause_s
         if rate.remaining_requests == 0 and rate.reset_requests_s:
-            self.paused_until = max(self.paused_until, now + min(rate.reset_requests_s, longest))
+            self._pause(now + min(rate.reset_requests_s, longest))
         if (rate.remaining_tokens is not None and rate.reset_tokens_s
                 and rate.remaining_tokens < self.config.min_tokens_left):
-            self.paused_until = max(self.paused_until, now + min(rate.reset_tokens_s, longest))
+            self._pause(now + min(rate.reset_tokens_s, longest))
+
+    def _pause(self, until: float) -> None:
+        """Hold the whole key until `until`. The pacer restarts after the pause: the slots it gave
+        out inside the pause are void, and their holders queue up again behind this point."""
+        if until > self.paused_until:
+            self.paused_until = until
+            self._next_slot = max(self._next_slot, until)
 
     def _on_rate_limited(self, error: RateLimited) -> None:
         now = time.monotonic()
         pause = error.retry_after if error.retry_after is not None else self.config.backoff_base_s
         pause = min(pause, self.config.max_pause_s)  # a longer hint stops the model (runner)
-        self.paused_until = max(self.paused_until, now + pause * random.uniform(1.0, 1.1))
+        self._pause(now + pause * random.uniform(1.0, 1.1))
         if now - self._last_cut < EPISODE_S:
             return
         self._last_cut = now

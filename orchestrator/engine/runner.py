@@ -2,7 +2,8 @@
 for all results.
 
 A slow or throttled provider never holds up the others, since each limit key (provider +
-credential) has its own workers and its own rate controller, which every attempt passes.
+credential) has its own workers and its own rate controller, which every attempt passes, the
+extractor's on that key too.
 tenacity retries rate-limited and transient errors with exponential backoff and jitter,
 honouring Retry-After up to `max_pause_s`. Errors have a scope: a request the server rejects
 (too long) is that task's final record; a fatal error (bad key, unknown model, quota used up, a
@@ -15,7 +16,7 @@ import random
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,14 +198,24 @@ async def _start_all(providers: list[Provider]) -> None:
         raise group.exceptions[0] from None
 
 
-def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, limit: LimitConfig,
+def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, gate: KeyController,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
                state: RunState, writer: ResultWriter, extractor: Extractor | None) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
-    gate = KeyController(limit)
     tasks = plan.tasks(model_indices, skip)
-    for _ in range(limit.max_in_flight):
+    for _ in range(gate.config.max_in_flight):
         workers.start_soon(_work, providers, gate, state, tasks, writer, extractor)
+
+
+def _gates(plan: Plan, keys: Iterable[str], extractor: Extractor | None) -> dict[str, KeyController]:
+    """One rate controller per limit key, whoever calls through it: an extractor on a key the
+    models use shares theirs, or the key would get its limits twice over."""
+    config = plan.campaign.config
+    gates = {key: KeyController(config.limit_for(key)) for key in keys}
+    if extractor is not None:
+        key = extractor.model.limit_key
+        extractor.gate = gates.setdefault(key, KeyController(config.limit_for(key)))
+    return gates
 
 
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
@@ -226,6 +237,7 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
             work.cancel()
         on_record(rec)
 
+    gates = _gates(plan, groups, extractor)
     writer = store.writer(count)
     everyone = [*providers.values(), *([extractor.provider] if extractor else [])]
     async with anyio.create_task_group() as control:
@@ -238,7 +250,7 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                     running.start_soon(writer.flush_every, FLUSH_EVERY_S)
                     async with anyio.create_task_group() as workers:
                         for key, model_indices in groups.items():
-                            _start_key(workers, plan, config.limit_for(key), model_indices, skip,
+                            _start_key(workers, plan, gates[key], model_indices, skip,
                                        providers, state, writer, extractor)
                     running.cancel_scope.cancel()
         finally:

@@ -14,7 +14,6 @@ from rich.console import Console
 
 from orchestrator import __version__
 from orchestrator.engine.extract import Extractor
-from orchestrator.engine.limits import KeyController
 from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.runner import RunState, execute
@@ -51,7 +50,7 @@ def make_extractor(campaign: Campaign) -> Extractor | None:
     if model is None:
         return None
     limit = campaign.config.limit_for(model.limit_key)
-    return Extractor(model, make_provider(model, limit), KeyController(limit))
+    return Extractor(model, make_provider(model, limit))  # the engine gives it its key's controller
 
 
 def run_dir_for(campaign: Campaign) -> Path:

@@ -75,19 +75,62 @@ def _int(value: str | None) -> int | None:
     return int(number) if number is not None else None
 
 
+def _plain_number(text: str) -> bool:
+    """ASCII digits, with at most one inner decimal point: what `_DURATION` reads as a number."""
+    whole, dot, fraction = text.partition(".")
+    return (whole.isascii() and whole.isdigit()
+            and (not dot or (fraction.isascii() and fraction.isdigit())))
+
+
+def _reset_s(value: str | None) -> float | None:
+    """`seconds_until`, with the reset forms servers send on every reply read without an
+    exception or a regex: OpenAI's durations in one unit ("20ms", "6s", "1.5s") and Anthropic's
+    RFC 3339 times. Any other value goes to `seconds_until` itself; the results are the same."""
+    if not value or len(value) < 2:
+        return seconds_until(value)
+    if value[-1] == "s":
+        in_ms = value[-2] == "m"
+        number = value[:-2] if in_ms else value[:-1]
+        if _plain_number(number):
+            return float(number) * _UNIT_S["ms" if in_ms else "s"]
+    elif len(value) >= 19 and value[4] == "-" and value[10] == "T":
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return seconds_until(value)
+        return max(0.0, when - time.time())
+    return seconds_until(value)
+
+
+_RATE_NAMES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+
+
+def _rate_names(prefix: str, reset_suffix: str) -> tuple[tuple[str, str], ...]:
+    """The six header names, each in both spellings (OpenAI's first), built once per protocol:
+    limit, remaining and reset of requests, then of tokens."""
+    names = _RATE_NAMES.get((prefix, reset_suffix))
+    if names is None:
+        names = _RATE_NAMES[prefix, reset_suffix] = tuple(
+            (f"{prefix}{what}-{kind}", f"{prefix}{kind}-{what}")
+            for kind in ("requests", "tokens") for what in ("limit", "remaining", reset_suffix))
+    return names
+
+
 def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset") -> RateInfo | None:
     """Limit headers named `<prefix>{limit,remaining,reset}-{requests,tokens}` (OpenAI) or
-    `<prefix>{requests,tokens}-{limit,remaining,reset}` (Anthropic)."""
-    if not any(name.startswith(prefix) for name in headers):  # the usual case: none sent
+    `<prefix>{requests,tokens}-{limit,remaining,reset}` (Anthropic).
+
+    Read on every reply, so it looks up exact names only, and the rest only when a remaining
+    count says the server reports its limits at all."""
+    (limit_r, left_r, reset_r, limit_t, left_t, reset_t) = _rate_names(prefix, reset_suffix)
+    get = headers.get
+    remaining_requests = _int(get(left_r[0]) or get(left_r[1]))
+    remaining_tokens = _int(get(left_t[0]) or get(left_t[1]))
+    if remaining_requests is None and remaining_tokens is None:  # the usual case: none sent
         return None
-
-    def get(kind: str, what: str) -> str | None:
-        return headers.get(f"{prefix}{what}-{kind}") or headers.get(f"{prefix}{kind}-{what}")
-
-    info = RateInfo(_int(get("requests", "limit")), _int(get("requests", "remaining")),
-                    seconds_until(get("requests", reset_suffix)), _int(get("tokens", "limit")),
-                    _int(get("tokens", "remaining")), seconds_until(get("tokens", reset_suffix)))
-    return info if any(v is not None for v in (info.remaining_requests, info.remaining_tokens)) else None
+    return RateInfo(_int(get(limit_r[0]) or get(limit_r[1])), remaining_requests,
+                    _reset_s(get(reset_r[0]) or get(reset_r[1])), _int(get(limit_t[0]) or get(limit_t[1])),
+                    remaining_tokens, _reset_s(get(reset_t[0]) or get(reset_t[1])))
 
 
 def usage(report: dict | None, prompt_key: str, completion_key: str,

@@ -150,14 +150,15 @@ def status(run_dir: RunDirArg) -> None:
 
 def _reading_results(run_dir: Path, work):
     """work(), with a results line that polars cannot parse named as a UserError (the cheap
-    check passes a record glued to a torn line; see engine/results.py)."""
+    check passes a record glued to a torn line; see engine/results.py), or a file that a run
+    appended to while it was read."""
     import polars as pl
 
-    from orchestrator.engine.results import RESULTS, unparsable
+    from orchestrator.engine.results import RESULTS, parse_failure
     try:
         return work()
     except pl.exceptions.ComputeError:
-        problem = unparsable(run_dir / RESULTS)
+        problem = parse_failure(run_dir / RESULTS)
         if problem is None:
             raise
         raise problem from None

@@ -7,12 +7,14 @@ import os
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.engine import repair as repair_module
 from orchestrator.engine.repair import repair_results
+from orchestrator.engine.results import ResultLines, parse_checked
 from tests.conftest import run_quietly, write_config
 
 VERBS = ("run", "status", "analyze", "report", "export")
@@ -181,3 +183,23 @@ def test_a_repair_that_fails_midway_leaves_the_results_as_they_were(tmp_path, mo
     assert repair_results(results).moved_count == 1
     assert results.read_bytes() == b"".join(lines)
     assert os.listdir(run_dir).count("results.ndjson.repair.tmp") == 0
+
+
+def test_a_line_torn_by_a_run_while_it_is_read_is_left_out(tmp_path):
+    _, run_dir = _simulated_run(tmp_path)
+    results = run_dir / "results.ndjson"
+    complete = results.read_bytes()
+    lines = ResultLines(results).scan()
+    read_from = []
+
+    def read(path: Path):
+        if not read_from:  # a run flushes half a line between the check and the parse
+            with open(results, "ab") as f:
+                f.write(complete[:60])
+        read_from.append(path)
+        return pl.scan_ndjson(path, schema={"taskId": pl.String}).collect()
+
+    df = parse_checked(lines, read)
+    assert df.height == complete.count(b"\n") == lines.lines
+    assert read_from[0] == results and read_from[1] != results  # then a snapshot was read
+    assert results.read_bytes() == complete + complete[:60]

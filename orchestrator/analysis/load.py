@@ -58,7 +58,7 @@ def open_run(path: Path) -> Run:
         raise UserError("the run has no results yet", file=str(path),
                         fix=f"run it first: orchestrator run {path}")
     lines = ResultLines(results).scan()
-    return Run(path, manifest, jobs, Readable(lines), lines.note())
+    return Run(path, manifest, jobs, Readable.of(lines), lines.note())
 
 
 def final_records(run: Run) -> pl.LazyFrame:

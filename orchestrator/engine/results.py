@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
@@ -35,6 +36,7 @@ _STATUS_AT = _ID_END + len(_STATUS_KEY)
 _MODEL_KEY = b'","modelKey":"'
 _SHOWN = 5  # bad lines named in a message; the rest are counted
 _BUFFER = 1 << 20
+T = TypeVar("T")
 
 
 def _layout(line: bytes) -> tuple[int, int] | None:
@@ -100,7 +102,7 @@ class ResultLines:
     bad: list[tuple[int, str]] = field(default_factory=list)  # the first few: (line number, why)
     bad_count: int = 0
     torn_bytes: int = 0  # a last line without a newline, skipped
-    torn_at: int = 0  # where it starts (records() only)
+    complete_bytes: int = 0  # the size of the lines before it, read
     lines: int = 0  # complete record lines read
 
     def _open(self):
@@ -122,13 +124,13 @@ class ResultLines:
                 else:
                     got = json_fields(line)
                     if got is None:
-                        self.torn_at = offset
                         self._reject(number, line)
                         offset += len(line)
                         continue
                 self.lines += 1
                 yield (*got, offset, line)
                 offset += len(line)
+        self.complete_bytes = offset - self.torn_bytes
 
     def scan(self) -> ResultLines:
         """Only check every line (and count them), then check(): for readers that hand the file
@@ -138,12 +140,15 @@ class ResultLines:
         f = self._open()
         if f is not None:
             with f:
+                size = 0
                 for number, line in enumerate(f, 1):
+                    size += len(line)
                     if ((line[:_ID_START] != _PREFIX or line[_ID_END:_STATUS_AT] != _STATUS_KEY
                          or line[-2:] != b"}\n") and json_fields(line) is None):
                         self._reject(number, line)
                     else:
                         self.lines += 1
+                self.complete_bytes = size - self.torn_bytes
         self.check()
         return self
 
@@ -174,8 +179,11 @@ def torn_note(path: Path, nbytes: int) -> str | None:
 
 def torn_bytes(path: Path) -> int:
     """The length of a last line without a newline, read from the end of the file only."""
-    if not path.is_file():
-        return 0
+    return _tail(path)[1] if path.is_file() else 0
+
+
+def _tail(path: Path) -> tuple[int, int]:
+    """(size, bytes after its last newline) of a file, at one moment."""
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
         back = min(size, 1 << 16)
@@ -183,11 +191,11 @@ def torn_bytes(path: Path) -> int:
             f.seek(size - back)
             cut = f.read(back).rfind(b"\n")
             if cut != -1:
-                return back - cut - 1
+                return size, back - cut - 1
             if back == size:
                 break
             back = min(size, back * 4)
-        return size
+        return size, size
 
 
 def bad_lines_error(path: Path, bad: list[tuple[int, str]], count: int) -> UserError:
@@ -212,18 +220,60 @@ def unparsable(path: Path) -> UserError | None:
     return bad_lines_error(path, bad, count) if count else None
 
 
+def parse_failure(path: Path) -> UserError | None:
+    """Why a full parser (polars) failed on a checked results file, as an error to raise: the
+    lines a full JSON parse rejects, or a last line torn since the check (a run is writing the
+    file); None if neither explains it."""
+    if (problem := unparsable(path)) is not None:
+        return problem
+    if torn_bytes(path):
+        return UserError("the results file changed while it was read: a run is appending to it",
+                         file=str(path), fix="run this again, or once the run is done")
+    return None
+
+
+def parse_checked(lines: ResultLines, read: Callable[[Path], T]) -> T:
+    """read(path) by a full parser of a file `lines` has checked: the file itself, or the lines
+    before its torn last one. If a run appended a torn line since the check, read a snapshot
+    of the complete lines instead; if a line is not JSON after all, name it."""
+    import polars as pl
+    try:
+        source = Readable.of(lines)
+        return read(source.path)
+    except pl.exceptions.ComputeError:
+        if (problem := unparsable(lines.path)) is not None:
+            raise problem from None
+    source = Readable.snapshot(lines.path)
+    try:
+        return read(source.path)
+    except pl.exceptions.ComputeError:
+        raise parse_failure(lines.path) or RuntimeError(f"polars cannot read {lines.path}") from None
+
+
 class Readable:
     """A path a full parser (polars) can read: the results file itself, or, when its last line
-    is torn, a temporary copy of the lines before it (the run's own file is never changed).
-    The copy lives as long as this object."""
+    is torn (a crash, or a run writing it right now), a temporary copy of its first `size`
+    bytes, the complete lines: the run's own file is never changed. The copy lives as long as
+    this object."""
 
-    def __init__(self, lines: ResultLines) -> None:
+    def __init__(self, path: Path, size: int | None = None) -> None:
         self._tmp = None
-        self.path = lines.path
-        if lines.torn_bytes:
+        self.path = path
+        if size is not None:
             self._tmp = tempfile.TemporaryDirectory(prefix="orchestrator-")
             self.path = Path(self._tmp.name) / RESULTS
-            _copy_head(lines.path, self.path, lines.path.stat().st_size - lines.torn_bytes)
+            _copy_head(path, self.path, size)
+
+    @classmethod
+    def of(cls, lines: ResultLines) -> Readable:
+        """For a file just checked: itself, or its lines before a torn last one."""
+        return cls(lines.path, lines.complete_bytes if lines.torn_bytes else None)
+
+    @classmethod
+    def snapshot(cls, path: Path) -> Readable:
+        """A copy of the complete lines as they are now (of a file that a run is appending to)."""
+        size, torn = _tail(path)
+        return cls(path, size - torn)
 
 
 def _copy_head(src: Path, dst: Path, nbytes: int) -> None:

@@ -13,7 +13,7 @@ import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.engine.results import Readable, ResultLines, unparsable
+from orchestrator.engine.results import ResultLines, parse_checked
 from orchestrator.engine.store import RunStore
 
 _SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
@@ -36,20 +36,20 @@ def _sums(df: pl.DataFrame) -> pl.DataFrame:
             .collect())
 
 
+def _read(path: Path) -> pl.DataFrame:
+    # Task ids as 64-bit hashes: an eighth of the memory, and two of a million ids share one
+    # with a chance of 3e-8 (one task would then count as a duplicate of the other).
+    return (pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
+            .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId")).collect())
+
+
 def tally(path: Path) -> tuple[dict[tuple[str, str], tuple[int, int, float]], str | None]:
     """{(modelKey, final status): (tasks, retries, spend USD)} of a results file, and a note
     about a torn last line it skipped."""
     lines = ResultLines(path).scan()
     if not lines.lines:
         return {}, lines.note()
-    source = Readable(lines)
-    try:
-        # Task ids as 64-bit hashes: an eighth of the memory, and two of a million ids share
-        # one with a chance of 3e-8 (it would count one task as a duplicate of the other).
-        df = (pl.scan_ndjson(source.path, schema=_SCHEMA, ignore_errors=True)
-              .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId")).collect())
-    except pl.exceptions.ComputeError:
-        raise unparsable(path) or RuntimeError(f"polars cannot read {path}") from None
+    df = parse_checked(lines, _read)
     return {(k, s): (n, r, c or 0.0) for k, s, n, r, c in _sums(df).iter_rows()}, lines.note()
 
 

@@ -40,10 +40,10 @@ def scan_results(path: Path) -> Scan:
     lines.check()
     if lines.torn_bytes:
         with open(path, "r+b") as f:
-            if f.seek(0, os.SEEK_END) != lines.torn_at + lines.torn_bytes:
+            if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:
                 raise UserError("the results file grew while it was read", file=str(path),
                                 fix="make sure no other process writes to this run, then run again")
-            f.truncate(lines.torn_at)
+            f.truncate(lines.complete_bytes)
         scan.repaired_bytes = lines.torn_bytes
     return scan
 

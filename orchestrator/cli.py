@@ -154,7 +154,8 @@ def _reading_results(run_dir: Path, work):
     appended to while it was read."""
     import polars as pl
 
-    from orchestrator.engine.results import RESULTS, parse_failure
+    from orchestrator.engine.results import RESULTS
+    from orchestrator.engine.snapshot import parse_failure
     try:
         return work()
     except pl.exceptions.ComputeError:

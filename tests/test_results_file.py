@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.engine import repair as repair_module
 from orchestrator.engine.repair import repair_results
-from orchestrator.engine.results import ResultLines, parse_checked
+from orchestrator.engine.results import ResultLines
+from orchestrator.engine.snapshot import parse_checked
 from tests.conftest import run_quietly, write_config
 
 VERBS = ("run", "status", "analyze", "report", "export")

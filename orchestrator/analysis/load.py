@@ -7,7 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from orchestrator.engine.results import RESULTS, Readable, ResultLines, check_results_path
+from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.snapshot import Readable
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate

@@ -12,15 +12,15 @@ report and export all read through here. Two things pass differently:
 - a torn line with a whole record glued to it (two writers at once, before runs were locked)
   has our layout at its start, so the cheap check passes it; the readers that parse every line
   (polars, export) fail on it, and `unparsable()` then finds it by a full parse, as `repair` does.
+
+snapshot.py hands a checked file to polars.
 """
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import orjson
 
@@ -36,7 +36,6 @@ _STATUS_AT = _ID_END + len(_STATUS_KEY)
 _MODEL_KEY = b'","modelKey":"'
 _SHOWN = 5  # bad lines named in a message; the rest are counted
 _BUFFER = 1 << 20
-T = TypeVar("T")
 
 
 def _layout(line: bytes) -> tuple[int, int] | None:
@@ -179,10 +178,10 @@ def torn_note(path: Path, nbytes: int) -> str | None:
 
 def torn_bytes(path: Path) -> int:
     """The length of a last line without a newline, read from the end of the file only."""
-    return _tail(path)[1] if path.is_file() else 0
+    return tail(path)[1] if path.is_file() else 0
 
 
-def _tail(path: Path) -> tuple[int, int]:
+def tail(path: Path) -> tuple[int, int]:
     """(size, bytes after its last newline) of a file, at one moment."""
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
@@ -218,79 +217,3 @@ def unparsable(path: Path) -> UserError | None:
                 if len(bad) < _SHOWN:
                     bad.append((number, why_not(line)))
     return bad_lines_error(path, bad, count) if count else None
-
-
-def parse_failure(path: Path) -> UserError | None:
-    """Why a full parser (polars) failed on a checked results file, as an error to raise: the
-    lines a full JSON parse rejects, or a last line torn since the check (a run is writing the
-    file); None if neither explains it."""
-    if (problem := unparsable(path)) is not None:
-        return problem
-    if torn_bytes(path):
-        return UserError("the results file changed while it was read: a run is appending to it",
-                         file=str(path), fix="run this again, or once the run is done")
-    return None
-
-
-def parse_checked(lines: ResultLines, read: Callable[[Path], T]) -> T:
-    """read(path) by a full parser of a file `lines` has checked: the file itself, or the lines
-    before its torn last one. If a run appended a torn line since the check, read a snapshot
-    of the complete lines instead; if a line is not JSON after all, name it."""
-    import polars as pl
-    try:
-        source = Readable.of(lines)
-        return read(source.path)
-    except pl.exceptions.ComputeError:
-        if (problem := unparsable(lines.path)) is not None:
-            raise problem from None
-    source = Readable.snapshot(lines.path)
-    try:
-        return read(source.path)
-    except pl.exceptions.ComputeError:
-        raise parse_failure(lines.path) or RuntimeError(f"polars cannot read {lines.path}") from None
-
-
-class Readable:
-    """A path a full parser (polars) can read: the results file itself, or, when its last line
-    is torn (a crash, or a run writing it right now), a temporary copy of its first `size`
-    bytes, the complete lines: the run's own file is never changed. The copy lives as long as
-    this object."""
-
-    def __init__(self, path: Path, size: int | None = None) -> None:
-        self._tmp = None
-        self.path = path
-        if size is not None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="orchestrator-")
-            self.path = Path(self._tmp.name) / RESULTS
-            _copy_head(path, self.path, size)
-
-    @classmethod
-    def of(cls, lines: ResultLines) -> Readable:
-        """For a file just checked: itself, or its lines before a torn last one."""
-        return cls(lines.path, lines.complete_bytes if lines.torn_bytes else None)
-
-    @classmethod
-    def snapshot(cls, path: Path) -> Readable:
-        """A copy of the complete lines as they are now (of a file that a run is appending to)."""
-        size, torn = _tail(path)
-        return cls(path, size - torn)
-
-
-def _copy_head(src: Path, dst: Path, nbytes: int) -> None:
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        left = nbytes
-        try:
-            while left > 0:  # in the kernel, without passing through Python
-                sent = os.copy_file_range(fin.fileno(), fout.fileno(), left)
-                if sent == 0:
-                    break
-                left -= sent
-        except (AttributeError, OSError):  # no copy_file_range here: copy by blocks
-            fin.seek(nbytes - left)
-            fout.seek(nbytes - left)
-            while left > 0:
-                block = fin.read(min(left, _BUFFER))
-                if not block:
-                    break
-                fout.write(block)
-                left -= len(block)

@@ -13,7 +13,8 @@ import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.engine.results import ResultLines, parse_checked
+from orchestrator.engine.results import ResultLines
+from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 
 _SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
@@ -46,10 +47,10 @@ def _read(path: Path) -> pl.DataFrame:
 def tally(path: Path) -> tuple[dict[tuple[str, str], tuple[int, int, float]], str | None]:
     """{(modelKey, final status): (tasks, retries, spend USD)} of a results file, and a note
     about a torn last line it skipped."""
-    lines = ResultLines(path).scan()
-    if not lines.lines:
-        return {}, lines.note()
-    df = parse_checked(lines, _read)
+    if not path.is_file() or path.stat().st_size == 0:
+        ResultLines(path).scan()  # a folder in its place is an error
+        return {}, None
+    lines, df = check_and_parse(path, _read)
     return {(k, s): (n, r, c or 0.0) for k, s, n, r, c in _sums(df).iter_rows()}, lines.note()
 
 

@@ -322,6 +322,7 @@ def export(run_dir: RunDirArg,
            format: Annotated[str, typer.Option("--format", help="ai-benchmark (the published seed-000 record format) or judge-history (the AI Judge History study's result JSON).")] = "ai-benchmark",
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
     """Export results in a published format, one file per model identity."""
+    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
     from orchestrator.export import export_ai_benchmark, export_judge_history
     exporters = {"ai-benchmark": export_ai_benchmark, "judge-history": export_judge_history}
     if format not in exporters:
@@ -333,7 +334,6 @@ def export(run_dir: RunDirArg,
         counts = exporters[format](run_dir, out or run_dir / "export" / format)
     except UserError as exc:
         fail(exc)
-    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
     _note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))
     for path, n in counts.items():
         console.print(f"{n:,} records -> {path}")

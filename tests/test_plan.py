@@ -216,3 +216,12 @@ def test_the_fingerprint_does_not_grow_with_samples(tmp_path):
             "anchoring-first-number", "framing-survival-mortality", "decoy-subscription-choice",
             "escalation-past-investment", "outcome-bias-supplier-decision", "planning-fallacy-reference-class")
             for i in (0, 1))}
+
+
+def test_a_run_made_before_prompt_digests_still_resumes(tmp_path):
+    before = {k: v for k, v in _plan(tmp_path).fingerprint().items() if k != "prompts"}
+    assert describe_changes(before, _plan(tmp_path).fingerprint()) == []
+    job = _job_file(tmp_path, lambda spec: spec["experiments"][0]["conditions"][0].update(
+        prompt=spec["experiments"][0]["conditions"][0]["prompt"] + " Be quick."))
+    changed = _plan(tmp_path, CONFIG.replace('jobs = ["ai-bias-benchmark"]', f'jobs = ["{job}"]'))
+    assert describe_changes(before, changed.fingerprint()) == ["prompts or response contracts of the jobs changed"]

@@ -1,4 +1,4 @@
-"""The `orchestrator` command: plan, run, status, export."""
+"""The `orchestrator` command: plan, run, status, analyze, report, export, repair."""
 from __future__ import annotations
 
 import math
@@ -171,15 +171,38 @@ def status(run_dir: RunDirArg) -> None:
     console.print(summary)
 
 
+def _reading_results(run_dir: Path, work):
+    """work(), with a results line that polars cannot parse named as a UserError (the cheap
+    check passes a record glued to a torn line; see engine/results.py), or a file that a run
+    appended to while it was read."""
+    import polars as pl
+
+    from orchestrator.engine.results import RESULTS
+    from orchestrator.engine.snapshot import parse_failure
+    try:
+        return work()
+    except pl.exceptions.ComputeError:
+        problem = parse_failure(run_dir / RESULTS)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+def _note(text: str | None) -> None:
+    if text:
+        err_console.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
+
+
 @app.command()
 def analyze(run_dir: RunDirArg) -> None:
     """Per experiment and model: condition means or shares, the effect in the spec's direction with
     a 95% CI and p-value, sample adequacy and flags. Writes summary.parquet/.csv/.json. Calls no model."""
     from orchestrator.analysis.summary import analyze as run_analysis
     try:
-        result = run_analysis(run_dir)
+        result = _reading_results(run_dir, lambda: run_analysis(run_dir))
     except UserError as exc:
         fail(exc)
+    _note(result.run.note)
     if result.paired.height:
         print_effects(result.paired)
     if result.judge.height:
@@ -194,16 +217,44 @@ def analyze(run_dir: RunDirArg) -> None:
 def report(run_dir: RunDirArg) -> None:
     """Write report/report.md and a self-contained report/report.html (forest plot, answer
     distributions) for a run, analysing it first."""
+    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
     from orchestrator.report.render import write_report
     try:
-        paths = write_report(run_dir)
+        paths = _reading_results(run_dir, lambda: write_report(run_dir))
     except UserError as exc:
         fail(exc)
+    _note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))
     console.print(f"report: {paths['html']} (open it in a browser; no network needed)\n"
                   f"        {paths['markdown']}")
 
 
 RATE = _number(0, 1, example="0.1")
+
+
+@app.command()
+def repair(run_dir: RunDirArg) -> None:
+    """Move the lines of results.ndjson that are not result records (blank, garbage, another
+    program's JSON, a torn line) to results.rejected.ndjson beside it, so the run can go on.
+    Deletes nothing. Run it while no `run` of this folder is going on."""
+    from orchestrator.engine.repair import repair_results
+    from orchestrator.engine.results import RESULTS
+    from orchestrator.engine.store import RunStore
+    try:
+        RunStore(run_dir).read_manifest()
+        done = repair_results(run_dir / RESULTS)
+    except UserError as exc:
+        fail(exc)
+    if not done.moved_count:
+        console.print(f"nothing to repair: every line of {run_dir / RESULTS} is a result record "
+                      f"({done.kept:,} lines)")
+        return
+    console.print(f"moved {done.moved_count:,} line(s) to {done.rejected}:")
+    for number, why in done.moved:
+        console.print(f"  line {number}: {why}", highlight=False)
+    if done.moved_count > len(done.moved):
+        console.print(f"  ... and {done.moved_count - len(done.moved):,} more")
+    console.print(f"kept {done.kept:,} records in {run_dir / RESULTS}; the run can go on "
+                  f"(orchestrator run {run_dir} retries the tasks whose records were moved)")
 
 
 @app.command()
@@ -304,6 +355,7 @@ def export(run_dir: RunDirArg,
            format: Annotated[str, typer.Option("--format", help="ai-benchmark (the published seed-000 record format) or judge-history (the AI Judge History study's result JSON).")] = "ai-benchmark",
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
     """Export results in a published format, one file per model identity."""
+    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
     from orchestrator.export import export_ai_benchmark, export_judge_history
     from orchestrator.spec.checks import folder_problem
     exporters = {"ai-benchmark": export_ai_benchmark, "judge-history": export_judge_history}
@@ -320,6 +372,7 @@ def export(run_dir: RunDirArg,
         counts = exporters[format](run_dir, target)
     except UserError as exc:
         fail(exc)
+    _note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))
     for path, n in counts.items():
         console.print(f"{n:,} records -> {path}")
     if not counts:

@@ -3,7 +3,8 @@
 A *cell* is everything that defines a call except the sample index (job, experiment, condition,
 variant, strategy, model, rendered messages); there are few of them. Tasks are (cell, sample)
 pairs and there may be millions, so they are only ever produced one at a time, in the order of a
-seeded permutation of the task index space.
+seeded permutation of the task index space, computed per index (shuffle.py), so a plan of any
+size the ids can number takes no memory to order.
 """
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from typing import Any
 import numpy as np
 import orjson
 
+from orchestrator.errors import UserError
+from orchestrator.shuffle import MAX_SIZE, Shuffle
 from orchestrator.spec.campaign import Campaign, ModelConfig
 from orchestrator.spec.models import Condition, Experiment, Job, ResponseContract, Strategy, Variant
 from orchestrator.spec.native import choice_block
 
 _CHUNK = 65_536
+MAX_SAMPLES = (1 << 32) - 1  # a task id hashes its sample number as 4 bytes
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity
@@ -121,12 +125,31 @@ def build_cells(campaign: Campaign) -> list[Cell]:
     return cells
 
 
+def _source(campaign: Campaign) -> str | None:
+    return str(campaign.source) if campaign.source else None
+
+
+def check_size(campaign: Campaign) -> None:
+    """Refuse sample counts that task ids cannot number (before anything is built)."""
+    for job in campaign.jobs:
+        n = campaign.samples_for(job)
+        if n > MAX_SAMPLES:
+            raise UserError(f"samples = {n:,} is more than task ids can number (at most "
+                            f"{MAX_SAMPLES:,} per condition)", file=_source(campaign),
+                            field="samples", fix=f"set samples to at most {MAX_SAMPLES:,}")
+
+
 class Plan:
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
         self.seed = campaign.config.seed
+        check_size(campaign)
         self.cells = build_cells(campaign)
         self.total = sum(c.samples for c in self.cells)
+        if self.total > MAX_SIZE:
+            raise UserError(f"the plan has {self.total:,} tasks, more than a run can order "
+                            f"(at most {MAX_SIZE:,})", file=_source(campaign), field="samples",
+                            fix="lower samples, or split the models or jobs over several runs")
 
     def tasks(self, model_indices: Iterable[int] | None = None,
               skip: set[str] | frozenset[str] = frozenset()) -> Iterator[Task]:
@@ -135,15 +158,17 @@ class Plan:
         cells = [c for c in self.cells if wanted is None or c.model_index in wanted]
         if not cells:
             return
-        ends = np.cumsum([c.samples for c in cells])
+        sizes = np.array([c.samples for c in cells], dtype=np.int64)
+        ends = np.cumsum(sizes)
         # sample = position within the cell + the cell's first sample number
-        starts = ends - np.array([c.samples for c in cells]) - np.array([c.first_sample - 1 for c in cells])
+        starts = ends - sizes - np.array([c.first_sample - 1 for c in cells], dtype=np.int64)
         # Each model subset gets its own permutation, so a limit key's order does not depend on
         # which other keys exist; the seed is recorded in the manifest.
         salt = sorted(wanted) if wanted is not None else []
-        order = np.random.default_rng([self.seed, len(salt), *salt]).permutation(int(ends[-1]))
-        for lo in range(0, len(order), _CHUNK):
-            chunk = order[lo:lo + _CHUNK]
+        shuffle = Shuffle(int(ends[-1]), orjson.dumps([self.seed, salt]))
+        for lo in range(0, int(ends[-1]), _CHUNK):
+            chunk = shuffle(np.arange(lo, min(lo + _CHUNK, int(ends[-1])), dtype=np.uint64))
+            chunk = chunk.astype(np.int64)
             cell_idx = np.searchsorted(ends, chunk, side="right")
             samples = (chunk - starts[cell_idx] + 1).tolist()
             for ci, sample in zip(cell_idx.tolist(), samples, strict=True):
@@ -159,7 +184,7 @@ class Plan:
         return counts
 
     def fingerprint(self) -> dict[str, Any]:
-        """What the plan is, in a form whose differences a person can read."""
+        """What the plan is, in a form whose differences a person can read (describe_changes)."""
         cells = hashlib.blake2b(b"".join(sorted(c.key + c.samples.to_bytes(4, "big")
                                                 for c in self.cells)), digest_size=16)
         return {"hash": cells.hexdigest(), "tasks": self.total, "seed": self.seed,
@@ -170,16 +195,119 @@ class Plan:
                               if self.campaign.config.extractor else None),
                 "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
                 "strategies": {j.id: [s.id for s in self.campaign.strategies_for(j)]
-                               for j in self.campaign.jobs}}
+                               for j in self.campaign.jobs},
+                "prompts": {j.id: prompt_digests(j, self.campaign.strategies_for(j))
+                            for j in self.campaign.jobs}}
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.blake2b(orjson.dumps(parts), digest_size=8).hexdigest()
+
+
+def prompt_digests(job: Job, strategies: Iterable[Strategy]) -> dict[str, str]:
+    """A short digest of every text that goes into the job's prompts, by a readable name: the
+    system prompt, each strategy, each condition (`<experiment>:<index>`, with `/<variant>` when
+    it has several). A changed prompt can then be named without the manifest holding prompts."""
+    strategies = list(strategies)
+    digests = {"system": _digest(job.system_prompt)}
+    for s in strategies:
+        digests[f"strategy:{s.id}"] = _digest(s.system_prompt, s.user_suffix)
+    uses_bias = any("{bias}" in (s.user_suffix or "") for s in strategies)
+    for exp in job.experiments:
+        # what a strategy's {bias} becomes, if one says it (see render_messages)
+        bias = (exp.metric.label or exp.bias_slug or exp.slug) if uses_bias else None
+        for cond in exp.conditions:
+            for v in cond.variants:
+                name = f"{exp.slug}:{cond.index}" + (f"/{v.id}" if len(cond.variants) > 1 else "")
+                digests[name] = _digest(v.prompt, v.contract.model_dump(mode="json"),
+                                        v.present_options, bias)
+    return digests
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value).decode()
+    return str(value)
+
+
+def _label(identity: dict[str, Any]) -> str:
+    return f"{identity.get('provider')}/{identity.get('name')}"
+
+
+def _identity_changes(what: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    return [f"{what} {_label(new)}: {k} {_show(old.get(k))} -> {_show(new.get(k))}"
+            for k in dict.fromkeys([*old, *new]) if old.get(k) != new.get(k)]
+
+
+def _model_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    """Per model: its changed settings (paired by provider/name), or that it was added/removed."""
+    gone = [m for m in old if m not in new]
+    came = [m for m in new if m not in old]
+    lines = []
+    for o in list(gone):
+        n = next((n for n in came if _label(n) == _label(o)), None)
+        if n is not None:
+            lines += _identity_changes("model", o, n)
+            gone.remove(o)
+            came.remove(n)
+    lines += [f"model {_label(m)} removed" for m in gone] + [f"model {_label(m)} added" for m in came]
+    return lines or ([f"order of models: {', '.join(map(_label, old))} -> "
+                      f"{', '.join(map(_label, new))}"] if old != new else [])
+
+
+def _list_changes(what: str, old: list[str], new: list[str]) -> list[str]:
+    lines = [f"{what}: {x} removed" for x in old if x not in new]
+    lines += [f"{what}: {x} added" for x in new if x not in old]
+    return lines or ([f"{what}: order {', '.join(old)} -> {', '.join(new)}"] if old != new else [])
+
+
+def _prompt_changes(old: dict[str, str], new: dict[str, str], job: str) -> list[str]:
+    def name(key: str) -> str:
+        return ("the system prompt" if key == "system" else
+                f"prompt of strategy {key.split(':', 1)[1]}" if key.startswith("strategy:") else
+                f"prompt of {key}")
+    lines = [f"{name(k)}{job}" for k in new if k in old and old[k] != new[k]]
+    lines += [f"{name(k)}{job}: removed" for k in old if k not in new]
+    return lines + [f"{name(k)}{job}: added" for k in new if k not in old]
+
+
+_MAX_PROMPT_LINES = 10
 
 
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The fields of two fingerprints that differ, worded for an error message."""
-    changes = []
-    for key in ("jobs", "models", "samples", "strategies", "seed", "tasks", "extractor"):
+    """What differs between two fingerprints, one line per item, e.g. `model openai/gpt-4o:
+    temperature 0.0 -> 0.3` or `prompt of anchoring-first-number:1`. Empty if nothing does."""
+    changes = _list_changes("jobs", old.get("jobs") or [], new.get("jobs") or [])
+    changes += _model_changes(old.get("models") or [], new.get("models") or [])
+    o_ext, n_ext = old.get("extractor"), new.get("extractor")
+    if o_ext != n_ext:
+        changes += ([f"extractor {_label(o_ext)} removed"] if n_ext is None else
+                    [f"extractor {_label(n_ext)} added"] if o_ext is None else
+                    _identity_changes("extractor", o_ext, n_ext))
+    common = [j for j in new.get("jobs") or [] if j in (old.get("jobs") or [])]
+    several = len(new.get("jobs") or []) > 1
+    prompts = []
+    for job in common:
+        of = f" (job {job})" if several else ""
+        for key, diff in (("samples", None), ("strategies", _list_changes)):
+            o, n = (old.get(key) or {}).get(job), (new.get(key) or {}).get(job)
+            if o != n:
+                changes += ([f"{key} of {job}: {_show(o)} -> {_show(n)}"] if diff is None
+                            else diff(f"strategies of {job}", o or [], n or []))
+        if "prompts" in old and "prompts" in new:
+            prompts += _prompt_changes(old["prompts"].get(job, {}), new["prompts"].get(job, {}), of)
+    if len(prompts) > _MAX_PROMPT_LINES:
+        prompts = prompts[:_MAX_PROMPT_LINES] + [f"... and {len(prompts) - _MAX_PROMPT_LINES} more prompts"]
+    changes += prompts
+    for key in ("seed", "tasks"):
         if old.get(key) != new.get(key):
-            changes.append(f"{key}: was {old.get(key)!r}, now {new.get(key)!r}")
-    if not changes and old.get("hash") != new.get("hash"):
+            changes.append(f"{key}: {_show(old.get(key))} -> {_show(new.get(key))}")
+    if not changes and (old.get("hash") != new.get("hash") or any(  # e.g. a run from before
+            old.get(k) != new.get(k) for k in ("per_model", "samples", "strategies"))):  # digests
         changes.append("prompts or response contracts of the jobs changed")
     return changes
 

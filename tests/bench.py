@@ -217,10 +217,10 @@ def bench_local_model(samples: int = 4) -> None:
           f"1 slot {one:.2f} calls/s, 2 slots {two:.2f} calls/s (x{two / one:.2f})")
 
 
-def bench_analysis(samples: int = 83_334) -> None:
-    """analyze over a 1,000,008-record run made by the simulated respondent's answer model."""
-    with tempfile.TemporaryDirectory() as tmp:
-        code = f"""
+def _make_run(tmp: str, samples: int) -> None:
+    """A 6 x 2 x `samples`-record run of the simulated respondent's answers in tmp/run, made in a
+    fresh interpreter (so the measurement after it starts clean)."""
+    code = f"""
 import time, orjson, random
 from datetime import datetime, timezone
 from pathlib import Path
@@ -247,7 +247,13 @@ with open(run / "results.ndjson", "wb") as f:
         f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
 elapsed = 0.0
 {PEAK}"""
-        _peak_mb_of(code)  # makes the run; the analysis below is measured in a fresh process
+    _peak_mb_of(code)
+
+
+def bench_analysis(samples: int = 83_334) -> None:
+    """analyze over a 1,000,008-record run made by the simulated respondent's answer model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _make_run(tmp, samples)  # the analysis below is measured in a fresh process
         code = f"""
 import time
 from pathlib import Path
@@ -263,6 +269,26 @@ print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
         print(f"analysis of {int(n):,} result records ({size:.0f} MB of NDJSON): {seconds:.2f} s "
               f"(target <= 5 s, {seconds / 5:.2f} of target); peak heap {anon:.0f} MB, peak RSS "
               f"{peak:.0f} MB (the rest is the memory-mapped results file, which the kernel can drop)")
+
+
+def bench_status(samples: int = 83_334) -> None:
+    """`orchestrator status` of a 1,000,008-record run: every line checked, then summed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _make_run(tmp, samples)
+        code = f"""
+import time
+from pathlib import Path
+from orchestrator.engine.status import run_status
+t0 = time.perf_counter()
+table, summary = run_status(Path({tmp!r}) / "run")
+elapsed = time.perf_counter() - t0
+print(summary.split(";")[0])
+{PEAK}"""
+        seconds, peak, anon, state = _peak_mb_of(code)
+        size = (Path(tmp) / "run" / "results.ndjson").stat().st_size / 1e6
+        print(f"status of {12 * samples:,} result records ({size:.0f} MB of NDJSON; {state}): {seconds:.2f} s "
+              f"(target <= 3 s, {seconds / 3:.2f} of target); peak heap {anon:.0f} MB (target <= "
+              f"300 MB, {anon / 300:.2f} of target), peak RSS {peak:.0f} MB (with the memory-mapped file)")
 
 
 def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
@@ -375,7 +401,7 @@ print(result.bsi.height, result.bsi_variants.height)
 
 def main() -> None:
     which = set(sys.argv[1:])
-    for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan),
+    for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
                      ("local", bench_local_model)):

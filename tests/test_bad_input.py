@@ -179,7 +179,7 @@ def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["run", str(changed)])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2
-    assert "samples: was {'ai-bias-benchmark': 2}, now {'ai-bias-benchmark': 3}" in flat
+    assert "samples of ai-bias-benchmark: 2 -> 3" in flat and "tasks: 24 -> 36" in flat
     assert "--run-id" in flat
 
 

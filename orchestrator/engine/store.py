@@ -11,15 +11,11 @@ from typing import Any
 import anyio
 import orjson
 
+from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.errors import PlanChangedError, UserError
 from orchestrator.plan import describe_changes
 
 MANIFEST = "manifest.json"
-RESULTS = "results.ndjson"
-_PREFIX = b'{"taskId":"'
-_ID_END = len(_PREFIX) + 32
-_STATUS_AT = _ID_END + len(b'","status":"')
-_MODEL_KEY = b'"modelKey":"'
 
 
 @dataclass
@@ -31,55 +27,30 @@ class Scan:
     repaired_bytes: int = 0
 
 
-def repair_tail(path: Path) -> int:
-    """Cut a torn last line (a write interrupted by a crash); returns the bytes removed."""
-    if not path.exists():
-        return 0
-    with open(path, "r+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        back = min(size, 1 << 16)
-        while True:
-            f.seek(size - back)
-            tail = f.read(back)
-            cut = tail.rfind(b"\n")
-            if cut != -1 or back == size:
-                break
-            back = min(size, back * 4)
-        keep = size - back + cut + 1 if cut != -1 else 0
-        if keep != size:
-            f.truncate(keep)
-        return size - keep
-
-
-def _fields(line: bytes) -> tuple[str, str, str]:
-    """(taskId, status, modelKey) of a record line: by position for our own lines, else JSON."""
-    if line.startswith(_PREFIX) and line[_ID_END:_ID_END + 1] == b'"':
-        end = line.index(b'"', _STATUS_AT)
-        k = line.find(_MODEL_KEY, end) + len(_MODEL_KEY)
-        return (line[len(_PREFIX):_ID_END].decode(), line[_STATUS_AT:end].decode(),
-                line[k:line.index(b'"', k)].decode())
-    rec = orjson.loads(line)
-    return rec["taskId"], rec["status"], rec.get("modelKey", "")
-
-
 def scan_results(path: Path) -> Scan:
-    scan = Scan(repaired_bytes=repair_tail(path))
-    if not path.exists():
-        return scan
+    """The finished tasks of a run, for resume. A line that is not a record refuses the run
+    before anything is written; a torn last line is cut, once the whole file has been checked."""
+    scan = Scan()
+    lines = ResultLines(path)
     done, by_model = scan.done, scan.done_by_model
-    with open(path, "rb") as f:
-        for line in f:
-            task_id, status, model_key = _fields(line)
-            if status != "failed" and task_id not in done:
-                done.add(task_id)
-                by_model[model_key] += 1
+    for task_id, status, model_key, _, _ in lines.records():
+        if status != "failed" and task_id not in done:
+            done.add(task_id)
+            by_model[model_key] += 1
+    lines.check()
+    if lines.torn_bytes:
+        with open(path, "r+b") as f:
+            if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:
+                raise UserError("the results file grew while it was read", file=str(path),
+                                fix="make sure no other process writes to this run, then run again")
+            f.truncate(lines.complete_bytes)
+        scan.repaired_bytes = lines.torn_bytes
     return scan
 
 
 def spent_so_far(path: Path) -> float:
-    """USD the run's recorded calls cost (a budget covers the whole run, across resumes)."""
+    """USD the run's recorded calls cost (a budget covers the whole run, across resumes).
+    Read after scan_results, which has checked every line."""
     if not path.exists() or path.stat().st_size == 0:
         return 0.0
     import polars as pl
@@ -88,17 +59,45 @@ def spent_so_far(path: Path) -> float:
     return float(total or 0.0)
 
 
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The final record of every task: a later terminal record supersedes a `failed` one."""
-    final: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        with open(path, "rb") as f:
-            for line in f:
-                if line.endswith(b"\n"):
-                    rec = orjson.loads(line)
-                    if rec["taskId"] not in final or final[rec["taskId"]]["status"] == "failed":
-                        final[rec["taskId"]] = rec
-    yield from final.values()
+# What the readers of a manifest rely on. `jobs` and `models` are missing in runs made by older
+# versions (their readers say so); "*" is every value of an object or item of a list.
+_REQUIRED = (("campaign", str), ("runId", str), ("createdAt", str), ("config", dict), ("plan", dict),
+             ("plan.hash", str), ("plan.jobs", list), ("plan.models", list), ("plan.models.*", dict),
+             ("plan.per_model", dict), ("plan.per_model.*", int), ("plan.samples", dict),
+             ("plan.samples.*", int))
+_OPTIONAL = (("jobs", dict), ("jobs.*", dict), ("models", dict), ("plan.strategies", dict),
+             ("plan.prompts", dict))
+_MISSING = object()
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a whole number"}
+
+
+def _values(doc: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted name, value) of every field a path names; _MISSING where one is absent."""
+    if not parts:
+        yield where, doc
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+        for k, v in items:
+            yield from _values(v, rest, f"{where}.{k}" if isinstance(doc, dict) else f"{where}[{k}]")
+    elif isinstance(doc, dict):
+        yield from _values(doc.get(head, _MISSING), rest, f"{where}.{head}" if where else head)
+
+
+def _shape_error(manifest: Any) -> tuple[str, str] | None:
+    """(field, what is wrong with it) for the first field of a manifest its readers cannot use."""
+    if not isinstance(manifest, dict):
+        return "", f"it holds a JSON {type(manifest).__name__}, not an object"
+    for spec, required in ((_REQUIRED, True), (_OPTIONAL, False)):
+        for path, kind in spec:
+            for where, value in _values(manifest, path.split(".")):
+                if value is _MISSING:
+                    if required:
+                        return where, "it is missing"
+                elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                    return where, f"it should be {_TYPE_NAMES[kind]}, not {type(value).__name__}"
+    return None
 
 
 class RunStore:
@@ -107,18 +106,42 @@ class RunStore:
         self.results = path / RESULTS
         self.manifest_path = path / MANIFEST
 
+    def _check_folder(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError("this is a file, not a run folder", file=str(self.path),
+                            fix="point to the run folder runs/<campaign>/<run-id>/ as printed by "
+                                "'orchestrator run' (the folder holding manifest.json)")
+
     def read_manifest(self) -> dict[str, Any]:
+        self._check_folder()
+        fix = ("restore manifest.json from a copy of this run folder (it is written once, when the "
+               "run starts), or start a new run with --run-id")
         try:
-            return orjson.loads(self.manifest_path.read_bytes())
+            raw = self.manifest_path.read_bytes()
         except FileNotFoundError:
             raise UserError("not a run directory (no manifest.json)", file=str(self.path),
                             fix="point to runs/<campaign>/<run-id>/ as printed by 'orchestrator run'") from None
+        except OSError as exc:  # a folder named manifest.json, no permission, ...
+            raise UserError(f"manifest.json cannot be read ({exc.strerror})", file=str(self.manifest_path),
+                            fix=fix) from None
+        if raw.startswith(b"\xef\xbb\xbf"):
+            raise UserError("manifest.json starts with a UTF-8 byte-order mark (BOM), which JSON does "
+                            "not allow", file=str(self.manifest_path),
+                            fix="save it as UTF-8 without a BOM (the first three bytes EF BB BF removed)")
+        try:
+            manifest = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise UserError(f"manifest.json is corrupt: {exc}", file=str(self.manifest_path),
-                            fix="restore it, or start a new run with --run-id") from None
+            raise UserError(f"manifest.json is corrupt: {exc}", file=str(self.manifest_path), fix=fix) from None
+        problem = _shape_error(manifest)
+        if problem:
+            where, what = problem
+            raise UserError(f"manifest.json is not a run manifest: {what}", file=str(self.manifest_path),
+                            field=where or None, fix=fix)
+        return manifest
 
     def check(self, manifest: dict[str, Any], resume_hint: str) -> bool:
         """Whether the run exists; if it does, that its plan is this one. Writes nothing."""
+        self._check_folder()
         if not self.manifest_path.exists():
             return False
         old = self.read_manifest()["plan"]

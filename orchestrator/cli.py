@@ -235,13 +235,16 @@ RATE = _number(0, 1, example="0.1")
 def repair(run_dir: RunDirArg) -> None:
     """Move the lines of results.ndjson that are not result records (blank, garbage, another
     program's JSON, a torn line) to results.rejected.ndjson beside it, so the run can go on.
-    Deletes nothing. Run it while no `run` of this folder is going on."""
+    Deletes nothing. Refused while a `run` of this folder is going on."""
     from orchestrator.engine.repair import repair_results
     from orchestrator.engine.results import RESULTS
     from orchestrator.engine.store import RunStore
+    from orchestrator.engine.lock import RunLock
     try:
         RunStore(run_dir).read_manifest()
-        done = repair_results(run_dir / RESULTS)
+        with RunLock(run_dir) as lock:  # a run writing meanwhile would lose what it appends
+            lock.acquire()
+            done = repair_results(run_dir / RESULTS)
     except UserError as exc:
         fail(exc)
     if not done.moved_count:

@@ -204,3 +204,16 @@ def test_a_line_torn_by_a_run_while_it_is_read_is_left_out(tmp_path):
     assert df.height == complete.count(b"\n") == lines.lines
     assert read_from[0] == results and read_from[1] != results  # then a snapshot was read
     assert results.read_bytes() == complete + complete[:60]
+
+
+def test_repair_is_refused_while_a_run_holds_the_folder(tmp_path):
+    from orchestrator.engine.lock import RunLock
+    _, run_dir = _simulated_run(tmp_path)
+    results = run_dir / "results.ndjson"
+    results.write_bytes(results.read_bytes() + b"not json\n")
+    before = _snapshot(run_dir)
+    with RunLock(run_dir) as holder:
+        holder.acquire()
+        result = CliRunner().invoke(app, ["repair", str(run_dir)])
+    assert result.exit_code == 2 and f"pid {os.getpid()}" in result.output
+    assert _snapshot(run_dir) == before

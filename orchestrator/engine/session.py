@@ -66,7 +66,8 @@ def campaign_of_run(run_dir: Path) -> Campaign:
     manifest = RunStore(run_dir).read_manifest()
     where = run_dir / "manifest.json"
     config = validate(CampaignConfig, manifest["config"], where)
-    jobs = [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
+    jobs = ([validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
+            if "jobs" in manifest else None)  # older manifests: read the job files again
     source = Path(manifest["configPath"]) if manifest.get("configPath") else None
     campaign = build_campaign(config, source if source and source.exists() else None, jobs)
     campaign.run_dir = run_dir

@@ -240,24 +240,29 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
     gates = _gates(plan, groups, extractor)
     writer = store.writer(count)
     everyone = [*providers.values(), *([extractor.provider] if extractor else [])]
-    async with anyio.create_task_group() as control:
-        if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
-            await control.start(_watch_signals, work, state)
-        try:
-            with work:
-                await _start_all(everyone)
-                async with anyio.create_task_group() as running:
-                    running.start_soon(writer.flush_every, FLUSH_EVERY_S)
-                    async with anyio.create_task_group() as workers:
-                        for key, model_indices in groups.items():
-                            _start_key(workers, plan, gates[key], model_indices, skip,
-                                       providers, state, writer, extractor)
-                    running.cancel_scope.cancel()
-        finally:
-            # The signal watcher is still listening here, so a second signal is absorbed.
-            writer.close()
-            with anyio.CancelScope(shield=True):
-                for provider in everyone:
-                    await provider.aclose()
-            control.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as control:
+            if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
+                await control.start(_watch_signals, work, state)
+            try:
+                with work:
+                    await _start_all(everyone)
+                    async with anyio.create_task_group() as running:
+                        running.start_soon(writer.flush_every, FLUSH_EVERY_S)
+                        async with anyio.create_task_group() as workers:
+                            for key, model_indices in groups.items():
+                                _start_key(workers, plan, gates[key], model_indices, skip,
+                                           providers, state, writer, extractor)
+                        running.cancel_scope.cancel()
+            finally:
+                # The signal watcher still listens here, so a second signal is absorbed.
+                writer.close()
+                with anyio.CancelScope(shield=True):
+                    for provider in everyone:
+                        await provider.aclose()
+                control.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the signal watcher's group wraps the one real error
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     return state

@@ -47,6 +47,9 @@ def _number(low: float, high: float | None = None, *, above: bool = False, examp
 
 
 def _load(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
+    if target.name in ("results.ndjson", "manifest.json") and target.is_file():
+        raise UserError("this is a file of a run folder, not a campaign config", file=str(target),
+                        fix=f"give the run folder itself: orchestrator run {target.parent}")
     if target.is_dir():  # a run folder: resume it where it is, as it was started
         from orchestrator.engine.session import campaign_of_run
         for flag, value in (("--samples", samples), ("--run-id", run_id)):
@@ -138,8 +141,8 @@ def run(config: ConfigArg,
         outcome = run_campaign(campaign, console, budget=budget, wait=wait)
     except UserError as exc:
         fail(exc)
-    except KeyboardInterrupt:  # only while waiting for another run's lock: nothing was started
-        err_console.print("stopped waiting; nothing was started")
+    except KeyboardInterrupt:  # before any model was called (e.g. waiting for the lock)
+        err_console.print(f"interrupted before any model was called; to start, run again:\n  {resume_command()}")
         raise typer.Exit(130) from None
     results = outcome.run_dir / "results.ndjson"
     if outcome.already_complete:
@@ -147,6 +150,9 @@ def run(config: ConfigArg,
         return
     counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
     console.print(f"wrote {counts}\nresults: {results}")
+    if outcome.by_status["too_long"]:
+        err_console.print(f"[yellow]{outcome.by_status['too_long']:,} request(s) were over the model's "
+                          "context length and hold no answer (status too_long; see orchestrator status)[/]")
     for key, message in outcome.state.fatal.items():
         err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
     if outcome.state.budget_reached:

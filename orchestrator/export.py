@@ -3,8 +3,8 @@
 Two passes, so that a run of any size exports in bounded memory: the first reads every line
 (checked by results.ResultLines) and keeps, per exported record, only where its line is and
 what it sorts by; the second reads the records again in their sorted order and writes them.
-A task's final record is its first terminal one (ok, parse_error, refused, rejected); `failed`
-and `rejected` lines are never exported.
+A task's final record is its first terminal one (ok, parse_error, refused, too_long); `failed`
+and `too_long` lines are never exported.
 """
 from __future__ import annotations
 
@@ -81,13 +81,13 @@ class _Index:
 
 def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     """Write the answered records (ok, parse_error, refused) of seed-000-format jobs; `failed`
-    and `rejected` ones hold no response of the model."""
+    and `too_long` ones hold no response of the model."""
     jobs = _jobs_of_kind(RunStore(run_dir).read_manifest(), "paired")
     path = run_dir / RESULTS
     indexes: dict[str, _Index] = {}
     cells: dict[tuple[Any, ...], int] = {}  # (experiment, condition, variant, strategy) -> id
     for _, status, offset, length, rec in _records(path, terminal_only=True):
-        if rec["job"] in jobs and status != "rejected":
+        if rec["job"] in jobs and status != "too_long":
             cell = cells.setdefault((rec["experimentSlug"], rec["conditionIndex"], rec["variant"],
                                      rec["strategy"]), len(cells))
             indexes.setdefault(_file_name(rec), _Index()).add(cell, rec["sample"], offset, length)

@@ -146,13 +146,13 @@ def test_a_prompt_over_the_context_length_is_that_tasks_final_record(tmp_path, e
     counts = by_provider(outcome)
     too_long = server.log.served["too_long"]
     assert 0 < too_long < 3 * PER_MODEL
-    assert sum(n for (_, status), n in counts.items() if status == "rejected") == too_long
+    assert sum(n for (_, status), n in counts.items() if status == "too_long") == too_long
     for provider in ("openai", "anthropic", "gemini"):  # each in its own words, none stopped
-        assert counts[(provider, "rejected")] > 0
-        assert counts[(provider, "rejected")] + counts[(provider, "ok")] == PER_MODEL
+        assert counts[(provider, "too_long")] > 0
+        assert counts[(provider, "too_long")] + counts[(provider, "ok")] == PER_MODEL
     assert not outcome.state.fatal and outcome.exit_code == 0
     assert all(r["attempts"] == 1 and "400 from" in r["error"]
-               for r in records(outcome.run_dir) if r["status"] == "rejected")
+               for r in records(outcome.run_dir) if r["status"] == "too_long")
 
     calls = len(server.log.arrivals)
     again = run_quietly(cfg)  # final records: nothing to call on resume
@@ -161,7 +161,7 @@ def test_a_prompt_over_the_context_length_is_that_tasks_final_record(tmp_path, e
     run_dir = outcome.run_dir
     runner = CliRunner()
     status = runner.invoke(app, ["status", str(run_dir)], terminal_width=200)
-    assert status.exit_code == 0 and "complete" in status.output and "rejected" in status.output
+    assert status.exit_code == 0 and "complete" in status.output and "too_long" in status.output
     assert runner.invoke(app, ["analyze", str(run_dir)]).exit_code == 0
     summary = orjson.loads((run_dir / "summary.json").read_bytes())["effects"]
     answered = sum(row["n_records_0"] + row["n_records_1"] for row in summary)

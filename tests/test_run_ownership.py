@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.engine.lock import RunLock, RunLockedError
-from tests.conftest import openai_config
+from orchestrator.errors import UserError
+from tests.conftest import openai_config, write_config
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -67,9 +68,10 @@ def test_wait_starts_when_the_holder_ends_and_calls_nothing_it_finished(tmp_path
     first = _start(str(cfg))
     _wait_for_results(results, first)
     waiting = _start(str(cfg), "--wait")
-    _, waited_err = waiting.communicate(timeout=120)
+    waited_out, waited_err = waiting.communicate(timeout=120)
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0 and waiting.returncode == 0, (err, waited_err)
+    assert f"in use by pid {first.pid}" in _flat(waited_out) and "waiting for it" in waited_out
     assert len(server.log.arrivals) == 240
     assert max(_task_ids(results).values()) == 1
 
@@ -136,3 +138,55 @@ def test_run_id_or_samples_with_a_run_folder_is_refused(tmp_path, emulator, flag
     assert f"option '{flag[0]}'" in flat and "drop" in flat
     assert sorted(p.name for p in run_dir.iterdir()) == before
     assert not (tmp_path / "runs" / "t" / "other").exists()
+
+
+def test_a_lock_in_a_folder_that_cannot_hold_one_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match="cannot open the run's lock file") as caught:
+        RunLock(tmp_path / "gone").acquire()
+    assert "fix:" in str(caught.value)
+
+
+def test_a_moved_run_resumes_without_the_price_table_its_config_named(tmp_path, emulator, monkeypatch):
+    server = emulator()
+    (tmp_path / "my-prices.toml").write_text('[models."fake-model"]\ninput = 1.0\noutput = 2.0\n')
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=2, extra='prices = "my-prices.toml"')
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    run_dir = tmp_path / "runs" / "t" / "r1"
+    results = run_dir / "results.ndjson"
+    results.write_bytes(b"".join(results.read_bytes().splitlines(keepends=True)[:10]))
+    moved = tmp_path / "moved"
+    shutil.move(run_dir, moved)
+    (tmp_path / "my-prices.toml").unlink()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", str(moved)])
+    assert result.exit_code == 0, result.output
+    assert len(_task_ids(moved / "results.ndjson")) == 24
+    costs = [orjson.loads(line)["costUsd"] for line in (moved / "results.ndjson").read_bytes().splitlines()]
+    assert all(c and c > 0 for c in costs)  # resumed calls are priced as the run's snapshot says
+
+
+def test_a_results_file_given_for_a_run_folder_names_the_folder(tmp_path, emulator):
+    server = emulator()
+    cfg = openai_config(tmp_path, server.base_url("openai"), samples=1)
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
+    result = CliRunner().invoke(app, ["run", str(results)])
+    assert result.exit_code == 2 and f"orchestrator run {results.parent}" in _flat(result.output)
+
+
+def test_ctrl_c_stops_a_run_on_an_instant_respondent(tmp_path):
+    cfg = write_config(tmp_path, f"""
+        name = "fast"
+        jobs = ["ai-bias-benchmark"]
+        samples = 100000
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "instant"
+        """)
+    results = tmp_path / "runs" / "fast" / "default" / "results.ndjson"
+    proc = _start(str(cfg))
+    _wait_for_results(results, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)  # the old engine never saw the signal
+    assert proc.returncode == 130 and "resume with" in err

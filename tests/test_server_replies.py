@@ -54,14 +54,14 @@ _OPENAI_ERROR = {"type": "invalid_request_error", "param": None}
 REAL_BODIES = [  # (protocol, status, body, what it is), as the providers and servers send them
     ("openai", 400, {"error": {**_OPENAI_ERROR, "code": "context_length_exceeded", "param": "messages",
                                "message": "This model's maximum context length is 8192 tokens. However, "
-                                          "your messages resulted in 9000 tokens."}}, "Rejected"),
+                                          "your messages resulted in 9000 tokens."}}, "TooLong"),
     ("openai", 400, {"object": "error", "type": "BadRequestError", "code": 400,  # vLLM
                      "message": "This model's maximum context length is 2048 tokens. However, you "
                                 "requested 2100 tokens (2000 in the messages, 100 in the completion)."},
-     "Rejected"),
+     "TooLong"),
     ("openai", 400, {"error": {"code": 400, "type": "exceed_context_size_error",  # llama.cpp server
                                "message": "the request exceeds the available context size, try "
-                                          "increasing it"}}, "Rejected"),
+                                          "increasing it"}}, "TooLong"),
     ("openai", 400, {"error": {**_OPENAI_ERROR, "code": "invalid_prompt", "message": "Invalid prompt: "
                                "your prompt was flagged as potentially violating our usage policy."}},
      "Refused"),
@@ -76,12 +76,12 @@ REAL_BODIES = [  # (protocol, status, body, what it is), as the providers and se
     ("openai", 429, {"error": {"message": "Rate limit reached for requests", "type": "requests",
                                "param": None, "code": "rate_limit_exceeded"}}, "RateLimited"),
     ("anthropic", 400, {"type": "error", "error": {"type": "invalid_request_error",
-                        "message": "prompt is too long: 208310 tokens > 200000 maximum"}}, "Rejected"),
+                        "message": "prompt is too long: 208310 tokens > 200000 maximum"}}, "TooLong"),
     ("anthropic", 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
                         "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000"}},
-     "Rejected"),
+     "TooLong"),
     ("anthropic", 413, {"type": "error", "error": {"type": "request_too_large",
-                        "message": "Request exceeds the maximum allowed number of bytes."}}, "Rejected"),
+                        "message": "Request exceeds the maximum allowed number of bytes."}}, "TooLong"),
     ("anthropic", 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
                         "max_tokens: 100000 > 64000, which is the maximum allowed number of output "
                         "tokens for anthropic-test"}}, "Fatal"),
@@ -89,7 +89,7 @@ REAL_BODIES = [  # (protocol, status, body, what it is), as the providers and se
      "RateLimited"),
     ("gemini", 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "The input token "
                                "count (1200000) exceeds the maximum number of tokens allowed (1048576)."}},
-     "Rejected"),
+     "TooLong"),
     ("gemini", 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
                                "message": "API key not valid. Please pass a valid API key.",
                                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",

@@ -51,9 +51,10 @@ def test_status_counts_each_task_by_its_final_record(tmp_path):
     ok = sum(r["status"] == "ok" for r in finished)
     parse_errors = sum(r["status"] == "parse_error" for r in finished)
     assert 0 < parse_errors < len(finished)
-    # tasks, ok, parse_error, refused, rejected, failed, pending, retries, spend
-    assert _row(result.output) == [f"{len(recs)}", f"{ok}", f"{parse_errors}", "0", "0", "1", "1", "3", "0.2000"]
-    assert "1 tasks pending" in result.output and "spent $0.2000" in result.output
+    # tasks, ok, parse_error, refused, too_long, failed, pending, retries, spend: tasks by their
+    # final records, retries and spend by every line (each attempt was paid for)
+    assert _row(result.output) == [f"{len(recs)}", f"{ok}", f"{parse_errors}", "0", "0", "1", "1", "10", "9.5500"]
+    assert "1 tasks pending" in result.output and "spent $9.5500" in result.output
 
 
 def test_export_of_a_disordered_file_is_the_export_of_the_clean_one(tmp_path):

@@ -23,7 +23,7 @@ RESULT_SCHEMA = {
     "job": pl.String, "variant": pl.String, "strategy": pl.String,
 }
 
-NO_ANSWER = ["failed", "rejected"]
+NO_ANSWER = ["failed", "too_long"]
 
 
 @dataclass
@@ -69,7 +69,7 @@ def final_records(run: Run) -> pl.LazyFrame:
     `choice`. The engine writes a task's final record once and never again, so no de-duplication
     is needed (it would hold every task id in memory). Two statuses hold no answer and are left
     out, so that they count as unanswered (flagged as unfinished), never as model behaviour:
-    `failed` lines are attempts that a later resume superseded or will retry, and `rejected`
+    `failed` lines are attempts that a later resume superseded or will retry, and `too_long`
     ones are requests the server would not take (a prompt over the context length)."""
     lf = pl.scan_ndjson(run.readable.path, schema=RESULT_SCHEMA, ignore_errors=True)
     return (lf.filter(~pl.col("status").is_in(NO_ANSWER))

@@ -41,14 +41,22 @@ class RunLock:
     def acquire(self, wait: bool = False, on_wait=None) -> None:
         """Take the lock, or raise RunLockedError naming the holder; with `wait`, wait for it
         (calling `on_wait(holder)` once first)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"cannot open the run's lock file: {exc.strerror}", file=str(self.path),
+                            fix="make the run folder writable (a run writes its results there)") from None
         try:
             told = False
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
-                except BlockingIOError:
+                except OSError as exc:
+                    if not isinstance(exc, BlockingIOError):
+                        raise UserError(f"cannot lock the run folder: {exc.strerror}",
+                                        file=str(self.path.parent),
+                                        fix="keep runs on a local file system that supports flock") from None
                     if not wait:
                         raise RunLockedError(
                             f"this run is in use by {self.holder()}", file=str(self.path.parent),

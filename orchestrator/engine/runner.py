@@ -31,7 +31,7 @@ from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed, parse_answer
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
-from orchestrator.providers.errors import (Fatal, ProviderError, RateLimited, Refused, Rejected,
+from orchestrator.providers.errors import (Fatal, ProviderError, RateLimited, Refused, TooLong,
                                           Transient, Unreachable)
 from orchestrator.spec.campaign import LimitConfig
 
@@ -155,8 +155,8 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
                           extracted_by=extracted_by, extra_cost=extra_cost)
     except Refused as exc:
         outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
-    except Rejected as exc:  # final for this task (nothing to retry on resume); the model goes on
-        outcome = Outcome("rejected", retries + 1, 0.0, started, started, error=str(exc))
+    except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
+        outcome = Outcome("too_long", retries + 1, 0.0, started, started, error=str(exc))
     except (RateLimited, Transient, Fatal) as exc:
         outcome = Outcome("failed", retries + 1, 0.0, started, started,
                           error=f"{type(exc).__name__}: {exc}")

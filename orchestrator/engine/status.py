@@ -3,8 +3,9 @@
 The results file is checked line by line (results.ResultLines) while polars reads the few
 fields the table needs (snapshot.check_and_parse), so memory is bounded by those columns, not
 by the records, and a million records take about two seconds. A
-task's final record is its first terminal one (ok, parse_error, refused), or else its last
-`failed` one (a resume retried it and it failed again).
+task's final record is its first terminal one (ok, parse_error, refused, too_long), or else its
+last `failed` one (a resume retried it and it failed again). Tasks are counted by their final
+records; retries and spend by every line, since every attempt that was paid for counts.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ _SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
            "attempts": pl.Int64, "costUsd": pl.Float64}
 
 
-def _sums(df: pl.DataFrame) -> pl.DataFrame:
-    """Tasks, retries and spend per model and final status: each task counted by its first
-    terminal record, or else its last failed one (ids as hashes; see tally)."""
+def _counts(df: pl.DataFrame) -> pl.DataFrame:
+    """Tasks per model and final status: each task counted by its first terminal record, or
+    else its last failed one (ids as hashes; see tally)."""
     failed = pl.col("status") == "failed"
     # a failed record and a terminal one of the same task get different keys
     key = pl.when(failed).then(~pl.col("id")).otherwise(pl.col("id"))
@@ -33,9 +34,13 @@ def _sums(df: pl.DataFrame) -> pl.DataFrame:
                 if retried.len() else retried)
     final = (pl.when(failed).then(key.is_last_distinct() & ~pl.col("id").is_in(finished.implode()))
              .otherwise(key.is_first_distinct()))
-    return (df.lazy().filter(final).group_by("modelKey", "status")
-            .agg(pl.len(), (pl.col("attempts").fill_null(1) - 1).sum(), pl.col("costUsd").sum())
-            .collect())
+    return df.lazy().filter(final).group_by("modelKey", "status").agg(pl.len()).collect()
+
+
+def _paid(df: pl.DataFrame) -> pl.DataFrame:
+    """Retries and spend per model over every line: a superseded attempt was paid for too."""
+    return (df.lazy().group_by("modelKey")
+            .agg((pl.col("attempts").fill_null(1) - 1).sum(), pl.col("costUsd").sum()).collect())
 
 
 def _read(path: Path) -> pl.DataFrame:
@@ -45,14 +50,16 @@ def _read(path: Path) -> pl.DataFrame:
             .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId")).collect())
 
 
-def tally(path: Path) -> tuple[dict[tuple[str, str], tuple[int, int, float]], str | None]:
-    """{(modelKey, final status): (tasks, retries, spend USD)} of a results file, and a note
-    about a torn last line it skipped."""
+def tally(path: Path) -> tuple[dict[tuple[str, str], int], dict[str, tuple[int, float]], str | None]:
+    """{(modelKey, final status): tasks}, {modelKey: (retries, spend USD)} of a results file,
+    and a note about a torn last line it skipped."""
     if not path.is_file() or path.stat().st_size == 0:
         ResultLines(path).scan()  # a folder in its place is an error
-        return {}, None
+        return {}, {}, None
     lines, df = check_and_parse(path, _read)
-    return {(k, s): (n, r, c or 0.0) for k, s, n, r, c in _sums(df).iter_rows()}, lines.note()
+    counts = {(k, s): n for k, s, n in _counts(df).iter_rows()}
+    paid = {k: (r, c or 0.0) for k, r, c in _paid(df).iter_rows()}
+    return counts, paid, lines.note()
 
 
 def run_status(run_dir: Path) -> tuple[Table, str]:
@@ -60,24 +67,23 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     manifest = store.read_manifest()
     per_model: dict[str, int] = manifest["plan"]["per_model"]
     labels: dict[str, str] = manifest.get("models", {})
-    figures, note = tally(store.results)
+    counts, paid, note = tally(store.results)
     table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
-    # `rejected` (the server would not take that request) is final like the first three, but
+    # `too_long` (the server would not take that request) is final like the first three, but
     # holds no answer; `failed` runs again on resume, so it stays pending.
-    for col in ("model", "tasks", "ok", "parse_error", "refused", "rejected", "failed", "pending",
+    for col in ("model", "tasks", "ok", "parse_error", "refused", "too_long", "failed", "pending",
                 "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
-        c = {s: n for (k, s), (n, _, _) in figures.items() if k == key}
-        retries = sum(r for (k, _), (_, r, _) in figures.items() if k == key)
-        spend = sum(usd for (k, _), (_, _, usd) in figures.items() if k == key)
-        done = sum(c.get(s, 0) for s in ("ok", "parse_error", "refused", "rejected"))
+        c = {s: n for (k, s), n in counts.items() if k == key}
+        retries, spend = paid.get(key, (0, 0.0))
+        done = sum(c.get(s, 0) for s in ("ok", "parse_error", "refused", "too_long"))
         total_pending += total - done
         table.add_row(escape(f"{labels.get(key, key)} [{key}]"), f"{total:,}",
-                      *(f"{c.get(s, 0):,}" for s in ("ok", "parse_error", "refused", "rejected", "failed")),
+                      *(f"{c.get(s, 0):,}" for s in ("ok", "parse_error", "refused", "too_long", "failed")),
                       f"{total - done:,}", f"{retries:,}", f"{spend:,.4f}")
     state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
-    spent = sum(usd for _, _, usd in figures.values())
+    spent = sum(usd for _, usd in paid.values())
     summary = f"{state}; spent ${spent:,.4f}; results: {store.results}"
     return table, summary + (f"\nnote: {note}" if note else "")

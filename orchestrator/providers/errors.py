@@ -48,7 +48,7 @@ class Fatal(ProviderError):
     task of the model would fare better, so the model stops. The message names the fix."""
 
 
-class Rejected(ProviderError):
+class TooLong(ProviderError):
     """The server would not take this one request (its prompt is over the context length): a
     final outcome for this task, neither retried nor a reason to stop the model."""
 

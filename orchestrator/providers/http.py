@@ -20,7 +20,7 @@ from multidict import CIMultiDictProxy
 
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
-from orchestrator.providers.errors import (Fatal, RateInfo, RateLimited, Refused, Rejected,
+from orchestrator.providers.errors import (Fatal, RateInfo, RateLimited, Refused, TooLong,
                                           Transient, Unreachable)
 from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
 
@@ -241,7 +241,7 @@ class HTTPProvider:
         if status in (408, 409) or status >= 500:
             return Transient(said, self.retry_hint(headers, payload), self.rate(headers))
         if status == 413 or (status == 400 and _TOO_LONG.search(text)):
-            return Rejected(said)
+            return TooLong(said)
         if status == 400 and _FILTERED.search(text):
             return Refused(f"refused, prompt filtered: {said}")
         fixes = {401: f"the API key was rejected: check {key_env}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import anyio
+import anyio.lowlevel
 import orjson
 
 from orchestrator.plan import Task
@@ -67,6 +68,8 @@ class SimulatedProvider:
     async def complete(self, task: Task) -> Completion:
         if self.config.latency_ms:
             await anyio.sleep(self.config.latency_ms / 1000)
+        else:  # answers come at once: yield anyway, or a signal would never be seen
+            await anyio.lowlevel.checkpoint()
         rng = random.Random(f"{self.config.seed}:{task.task_id}")
         if rng.random() < self.config.refusal_rate:
             raise Refused("simulated refusal")

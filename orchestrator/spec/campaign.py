@@ -265,10 +265,11 @@ def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
 
 
 def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None) -> Campaign:
-    """Validate a config against its catalogues and load its jobs (or take `jobs` as given:
-    a run folder carries its own job definitions)."""
+    """Validate a config against its catalogues and load its jobs. A run folder's snapshot
+    (`jobs` given) carries its jobs, and its models already hold their presets and prices."""
     base = path.parent if path else Path.cwd()
-    config = _apply_catalogues(config, base, path)
+    if jobs is None:
+        config = _apply_catalogues(config, base, path)
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
     named += [("extractor", config.extractor)] if config.extractor is not None else []
     for where, model in named:

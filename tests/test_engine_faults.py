@@ -52,15 +52,20 @@ def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, em
 
 def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_path, emulator):
     server = emulator()
-    rate, window = 10, 0.5  # at most 10 requests in any 0.5 s
-    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=4, limits=f"""
+    # At most 10 requests in any 1 s. (The pacer's own invariant is proven on a virtual clock in
+    # test_pacing.py; here a real server sees it, and a 1 s window leaves the 1% safety margin
+    # 10 ms for timer lateness on a busy machine.)
+    rate, window = 10, 1.0
+    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=3, limits=f"""
         rpm = {rate}
         period_s = {window}
         max_in_flight = 8"""))
     arrivals = sorted(t for t, *_ in server.log.arrivals)
-    assert len(arrivals) == 48 and outcome.exit_code == 0
+    assert len(arrivals) == 36 and outcome.exit_code == 0
     spans = [arrivals[i + rate] - arrivals[i] for i in range(len(arrivals) - rate)]
-    assert min(spans) >= window, f"{rate + 1} requests arrived within {min(spans):.3f} s"
+    # A burst (the old bug: all held slots firing after a pause) puts 11 within a few ms; timer
+    # lateness on a loaded machine can shave a few ms off one span, which this allows.
+    assert min(spans) >= 0.97 * window, f"{rate + 1} requests arrived within {min(spans):.3f} s"
 
 
 def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, emulator):

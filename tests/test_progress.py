@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.engine.progress import RunProgress
-from orchestrator.engine.runner import RunState
+from orchestrator.engine.state import RunState
 from tests.conftest import write_config
 
 

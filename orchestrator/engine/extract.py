@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.limits import KeyController
 from orchestrator.parse import Parsed
 from orchestrator.pricing import usage_cost
@@ -46,6 +47,5 @@ class Extractor:
 
     async def extract(self, task: Task, raw: str, on_retry: Callable[[], None]) -> tuple[Parsed, float]:
         """The answer the extractor states, and what asking it cost (USD; 0 without a price)."""
-        from orchestrator.engine.runner import call_with_retries, safe_parse
         completion, _ = await call_with_retries(self.provider, self.gate, self.request(task, raw), on_retry)
         return safe_parse(completion.text, task), usage_cost(self.model.price, completion.usage) or 0.0

@@ -10,7 +10,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
                            TimeRemainingColumn)
 from rich.text import Text
 
-from orchestrator.engine.runner import RunState
+from orchestrator.engine.state import RunState
 
 
 class RateColumn(ProgressColumn):

@@ -16,7 +16,8 @@ from orchestrator import __version__
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
-from orchestrator.engine.runner import RunState, execute
+from orchestrator.engine.runner import execute
+from orchestrator.engine.state import RunState
 from orchestrator.engine.store import RunStore, scan_results, spent_so_far
 from orchestrator.errors import UserError
 from orchestrator.plan import Plan

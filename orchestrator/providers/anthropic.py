@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 from multidict import CIMultiDictProxy
 
-from orchestrator.plan import Task
+from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
 from orchestrator.providers.http import HTTPProvider, rate_info, usage
@@ -23,24 +23,19 @@ class AnthropicProvider(HTTPProvider):
     def headers(self, key: str | None) -> dict[str, str]:
         return {"anthropic-version": API_VERSION, **({"x-api-key": key} if key else {})}
 
-    def body(self, task: Task) -> bytes:
+    def request(self, cell: Cell) -> dict[str, Any]:  # the Messages API takes no seed
         m = self.model
-        cached = self._bodies.get(task.cell)
-        if cached is None:
-            system = [msg["content"] for msg in task.cell.messages if msg["role"] == "system"]
-            body: dict[str, Any] = {
-                "model": m.name, "max_tokens": m.max_tokens,
-                "messages": [{"role": msg["role"], "content": msg["content"]}
-                             for msg in task.cell.messages if msg["role"] != "system"]}
-            if system:
-                body["system"] = "\n\n".join(system)
-            for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
-                if value is not None:
-                    body[key] = value
-            cached = orjson.dumps(body)
-            if task.cell.cacheable:
-                self._bodies[task.cell] = cached
-        return cached  # the Messages API takes no seed
+        system = [msg["content"] for msg in cell.messages if msg["role"] == "system"]
+        body: dict[str, Any] = {
+            "model": m.name, "max_tokens": m.max_tokens,
+            "messages": [{"role": msg["role"], "content": msg["content"]}
+                         for msg in cell.messages if msg["role"] != "system"]}
+        if system:
+            body["system"] = "\n\n".join(system)
+        for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
+            if value is not None:
+                body[key] = value
+        return body
 
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
         return rate_info(headers, "anthropic-ratelimit-")

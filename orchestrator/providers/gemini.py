@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from multidict import CIMultiDictProxy
 
-from orchestrator.plan import Task
+from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
 from orchestrator.providers.http import HTTPProvider, seconds_until, usage
@@ -39,33 +39,28 @@ class GeminiProvider(HTTPProvider):
         # The key goes in a header, never in the URL, where logs and error messages would show it.
         return {"x-goog-api-key": key} if key else {}
 
-    def body(self, task: Task) -> bytes:
+    def request(self, cell: Cell) -> dict[str, Any]:
         m = self.model
-        cached = self._bodies.get(task.cell)
-        if cached is None:
-            system = [msg["content"] for msg in task.cell.messages if msg["role"] == "system"]
-            config: dict[str, Any] = {"maxOutputTokens": m.max_tokens}
-            for key, value in (("temperature", m.temperature), ("topP", m.top_p)):
-                if value is not None:
-                    config[key] = value
-            if m.structured_output:
-                config["responseMimeType"] = "application/json"
-                config["responseSchema"] = response_schema(task.cell.contract)
-            body: dict[str, Any] = {
-                "contents": [{"role": "user", "parts": [{"text": msg["content"]}]}
-                             for msg in task.cell.messages if msg["role"] != "system"],
-                "generationConfig": config}
-            if system:
-                body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
-            cached = orjson.dumps(body)
-            if task.cell.cacheable:
-                self._bodies[task.cell] = cached
-        seed = self.seed_for(task)
-        if seed is None:
-            return cached
-        body = orjson.loads(cached)
-        body["generationConfig"]["seed"] = seed
-        return orjson.dumps(body)
+        system = [msg["content"] for msg in cell.messages if msg["role"] == "system"]
+        config: dict[str, Any] = {"maxOutputTokens": m.max_tokens}
+        for key, value in (("temperature", m.temperature), ("topP", m.top_p)):
+            if value is not None:
+                config[key] = value
+        if m.structured_output:
+            config["responseMimeType"] = "application/json"
+            config["responseSchema"] = response_schema(cell.contract)
+        body: dict[str, Any] = {
+            "contents": [{"role": "user", "parts": [{"text": msg["content"]}]}
+                         for msg in cell.messages if msg["role"] != "system"],
+            "generationConfig": config}
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+        return body
+
+    def with_seed(self, body: bytes, seed: int) -> bytes:
+        request = orjson.loads(body)
+        request["generationConfig"]["seed"] = seed
+        return orjson.dumps(request)
 
     def retry_hint(self, headers: CIMultiDictProxy, payload: bytes) -> float | None:
         """429 RESOURCE_EXHAUSTED carries a RetryInfo detail with retryDelay ("17s")."""

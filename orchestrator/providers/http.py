@@ -16,9 +16,10 @@ from datetime import datetime
 from typing import Any
 
 import aiohttp
+import orjson
 from multidict import CIMultiDictProxy
 
-from orchestrator.plan import Task
+from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import (Fatal, RateInfo, RateLimited, Refused, TooLong,
                                           Transient, Unreachable)
@@ -171,8 +172,13 @@ class HTTPProvider:
     def headers(self, key: str | None) -> dict[str, str]:
         raise NotImplementedError
 
-    def body(self, task: Task) -> bytes:
+    def request(self, cell: Cell) -> dict[str, Any]:
+        """The request body every sample of a cell shares (all but the seed)."""
         raise NotImplementedError
+
+    def with_seed(self, body: bytes, seed: int) -> bytes:
+        """The body with a sample's seed in it; by default the protocol takes no seed."""
+        return body
 
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         raise NotImplementedError
@@ -192,6 +198,16 @@ class HTTPProvider:
     # --- shared ------------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
+
+    def body(self, task: Task) -> bytes:
+        # Built once per cell: on a fast endpoint, encoding a body per call is a cost that shows.
+        cached = self._bodies.get(task.cell)
+        if cached is None:
+            cached = orjson.dumps(self.request(task.cell))
+            if task.cell.cacheable:
+                self._bodies[task.cell] = cached
+        seed = self.seed_for(task)
+        return cached if seed is None else self.with_seed(cached, seed)
 
     def seed_for(self, task: Task) -> int | None:
         """Each sample its own seed, derived from the task id: samples differ from each other,

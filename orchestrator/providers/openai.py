@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 from multidict import CIMultiDictProxy
 
-from orchestrator.plan import Task
+from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
 from orchestrator.providers.http import HTTPProvider, rate_info, usage
@@ -27,23 +27,18 @@ class OpenAIProvider(HTTPProvider):
     def headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def body(self, task: Task) -> bytes:
-        # All but the seed is the same for every sample of a cell: built once per cell.
+    def request(self, cell: Cell) -> dict[str, Any]:
         m = self.model
-        cached = self._bodies.get(task.cell)
-        if cached is None:
-            body: dict[str, Any] = {"model": m.name, "messages": list(task.cell.messages),
-                                    "max_tokens": m.max_tokens}
-            for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
-                if value is not None:
-                    body[key] = value
-            if m.structured_output:
-                body["response_format"] = response_format(task.cell.contract, self._form)
-            cached = orjson.dumps(body)
-            if task.cell.cacheable:
-                self._bodies[task.cell] = cached
-        seed = self.seed_for(task)
-        return cached if seed is None else cached[:-1] + b',"seed":' + str(seed).encode() + b"}"
+        body: dict[str, Any] = {"model": m.name, "messages": list(cell.messages), "max_tokens": m.max_tokens}
+        for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
+            if value is not None:
+                body[key] = value
+        if m.structured_output:
+            body["response_format"] = response_format(cell.contract, self._form)
+        return body
+
+    def with_seed(self, body: bytes, seed: int) -> bytes:
+        return body[:-1] + b',"seed":' + str(seed).encode() + b"}"
 
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
         return rate_info(headers, "x-ratelimit-")

@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign, load_campaign
+from orchestrator.studies import exporters, registered
 
 app = typer.Typer(help="Run cognitive-bias benchmark campaigns against language models: "
                   "plan the task matrix, run it under rate limits with resume, export results.",
@@ -209,12 +210,8 @@ def analyze(run_dir: RunDirArg) -> None:
     except UserError as exc:
         fail(exc)
     _note(result.run.note)
-    if result.paired.height:
-        print_effects(result.paired)
-    if result.judge.height:
-        print_judge(result.judge)
-    if result.bsi.height:
-        print_bsi(result.bsi)
+    for study in registered():
+        study.print_tables(result.tables, console)
     console.print("written: " + ", ".join(str(p) for p in result.paths.values() if p.suffix == ".csv")
                   + " (and .parquet, .json beside them)")
 
@@ -312,65 +309,23 @@ def emulate(port: Annotated[int, typer.Option(callback=_number(0, 65535, example
         pass
 
 
-def print_bsi(summary) -> None:
-    from orchestrator.report.render import fmt
-    table = Table("strategy", "model", "bias", Column("K", justify="right"),
-                  Column("BSI ± σ_tot", justify="right"), Column("σ_stat / σ_sys", justify="right"),
-                  Column("signed", justify="right"), Column("variant t-test q", justify="right"),
-                  Column("mixed model q (OR)", justify="right"), "notes",
-                  title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05)")
-    for r in summary.iter_rows(named=True):
-        star = lambda q: f"{fmt(q, 2)}{'*' if q is not None and q < 0.05 else ''}"  # noqa: E731
-        odds = f" ({fmt(r['odds_ratio'], 2)})" if r["odds_ratio"] is not None else ""
-        table.add_row(r["strategy"], escape(r["model"]), r["experimentSlug"], str(r["K"]),
-                      f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}", f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
-                      fmt(r["bsi_signed"]), star(r["q_variant"]), star(r["q_mixed"]) + odds,
-                      escape(r["reason"] or ""))
-    console.print(table)
 
 
-def print_judge(summary) -> None:
-    from orchestrator.report.render import fmt
-    table = Table("model", Column("signed prior-score pull: mean [95% CI]", justify="right"),
-                  Column("median", justify="right"), Column("Wilcoxon p", justify="right"),
-                  Column("anchor vs framing", justify="right"), Column("|error| blind / anchor", justify="right"),
-                  Column("harm", justify="right"), Column("flips", justify="right"), "complete",
-                  title="judge history (positive pull = toward the displayed prior score)")
-    for r in summary.iter_rows(named=True):
-        table.add_row(escape(r["model"]), f"{fmt(r['mean_pull'])} [{fmt(r['mean_pull_ci_low'])}, "
-                      f"{fmt(r['mean_pull_ci_high'])}]", fmt(r["median_pull"]), fmt(r["wilcoxon_p"], 2),
-                      fmt(r["mean_anchor_vs_framing"]), f"{fmt(r['abs_error_blind'])} / {fmt(r['abs_error_anchor'])}",
-                      f"{r['correction_harm']}/{r['correction_harm_of']}", f"{r['verdict_flips']}/{r['verdict_flips_of']}",
-                      "yes" if r["complete"] else f"NO ({r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks)")
-    console.print(table)
 
 
-def print_effects(summary) -> None:
-    from orchestrator.report.render import fmt
-    table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
-                  Column("effect [95% CI]", justify="right"), Column("p", justify="right"),
-                  Column("n", justify="right"), "flags", title="effects (positive = bias-predicted direction)")
-    for r in summary.iter_rows(named=True):
-        strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
-        table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
-                      f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-                      fmt(r["p_value"], 2), f"{r['n_valid_0']}/{r['n_valid_1']}",
-                      escape("; ".join(r["flags"])) or "-")
-    console.print(table)
 
 
 @app.command()
 def export(run_dir: RunDirArg,
-           format: Annotated[str, typer.Option("--format", help="ai-benchmark (the published seed-000 record format) or judge-history (the AI Judge History study's result JSON).")] = "ai-benchmark",
+           format: Annotated[str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")] = "ai-benchmark",
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
     """Export results in a published format, one file per model identity."""
     from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
-    from orchestrator.export import export_ai_benchmark, export_judge_history
     from orchestrator.spec.checks import folder_problem
-    exporters = {"ai-benchmark": export_ai_benchmark, "judge-history": export_judge_history}
-    if format not in exporters:
+    writers = exporters()
+    if format not in writers:
         fail(UserError(f"unknown format '{format}'", field="--format",
-                       fix=f"use one of: {', '.join(exporters)}"))
+                       fix=f"use one of: {', '.join(writers)}"))
     try:
         from orchestrator.engine.store import RunStore
         RunStore(run_dir).read_manifest()
@@ -378,7 +333,7 @@ def export(run_dir: RunDirArg,
         if problem := folder_problem(target):  # checked before any file is written
             raise UserError(f"cannot write the export to {target}: {problem}",
                             field="--out" if out else None, fix="give --out a folder (it is created if missing)")
-        counts = exporters[format](run_dir, target)
+        counts = writers[format].export(format, run_dir, target)
     except UserError as exc:
         fail(exc)
     _note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))

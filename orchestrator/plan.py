@@ -21,7 +21,6 @@ from orchestrator.errors import UserError
 from orchestrator.shuffle import MAX_SIZE, Shuffle
 from orchestrator.spec.campaign import Campaign, ModelConfig
 from orchestrator.spec.models import Condition, Experiment, Job, ResponseContract, Strategy, Variant
-from orchestrator.spec.native import choice_block
 
 _CHUNK = 65_536
 MAX_SAMPLES = (1 << 32) - 1  # a task id hashes its sample number as 4 bytes
@@ -55,6 +54,16 @@ class Task:
     task_id: str
     cell: Cell
     sample: int  # 1-based, as in the published result format
+
+
+# How options a variant lets the planner present are shown (in a counterbalanced order).
+CHOICE_INSTRUCTION = ('Give a brief justification, then end your answer with a JSON object naming '
+                      'your choice exactly as written above: {"choice": "<option>"}')
+
+
+def choice_block(contract: ResponseContract, order: tuple[int, ...]) -> str:
+    listed = "\n".join(f"- {contract.options[i]}" for i in order)
+    return f"Options:\n{listed}\n\n{CHOICE_INSTRUCTION}"
 
 
 def option_orders(n: int) -> list[tuple[int, ...]]:

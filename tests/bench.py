@@ -260,7 +260,7 @@ from pathlib import Path
 from orchestrator.analysis.summary import analyze
 run = Path({tmp!r}) / "run"
 t0 = time.perf_counter()
-summary = analyze(run).paired
+summary = analyze(run).tables["summary"]
 elapsed = time.perf_counter() - t0
 print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
 {PEAK}"""
@@ -390,7 +390,7 @@ from orchestrator.analysis.summary import analyze
 t0 = time.perf_counter()
 result = analyze(Path({tmp!r}) / "run")
 elapsed = time.perf_counter() - t0
-print(result.bsi.height, result.bsi_variants.height)
+print(result.tables["bsi_summary"].height, result.tables["bsi_variants"].height)
 {PEAK}"""
         seconds, peak, anon, info = _peak_mb_of(code)
         rows, variants = info.split()

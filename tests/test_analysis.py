@@ -66,7 +66,7 @@ max_in_flight = 64
 
 def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tmp_path):
     outcome = run_quietly(_campaign(tmp_path, 200))
-    summary = analyze(outcome.run_dir).paired
+    summary = analyze(outcome.run_dir).tables["summary"]
     assert summary.height == 200 * 6
     for exp, planted in PLANTED.items():
         rows = summary.filter(pl.col("experimentSlug") == exp)
@@ -78,7 +78,7 @@ def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tm
 def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     outcome = run_quietly(_campaign(tmp_path, 1, samples=25, extra="parse_error_rate = 0.1"))
-    summary = analyze(outcome.run_dir).paired
+    summary = analyze(outcome.run_dir).tables["summary"]
     assert CliRunner().invoke(app, ["export", str(outcome.run_dir)]).exit_code == 0
     [exported] = (outcome.run_dir / "export" / "ai-benchmark").glob("*.ndjson")
     spec = orjson.loads((Path(__file__).parents[1] / "jobs" / "ai-bias-benchmark.json").read_bytes())
@@ -104,7 +104,7 @@ def test_parse_failures_missing_conditions_and_small_samples_are_flagged(tmp_pat
     results = outcome.run_dir / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
     results.write_bytes(b"".join(l for l in lines if b'"caseId":"anchoring-first-number:1"' not in l))
-    summary = analyze(outcome.run_dir).paired
+    summary = analyze(outcome.run_dir).tables["summary"]
     rows = {r["experimentSlug"]: r for r in summary.iter_rows(named=True)}
     anchoring = rows.pop("anchoring-first-number")
     assert anchoring["effect"] is None and anchoring["n_valid_1"] == 0

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from orchestrator.analysis.bsi_inference import bh, bias_summary
+from orchestrator.analysis.stats import bh
+from orchestrator.studies.bias_strength.inference import bias_summary
 from orchestrator.analysis.summary import analyze
 from orchestrator.plan import option_orders
 from orchestrator.spec.jobs import load_job
@@ -58,7 +59,7 @@ def test_options_are_shown_in_every_order_and_scored_by_role(tmp_path):
     orders = Counter((r["variant"], r["conditionIndex"], tuple(r["optionOrder"])) for r in choices)
     assert set(orders.values()) == {20}  # 40 samples: 20 in each of the two orders
     # A respondent that mostly picks whatever is listed first shows no bias once orders balance.
-    summary = analyze(outcome.run_dir).bsi
+    summary = analyze(outcome.run_dir).tables["bsi_summary"]
     none = summary.filter(pl.col("experimentSlug") == "none").row(0, named=True)
     assert abs(none["bsi_signed"]) < 0.1
     assert all(r["response"]["role"] in ("yes", "no") for r in choices if r["status"] == "ok")
@@ -107,7 +108,7 @@ def test_bootstrap_sigma_stat_matches_the_binomial_standard_error(tmp_path):
         conditions = [{{shares = {{yes = 0.3}}}}, {{shares = {{yes = 0.7}}}}]
         """)
     outcome = run_quietly(cfg)
-    variants = analyze(outcome.run_dir).bsi_variants.filter(pl.col("experimentSlug") == "everywhere")
+    variants = analyze(outcome.run_dir).tables["bsi_variants"].filter(pl.col("experimentSlug") == "everywhere")
     for r in variants.iter_rows(named=True):
         p_c, p_t = r["stat_C"], r["stat_T"]
         analytic = np.sqrt(p_c * (1 - p_c) / r["n_C"] + p_t * (1 - p_t) / r["n_T"])
@@ -144,7 +145,7 @@ max_in_flight = 64
 
 def test_planted_biases_are_recovered_and_a_bias_planted_nowhere_is_not_called(tmp_path):
     outcome = _replications(tmp_path, 60)
-    summary = analyze(outcome.run_dir).bsi
+    summary = analyze(outcome.run_dir).tables["bsi_summary"]
     by_bias = {b: summary.filter(pl.col("experimentSlug") == b) for b in ("everywhere", "some", "none", "anchoring")}
     none = by_bias["none"]
     false_calls = (none["significant_variant"].fill_null(False) | none["significant_mixed"].fill_null(False)).mean()

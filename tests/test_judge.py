@@ -8,7 +8,8 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from orchestrator.analysis.judge import bootstrap_ci, model_summary, task_outcomes, wilcoxon_p
+from orchestrator.analysis.stats import bootstrap_ci
+from orchestrator.studies.judge_history.analysis import model_summary, task_outcomes, wilcoxon_p
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.spec.jobs import load_job
@@ -123,7 +124,7 @@ def test_a_judge_pulled_by_a_known_fraction_is_measured_so(tmp_path):
         g, p = e.judged.gold_score, e.judged.prior_score
         blind, anchor = _expected_score(g, 0.5), _expected_score(g + 0.5 * (p - g), 0.5)
         planted.append(np.sign(p - blind) * (anchor - blind))
-    rows = {r["model"]: r for r in result.judge.iter_rows(named=True)}
+    rows = {r["model"]: r for r in result.tables["judge_summary"].iter_rows(named=True)}
     pulled, steady = rows["simulated/pulled"], rows["simulated/steady"]
     assert pulled["mean_pull_ci_low"] <= np.mean(planted) <= pulled["mean_pull_ci_high"]
     assert pulled["wilcoxon_p"] < 0.05 and pulled["complete"]
@@ -136,7 +137,7 @@ def test_an_incomplete_model_is_labelled_never_imputed(tmp_path):
     lines = results.read_bytes().splitlines(keepends=True)
     dropped = [l for l in lines if b'"caseId":"sunk-cost:2"' in l and b'"sample":1,' in l]
     results.write_bytes(b"".join(l for l in lines if l not in dropped))
-    rows = {r["model"]: r for r in analyze(outcome.run_dir).judge.iter_rows(named=True)}
+    rows = {r["model"]: r for r in analyze(outcome.run_dir).tables["judge_summary"].iter_rows(named=True)}
     assert rows["simulated/pulled"]["complete"] is False and rows["simulated/steady"]["complete"] is False
     assert rows["simulated/pulled"]["tasks_with_all_conditions"] == 8  # still 2 judgments there
     assert rows["simulated/pulled"]["inconsistent_verdicts"] > 0

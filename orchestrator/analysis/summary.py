@@ -1,7 +1,5 @@
-"""`orchestrator analyze`: the effects of a run, written as parquet, csv and json.
-
-Paired (seed-000 style) experiments go to summary.*; judge-history jobs to judge_summary.* (one
-row per model) and judge_tasks.* (one row per model x task)."""
+"""`orchestrator analyze`: every registered study's tables for a run, each written as parquet,
+csv and json (`<stem>.*` in the run folder, the json naming the run)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,23 +9,14 @@ from typing import Any
 import orjson
 import polars as pl
 
-from orchestrator.analysis.bsi import variant_bsi
-from orchestrator.analysis.bsi_inference import bias_summary, debiasing, parse_failures
-from orchestrator.analysis.judge import judge_outcomes
 from orchestrator.analysis.load import Run, open_run
-from orchestrator.analysis.paired import paired_effects
+from orchestrator.studies import registered
 
 
 @dataclass
 class Analysis:
     run: Run
-    paired: pl.DataFrame
-    judge: pl.DataFrame
-    judge_tasks: pl.DataFrame
-    bsi: pl.DataFrame = field(default_factory=pl.DataFrame)
-    bsi_variants: pl.DataFrame = field(default_factory=pl.DataFrame)
-    bsi_parse: pl.DataFrame = field(default_factory=pl.DataFrame)
-    bsi_debiasing: pl.DataFrame = field(default_factory=pl.DataFrame)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # by file stem
     paths: dict[str, Path] = field(default_factory=dict)
 
 
@@ -52,23 +41,9 @@ def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Pa
 
 
 def analyze(run_dir: Path) -> Analysis:
-    run = open_run(run_dir)
-    paired = paired_effects(run)
-    judge, judge_tasks = judge_outcomes(run)
-    result = Analysis(run, paired, judge, judge_tasks)
-    variants = variant_bsi(run)
-    if variants.height:
-        result.bsi_variants = variants.drop("values_C", "values_T")
-        result.bsi = bias_summary(variants)
-        result.bsi_parse = parse_failures(variants)
-        result.bsi_debiasing = debiasing(result.bsi)
-        for df, stem, key in ((result.bsi, "bsi_summary", "biases"), (result.bsi_variants, "bsi_variants", "variants"),
-                              (result.bsi_parse, "bsi_parse_failures", "models"),
-                              (result.bsi_debiasing, "bsi_debiasing", "reductions")):
-            _write(df, run_dir / stem, key, run, result.paths)
-    if paired.height or not (judge.height or variants.height):
-        _write(paired, run_dir / "summary", "effects", run, result.paths)
-    if judge.height:
-        _write(judge, run_dir / "judge_summary", "models", run, result.paths)
-        _write(judge_tasks, run_dir / "judge_tasks", "tasks", run, result.paths)
+    result = Analysis(open_run(run_dir))
+    for study in registered():
+        for table in study.analyze(result.run):
+            result.tables[table.stem] = table.frame
+            _write(table.frame, run_dir / table.stem, table.key, result.run, result.paths)
     return result

@@ -6,9 +6,6 @@ from pathlib import Path
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import load_json
 from orchestrator.spec.models import Job
-from orchestrator.spec.seed000 import is_seed000, job_from_seed000
-from orchestrator.spec.native import is_native, job_from_native
-from orchestrator.spec.seed002 import is_seed002, job_from_seed002
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "jobs"
 
@@ -26,13 +23,11 @@ def resolve_job_path(ref: str, base: Path) -> Path:
 
 
 def load_job(path: Path) -> Job:
+    """A job file in the format of whichever registered study recognises it."""
+    from orchestrator.studies import registered  # the studies' readers use this module's siblings
     data = load_json(path, "job file")
-    if is_seed000(data):
-        return job_from_seed000(data, path, job_id=path.stem)
-    if is_native(data):
-        return job_from_native(data, path, job_id=path.stem)
-    if is_seed002(data):
-        return job_from_seed002(data, path, job_id=path.stem)
+    for study in registered():
+        if study.recognises(data):
+            return study.read(data, path, job_id=path.stem)
     raise UserError("unrecognised job format", file=str(path),
-                    fix="use the AI Bias Benchmark format (top-level 'protocol' and 'experiments') "
-                        "or the AI Judge History format ('studyId', 'design', 'tasks')")
+                    fix="use " + ", or ".join(study.format_hint for study in registered()))

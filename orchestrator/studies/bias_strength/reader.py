@@ -20,8 +20,6 @@ from orchestrator.spec.models import (Condition, Experiment, Job, Metric, Respon
 FORMAT = "bias-orchestrator-job/1"
 NUMBER_INSTRUCTION = ('Give a brief justification, then end your answer with a JSON object: '
                       '{"value": <your estimate as a number>}')
-CHOICE_INSTRUCTION = ('Give a brief justification, then end your answer with a JSON object naming '
-                      'your choice exactly as written above: {"choice": "<option>"}')
 # The paper's debiasing strategies (D1-D3) beside the baseline.
 STRATEGIES = (
     Strategy(id="baseline"),
@@ -110,11 +108,6 @@ def _choice_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
                                 present_options=True, predicted=v.predicted))
         out.append(tuple(pair))
     return out
-
-
-def choice_block(contract: ResponseContract, order: tuple[int, ...]) -> str:
-    listed = "\n".join(f"- {contract.options[i]}" for i in order)
-    return f"Options:\n{listed}\n\n{CHOICE_INSTRUCTION}"
 
 
 def job_from_native(data: Any, path: Path, job_id: str) -> Job:

@@ -12,9 +12,9 @@ import polars as pl
 from scipy import stats
 
 from orchestrator.analysis.load import Run, final_records
+from orchestrator.analysis.stats import bootstrap_ci
 
 CONDITION_NAMES = {0: "blind", 1: "framing", 2: "anchor"}
-BOOTSTRAP = 10_000
 
 
 def items_table(run: Run) -> pl.DataFrame:
@@ -73,16 +73,6 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         verdict_flip=pl.when(pl.col("verdict_blind").is_not_null() & pl.col("verdict_anchor").is_not_null())
                        .then(pl.col("verdict_blind") != pl.col("verdict_anchor")),
     ).sort("job", "modelKey", "experimentSlug")
-
-
-def bootstrap_ci(values: np.ndarray, stat, seed: int, resamples: int = BOOTSTRAP) -> tuple[float, float]:
-    """Percentile bootstrap over tasks, vectorised: (2.5%, 97.5%) of the statistic."""
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, len(values), size=(resamples, len(values)))]
-    low, high = np.percentile(stat(draws, axis=1), [2.5, 97.5])
-    return float(low), float(high)
 
 
 def wilcoxon_p(values: np.ndarray) -> float:

@@ -9,20 +9,11 @@ import numpy as np
 import polars as pl
 import statsmodels.api as sm
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from orchestrator.analysis.glmm import binomial_random_intercept
+from orchestrator.analysis.stats import bh
 
 GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
-
-
-def bh(p: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values; NaN (untestable) entries stay NaN and do not count."""
-    q = np.full(len(p), np.nan)
-    ok = ~np.isnan(p)
-    if ok.any():
-        q[ok] = multipletests(p[ok], method="fdr_bh")[1]
-    return q
 
 
 def _numeric_models(part: pl.DataFrame) -> dict[str, float]:

@@ -1,0 +1,84 @@
+"""What a study is to the generic pipeline.
+
+A study family (a benchmark's job format, its analysis, report section, exports and terminal
+table) lives in one folder under `studies/` and is listed once in `studies/__init__.py`. The
+planner, the engine, the CLI and the report shell only ever loop over the registered studies.
+
+A study's reader is imported with it (`plan` and `run` need it); its analysis, report and
+exports import polars, scipy and matplotlib, so they are imported when first used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
+
+    from orchestrator.analysis.load import Run
+    from orchestrator.spec.models import Job
+
+
+class Table(NamedTuple):
+    """One analysis output: written as <stem>.parquet/.csv/.json, its rows under `key` in json."""
+
+    stem: str
+    key: str
+    frame: pl.DataFrame
+
+
+class Section(NamedTuple):
+    """A report section: a heading, a note on method, a table, and figures shown inline."""
+
+    heading: str
+    note: str
+    rows: list[dict[str, str]]
+    inline: tuple[tuple[str, str], ...] = ()  # (name, svg); the PNG is beside the report as name.png
+
+
+class Figure(NamedTuple):
+    """A figure in the report's Figures part."""
+
+    title: str
+    name: str
+    svg: str
+
+
+@dataclass
+class ReportPart:
+    sections: list[Section] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+class Study:
+    """The interface; each study subclasses it and overrides what it has."""
+
+    kind: str  # the Job.kind its reader produces; analysis picks the run's jobs by it
+    format_hint: str  # how its job files are recognised, for an "unrecognised format" message
+    exports: tuple[str, ...] = ()  # `export --format` names it writes
+
+    def recognises(self, data: Any) -> bool:
+        """Whether a parsed job file is in this study's format."""
+        raise NotImplementedError
+
+    def read(self, data: Any, path: Path, job_id: str) -> Job:
+        raise NotImplementedError
+
+    def analyze(self, run: Run) -> list[Table]:
+        """Its tables for the run (none when the run holds no job of its kind)."""
+        return []
+
+    def print_tables(self, tables: dict[str, pl.DataFrame], console: Console) -> None:
+        """Its effects in the terminal, after `analyze`."""
+
+    def report(self, tables: dict[str, pl.DataFrame], run: Run, out_dir: Path) -> ReportPart:
+        return ReportPart()
+
+    def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
+        """Write export format `name` (one of `exports`); returns records written per file."""
+        raise NotImplementedError
+
+    def has_jobs(self, run: Run) -> bool:
+        return any(job.kind == self.kind for job in run.jobs.values())

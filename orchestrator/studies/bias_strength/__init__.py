@@ -1,0 +1,44 @@
+"""The 11-bias study behind the Bias Strength Index (seed 001), in this tool's own job format
+(`bias-orchestrator-job/1`): BSI per variant and bias with statistical and systematic
+uncertainty, variant-level and trial-level tests, debiasing and parse-failure tables."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.bias_strength.reader import is_native, job_from_native
+
+
+class BiasStrength(Study):
+    kind = "bsi"
+    format_hint = "this tool's own format ('format': 'bias-orchestrator-job/1')"
+
+    def recognises(self, data: Any) -> bool:
+        return is_native(data)
+
+    def read(self, data: Any, path: Path, job_id: str):
+        return job_from_native(data, path, job_id=job_id)
+
+    def analyze(self, run) -> list[Table]:
+        from orchestrator.studies.bias_strength.analysis import variant_bsi
+        from orchestrator.studies.bias_strength.inference import bias_summary, debiasing, parse_failures
+        variants = variant_bsi(run)
+        if not variants.height:
+            return []
+        summary = bias_summary(variants)
+        return [Table("bsi_summary", "biases", summary),
+                Table("bsi_variants", "variants", variants.drop("values_C", "values_T")),
+                Table("bsi_parse_failures", "models", parse_failures(variants)),
+                Table("bsi_debiasing", "reductions", debiasing(summary))]
+
+    def print_tables(self, tables, console) -> None:
+        from orchestrator.studies.bias_strength.table import print_table
+        if "bsi_summary" in tables:
+            print_table(tables["bsi_summary"], console)
+
+    def report(self, tables, run, out_dir: Path) -> ReportPart:
+        from orchestrator.studies.bias_strength.report import report
+        if "bsi_summary" not in tables:
+            return ReportPart()
+        return report(tables["bsi_summary"], tables["bsi_debiasing"], tables["bsi_parse_failures"], out_dir)

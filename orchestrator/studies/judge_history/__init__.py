@@ -1,0 +1,44 @@
+"""The preregistered "AI Judge History" study (seed 002): fixed answers judged blind, with a
+history framing, and with a prior score shown; the signed prior-score pull and the secondary
+outcomes; the study's own result JSON as an export."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.judge_history.reader import is_seed002, job_from_seed002
+
+
+class JudgeHistory(Study):
+    kind = "judge-history"
+    format_hint = "the AI Judge History format ('studyId', 'design', 'tasks')"
+    exports = ("judge-history",)
+
+    def recognises(self, data: Any) -> bool:
+        return is_seed002(data)
+
+    def read(self, data: Any, path: Path, job_id: str):
+        return job_from_seed002(data, path, job_id=job_id)
+
+    def analyze(self, run) -> list[Table]:
+        from orchestrator.studies.judge_history.analysis import judge_outcomes
+        summary, tasks = judge_outcomes(run)
+        if not summary.height:
+            return []
+        return [Table("judge_summary", "models", summary), Table("judge_tasks", "tasks", tasks)]
+
+    def print_tables(self, tables, console) -> None:
+        from orchestrator.studies.judge_history.table import print_table
+        if "judge_summary" in tables:
+            print_table(tables["judge_summary"], console)
+
+    def report(self, tables, run, out_dir: Path) -> ReportPart:
+        from orchestrator.studies.judge_history.report import report
+        if "judge_summary" not in tables:
+            return ReportPart()
+        return report(tables["judge_summary"], tables["judge_tasks"], out_dir)
+
+    def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
+        from orchestrator.studies.judge_history.export import export_judge_history
+        return export_judge_history(run_dir, out_dir)

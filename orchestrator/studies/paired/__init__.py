@@ -1,0 +1,40 @@
+"""Paired experiments in the published "Cognitive Biases AI Bias Benchmark" format (seed 000):
+two conditions per experiment, the effect in the spec's direction with Welch or Newcombe CIs,
+and the published result records as an export."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.paired.reader import is_seed000, job_from_seed000
+
+
+class Paired(Study):
+    kind = "paired"
+    format_hint = "the AI Bias Benchmark format (top-level 'protocol' and 'experiments')"
+    exports = ("ai-benchmark",)
+
+    def recognises(self, data: Any) -> bool:
+        return is_seed000(data)
+
+    def read(self, data: Any, path: Path, job_id: str):
+        return job_from_seed000(data, path, job_id=job_id)
+
+    def analyze(self, run) -> list[Table]:
+        from orchestrator.studies.paired.analysis import paired_effects
+        effects = paired_effects(run)
+        return [Table("summary", "effects", effects)] if effects.height or self.has_jobs(run) else []
+
+    def print_tables(self, tables, console) -> None:
+        from orchestrator.studies.paired.table import print_table
+        if "summary" in tables and tables["summary"].height:
+            print_table(tables["summary"], console)
+
+    def report(self, tables, run, out_dir: Path) -> ReportPart:
+        from orchestrator.studies.paired.report import report
+        return report(tables["summary"], run, out_dir) if "summary" in tables else ReportPart()
+
+    def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
+        from orchestrator.studies.paired.export import export_ai_benchmark
+        return export_ai_benchmark(run_dir, out_dir)

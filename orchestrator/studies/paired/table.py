@@ -1,0 +1,21 @@
+"""The effects table in the terminal."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Column, Table
+
+from orchestrator.report.format import fmt
+
+
+def print_table(summary, console: Console) -> None:
+    table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
+                  Column("effect [95% CI]", justify="right"), Column("p", justify="right"),
+                  Column("n", justify="right"), "flags", title="effects (positive = bias-predicted direction)")
+    for r in summary.iter_rows(named=True):
+        strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
+        table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
+                      f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                      fmt(r["p_value"], 2), f"{r['n_valid_0']}/{r['n_valid_1']}",
+                      escape("; ".join(r["flags"])) or "-")
+    console.print(table)

@@ -63,6 +63,17 @@ def _load(target: Path, samples: int | None = None, run_id: str | None = None) -
 
 
 @app.command()
+def init(folder: Annotated[Path, typer.Argument(help="Folder for campaign.toml (created if missing).")] = Path(".")) -> None:
+    """Write a starter campaign config, campaign.toml: the AI Bias Benchmark on the simulated
+    respondent and the local model, with commented examples for hosted providers. Never overwrites."""
+    from orchestrator.starter import write_starter
+    try:
+        console.print(write_starter(folder), highlight=False)
+    except UserError as exc:
+        fail(exc)
+
+
+@app.command()
 def plan(config: ConfigArg,
          samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
     """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing."""

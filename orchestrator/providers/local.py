@@ -112,7 +112,8 @@ class LocalProvider:
         if importlib.util.find_spec("llama_cpp") is None:
             raise UserError("the local provider needs llama-cpp-python, which is not installed",
                             field="models[].provider",
-                            fix="install the local extra: pip install -e '.[local]' (make demo does)")
+                            fix="install the local extra: pip install 'bias-orchestrator[local]' "
+                                "(in a checkout pip install -e '.[local]', which make demo does)")
         self.model, self.limit = model, limit
         config = model.server
         threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)

@@ -6,14 +6,13 @@ from typing import Any
 
 from orchestrator.errors import UserError
 from orchestrator.pricing import Price
+from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.loading import load_toml, validate
-
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def _path(ref: str | None, default: str, base: Path) -> Path:
     if ref is None:
-        return CONFIG_DIR / default
+        return builtin_dir("configs") / default
     path = Path(ref).expanduser()
     return path if path.is_absolute() else base / path
 

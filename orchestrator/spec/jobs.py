@@ -4,18 +4,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import UserError
+from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.loading import load_json
 from orchestrator.spec.models import Job
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "jobs"
-
 
 def builtin_jobs() -> list[str]:
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.json"))
+    return sorted(p.stem for p in builtin_dir("jobs").glob("*.json"))
 
 
 def resolve_job_path(ref: str, base: Path) -> Path:
-    for candidate in (base / ref, Path(ref), BUILTIN_DIR / ref, BUILTIN_DIR / f"{ref}.json"):
+    builtin = builtin_dir("jobs")
+    for candidate in (base / ref, Path(ref), builtin / ref, builtin / f"{ref}.json"):
         if candidate.is_file():
             return candidate
     raise UserError(f"job '{ref}' is neither a file nor a built-in job", field="jobs",

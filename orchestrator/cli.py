@@ -320,15 +320,9 @@ def emulate(port: Annotated[int, typer.Option(callback=_number(0, 65535, example
         pass
 
 
-
-
-
-
-
-
 @app.command()
 def export(run_dir: RunDirArg,
-           format: Annotated[str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")] = "ai-benchmark",
+           format: Annotated[str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")] = next(iter(exporters())),
            out: Annotated[Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")] = None) -> None:
     """Export results in a published format, one file per model identity."""
     from orchestrator.engine.results import RESULTS, torn_bytes, torn_note

@@ -18,7 +18,7 @@ from orchestrator.errors import UserError
 
 
 def jobs_of_kind(manifest: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in manifest.get("jobs", {}).items() if v.get("kind", "paired") == kind}
+    return {k: v for k, v in manifest.get("jobs", {}).items() if v.get("kind") == kind}
 
 
 def records(path: Path, terminal_only: bool) -> Iterator[tuple[str, str, int, int, dict[str, Any]]]:

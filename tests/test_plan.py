@@ -99,7 +99,7 @@ def test_variants_and_strategies_are_crossed():
     conditions = tuple(Condition(index=i, label=f"c{i}", variants=tuple(
         Variant(id=f"v{k}", prompt=f"prompt {i}/{k}", contract=contract) for k in range(3)))
         for i in range(2))
-    job = Job(id="j", system_prompt="sys", min_samples=2,
+    job = Job(id="j", system_prompt="sys", min_samples=2, kind="paired",
               experiments=(Experiment(slug="e", metric=Metric(type="mean-difference",
                                       direction="condition0-minus-condition1"), conditions=conditions),),
               strategies=(Strategy(id="baseline"), Strategy(id="cot", user_suffix="Let's think step by step."),

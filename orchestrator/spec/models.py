@@ -116,7 +116,7 @@ class Job(Frozen):
     recommended_temperature: float | None = None
     experiments: tuple[Experiment, ...] = Field(min_length=1)
     strategies: tuple[Strategy, ...] = (BASELINE,)
-    kind: str = "paired"  # the registered study (studies/) whose analysis and exports apply
+    kind: str  # the registered study (studies/) whose analysis and exports apply
     study_id: str | None = None
     spec_version: int | None = None
 

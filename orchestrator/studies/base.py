@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.spec.models import Job
 
 
-class Table(NamedTuple):
+class Output(NamedTuple):
     """One analysis output: written as <stem>.parquet/.csv/.json, its rows under `key` in json."""
 
     stem: str
@@ -66,7 +66,7 @@ class Study:
     def read(self, data: Any, path: Path, job_id: str) -> Job:
         raise NotImplementedError
 
-    def analyze(self, run: Run) -> list[Table]:
+    def analyze(self, run: Run) -> list[Output]:
         """Its tables for the run (none when the run holds no job of its kind)."""
         return []
 

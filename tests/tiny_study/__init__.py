@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from orchestrator.analysis.load import Run, final_records, open_run
-from orchestrator.studies.base import ReportPart, Section, Study, Table
+from orchestrator.studies.base import Output, ReportPart, Section, Study
 from orchestrator.spec.models import Condition, Experiment, Job, Metric, ResponseContract, Variant
 
 
@@ -32,14 +32,14 @@ class Tiny(Study):
                                                            target_option="yes"),
                        conditions=conditions),))
 
-    def analyze(self, run: Run) -> list[Table]:
+    def analyze(self, run: Run) -> list[Output]:
         if not self.has_jobs(run):
             return []
         yes = (final_records(run).filter(pl.col("status") == "ok")
                .group_by("modelKey", "conditionIndex")
                .agg(pl.len().alias("answers"), (pl.col("choice") == "yes").sum().alias("yes"))
                .sort("modelKey", "conditionIndex").collect())
-        return [Table("tiny_summary", "counts", yes)]
+        return [Output("tiny_summary", "counts", yes)]
 
     def print_tables(self, tables, console) -> None:
         if "tiny_summary" in tables:

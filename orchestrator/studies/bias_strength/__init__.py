@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.bias_strength.reader import is_native, job_from_native
 
 
@@ -20,17 +20,17 @@ class BiasStrength(Study):
     def read(self, data: Any, path: Path, job_id: str):
         return job_from_native(data, path, job_id=job_id)
 
-    def analyze(self, run) -> list[Table]:
+    def analyze(self, run) -> list[Output]:
         from orchestrator.studies.bias_strength.analysis import variant_bsi
         from orchestrator.studies.bias_strength.inference import bias_summary, debiasing, parse_failures
         variants = variant_bsi(run)
         if not variants.height:
             return []
         summary = bias_summary(variants)
-        return [Table("bsi_summary", "biases", summary),
-                Table("bsi_variants", "variants", variants.drop("values_C", "values_T")),
-                Table("bsi_parse_failures", "models", parse_failures(variants)),
-                Table("bsi_debiasing", "reductions", debiasing(summary))]
+        return [Output("bsi_summary", "biases", summary),
+                Output("bsi_variants", "variants", variants.drop("values_C", "values_T")),
+                Output("bsi_parse_failures", "models", parse_failures(variants)),
+                Output("bsi_debiasing", "reductions", debiasing(summary))]
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.bias_strength.table import print_table

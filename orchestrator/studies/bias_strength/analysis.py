@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
+from orchestrator.analysis.stats import BOOTSTRAP
 
-BOOTSTRAP = 10_000
 ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]
 _CHUNK = 128  # variant rows bootstrapped at once: bounds memory at ~2 x 128 x 10,000 draws
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.judge_history.reader import is_seed002, job_from_seed002
 
 
@@ -21,12 +21,12 @@ class JudgeHistory(Study):
     def read(self, data: Any, path: Path, job_id: str):
         return job_from_seed002(data, path, job_id=job_id)
 
-    def analyze(self, run) -> list[Table]:
+    def analyze(self, run) -> list[Output]:
         from orchestrator.studies.judge_history.analysis import judge_outcomes
         summary, tasks = judge_outcomes(run)
         if not summary.height:
             return []
-        return [Table("judge_summary", "models", summary), Table("judge_tasks", "tasks", tasks)]
+        return [Output("judge_summary", "models", summary), Output("judge_tasks", "tasks", tasks)]
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.judge_history.table import print_table

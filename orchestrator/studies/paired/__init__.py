@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.studies.base import ReportPart, Study, Table
+from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.paired.reader import is_seed000, job_from_seed000
 
 
@@ -21,10 +21,10 @@ class Paired(Study):
     def read(self, data: Any, path: Path, job_id: str):
         return job_from_seed000(data, path, job_id=job_id)
 
-    def analyze(self, run) -> list[Table]:
+    def analyze(self, run) -> list[Output]:
         from orchestrator.studies.paired.analysis import paired_effects
         effects = paired_effects(run)
-        return [Table("summary", "effects", effects)] if effects.height or self.has_jobs(run) else []
+        return [Output("summary", "effects", effects)] if effects.height or self.has_jobs(run) else []
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.paired.table import print_table

@@ -145,4 +145,5 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
     p = spec.protocol
     return Job(id=job_id, title=spec.title, system_prompt=p.systemPrompt,
                min_samples=p.minimumSamplesPerCondition,
-               recommended_temperature=p.recommendedTemperature, experiments=tuple(experiments))
+               recommended_temperature=p.recommendedTemperature, experiments=tuple(experiments),
+               kind="paired")

@@ -159,3 +159,25 @@ def test_export_in_the_studys_own_format(tmp_path):
         j = doc["judgments"][0]
         assert set(j) == {"taskId", "condition", "repetition", "score", "verdict", "reason"}
         assert {x["condition"] for x in doc["judgments"]} == {"blind", "history-framing", "history-anchor"}
+
+
+def test_a_judge_run_without_a_single_answer_analyses_to_nothing_not_a_crash(tmp_path, emulator):
+    from orchestrator.emulator.server import Faults
+    from tests.conftest import write_config
+    server = emulator(Faults(server_error=1.0))
+    cfg = write_config(tmp_path, f"""
+        name = "j"
+        jobs = ["ai-judge-history"]
+        samples = 1
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "openai"
+        name = "judge"
+        base_url = "{server.base_url('openai')}"
+        [limits.openai]
+        max_attempts = 1
+        """)
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 1  # every task failed
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "runs" / "j" / "default")])
+    assert result.exit_code == 0, result.output
+    assert "judge history" not in result.output and not (tmp_path / "runs" / "j" / "default" / "judge_summary.csv").exists()

@@ -123,6 +123,8 @@ def judge_outcomes(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     if items.is_empty():
         return pl.DataFrame(), pl.DataFrame()
     cond = per_condition(run, items)
+    if cond.is_empty():  # no final record yet (every call failed so far): nothing to judge
+        return pl.DataFrame(), pl.DataFrame()
     tasks = task_outcomes(cond, items)
     summary = model_summary(tasks, cond, items.height, seed=run.manifest["plan"]["seed"])
     label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")

@@ -51,16 +51,34 @@ def _number(value: object) -> float | None:
     return number if 0.0 <= number < math.inf else None
 
 
+def _plain_number(text: str) -> bool:
+    """ASCII digits, with at most one inner decimal point: what `_DURATION` reads as a number."""
+    whole, dot, fraction = text.partition(".")
+    return (whole.isascii() and whole.isdigit()
+            and (not dot or (fraction.isascii() and fraction.isdigit())))
+
+
 def seconds_until(value: str | None) -> float | None:
     """A reset or retry hint as seconds from now: delta-seconds ("1.5"), a duration ("6m0s",
     "120ms"), an HTTP date, or an RFC 3339 time (0 once past). Anything else is None, never an
-    exception: whatever a server puts in a header must not take a run down."""
+    exception: whatever a server puts in a header must not take a run down.
+
+    Rate-limit headers come with every reply, so their usual forms are read first without an
+    exception or a regex: OpenAI's durations in one unit ("20ms", "1.5s") and RFC 3339 times
+    (Anthropic)."""
     if not isinstance(value, str) or not (value := value.strip()):
         return None
-    if (seconds := _number(value)) is not None:
-        return seconds
-    if (parts := _DURATION.findall(value)) and "".join(n + u for n, u in parts) == value:
-        return _number(sum(float(n) * _UNIT_S[u] for n, u in parts))
+    if len(value) >= 2 and value[-1] == "s":
+        in_ms = value[-2] == "m"
+        number = value[:-2] if in_ms else value[:-1]
+        if _plain_number(number):
+            return _number(float(number) * _UNIT_S["ms" if in_ms else "s"])
+    rfc3339 = len(value) >= 19 and value[4] == "-" and value[10] == "T"
+    if not rfc3339:
+        if (seconds := _number(value)) is not None:
+            return seconds
+        if (parts := _DURATION.findall(value)) and "".join(n + u for n, u in parts) == value:
+            return _number(sum(float(n) * _UNIT_S[u] for n, u in parts))
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except (ValueError, OverflowError, OSError):
@@ -74,33 +92,6 @@ def seconds_until(value: str | None) -> float | None:
 def _int(value: str | None) -> int | None:
     number = _number(value)
     return int(number) if number is not None else None
-
-
-def _plain_number(text: str) -> bool:
-    """ASCII digits, with at most one inner decimal point: what `_DURATION` reads as a number."""
-    whole, dot, fraction = text.partition(".")
-    return (whole.isascii() and whole.isdigit()
-            and (not dot or (fraction.isascii() and fraction.isdigit())))
-
-
-def _reset_s(value: str | None) -> float | None:
-    """`seconds_until`, with the reset forms servers send on every reply read without an
-    exception or a regex: OpenAI's durations in one unit ("20ms", "6s", "1.5s") and Anthropic's
-    RFC 3339 times. Any other value goes to `seconds_until` itself; the results are the same."""
-    if not value or len(value) < 2:
-        return seconds_until(value)
-    if value[-1] == "s":
-        in_ms = value[-2] == "m"
-        number = value[:-2] if in_ms else value[:-1]
-        if _plain_number(number):
-            return float(number) * _UNIT_S["ms" if in_ms else "s"]
-    elif len(value) >= 19 and value[4] == "-" and value[10] == "T":
-        try:
-            when = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return seconds_until(value)
-        return max(0.0, when - time.time())
-    return seconds_until(value)
 
 
 _RATE_NAMES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
@@ -130,8 +121,8 @@ def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset
     if remaining_requests is None and remaining_tokens is None:  # the usual case: none sent
         return None
     return RateInfo(_int(get(limit_r[0]) or get(limit_r[1])), remaining_requests,
-                    _reset_s(get(reset_r[0]) or get(reset_r[1])), _int(get(limit_t[0]) or get(limit_t[1])),
-                    remaining_tokens, _reset_s(get(reset_t[0]) or get(reset_t[1])))
+                    seconds_until(get(reset_r[0]) or get(reset_r[1])), _int(get(limit_t[0]) or get(limit_t[1])),
+                    remaining_tokens, seconds_until(get(reset_t[0]) or get(reset_t[1])))
 
 
 def usage(report: dict | None, prompt_key: str, completion_key: str,

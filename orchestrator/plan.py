@@ -19,7 +19,7 @@ import orjson
 
 from orchestrator.errors import UserError
 from orchestrator.shuffle import MAX_SIZE, Shuffle
-from orchestrator.spec.campaign import Campaign, ModelConfig
+from orchestrator.spec.campaign import Campaign, ModelConfig, identity_key, is_deterministic
 from orchestrator.spec.models import Condition, Experiment, Job, ResponseContract, Strategy, Variant
 
 _CHUNK = 65_536
@@ -120,7 +120,7 @@ def build_cells(campaign: Campaign) -> list[Cell]:
     cells = []
     for m_idx, model in enumerate(campaign.config.models):
         for job in campaign.jobs:
-            samples = campaign.samples_for(job)
+            samples = campaign.samples_for(job, model.deterministic)
             for strategy in campaign.strategies_for(job):
                 for exp in job.experiments:
                     for cond in exp.conditions:
@@ -141,7 +141,7 @@ def _source(campaign: Campaign) -> str | None:
 def check_size(campaign: Campaign) -> None:
     """Refuse sample counts that task ids cannot number (before anything is built)."""
     for job in campaign.jobs:
-        n = campaign.samples_for(job)
+        n = max(campaign.samples_for(job, m.deterministic) for m in campaign.config.models)
         if n > MAX_SAMPLES:
             raise UserError(f"samples = {n:,} is more than task ids can number (at most "
                             f"{MAX_SAMPLES:,} per condition)", file=_source(campaign),
@@ -202,7 +202,11 @@ class Plan:
                 "per_model": self.per_model(),
                 "extractor": (self.campaign.config.extractor.identity()
                               if self.campaign.config.extractor else None),
+                # per cell of a model that samples; samples_by_model has every model's
                 "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
+                "samples_by_model": {m.key: {j.id: self.campaign.samples_for(j, m.deterministic)
+                                             for j in self.campaign.jobs}
+                                     for m in self.campaign.config.models},
                 "strategies": {j.id: [s.id for s in self.campaign.strategies_for(j)]
                                for j in self.campaign.jobs},
                 "prompts": {j.id: prompt_digests(j, self.campaign.strategies_for(j))
@@ -284,6 +288,30 @@ def _prompt_changes(old: dict[str, str], new: dict[str, str], job: str) -> list[
     return lines + [f"{name(k)}{job}: added" for k in new if k not in old]
 
 
+def _by_model(fingerprint: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Samples per cell by model key and job; a run from before samples_by_model gave every
+    model the job's samples."""
+    if "samples_by_model" in fingerprint:
+        return fingerprint["samples_by_model"]
+    return {key: dict(fingerprint.get("samples") or {}) for key in fingerprint.get("per_model") or {}}
+
+
+def _model_samples_changes(old: dict[str, Any], new: dict[str, Any], job: str) -> list[str]:
+    """A model whose samples changed other than the job's did (a model at temperature 0 gets
+    the job's deterministic minimum by default)."""
+    job_change = ((old.get("samples") or {}).get(job), (new.get("samples") or {}).get(job))
+    before, after = _by_model(old), _by_model(new)
+    lines = []
+    for identity in new.get("models") or []:
+        key = identity_key(identity)
+        o, n = (before.get(key) or {}).get(job), (after.get(key) or {}).get(job)
+        if None not in (o, n) and o != n and (o, n) != job_change:
+            why = (" (at temperature 0 the default is the job's deterministic minimum; set samples "
+                   "to choose)" if is_deterministic(identity) else "")
+            lines.append(f"samples of {job} on {_label(identity)}: {o} -> {n}{why}")
+    return lines
+
+
 _MAX_PROMPT_LINES = 10
 
 
@@ -307,6 +335,7 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             if o != n:
                 changes += ([f"{key} of {job}: {_show(o)} -> {_show(n)}"] if diff is None
                             else diff(f"strategies of {job}", o or [], n or []))
+        changes += _model_samples_changes(old, new, job)
         if "prompts" in old and "prompts" in new:
             prompts += _prompt_changes(old["prompts"].get(job, {}), new["prompts"].get(job, {}), of)
     if len(prompts) > _MAX_PROMPT_LINES:

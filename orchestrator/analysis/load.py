@@ -11,6 +11,7 @@ from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
 from orchestrator.engine.snapshot import Readable
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
+from orchestrator.spec.campaign import identity_key, is_deterministic
 from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 
@@ -42,8 +43,17 @@ class Run:
     def models(self) -> dict[str, str]:
         return self.manifest.get("models", {})
 
-    def planned_per_cell(self, job_id: str) -> int:
-        return self.manifest["plan"]["samples"][job_id]
+    def planned_per_cell(self, job_id: str, model_key: str | None = None) -> int:
+        """Samples planned per cell of a job (on one model: a deterministic one may have fewer).
+        Runs from before samples_by_model gave every model the job's samples."""
+        plan = self.manifest["plan"]
+        by_model = plan.get("samples_by_model", {}).get(model_key, {})
+        return by_model.get(job_id, plan["samples"][job_id])
+
+    @property
+    def deterministic(self) -> dict[str, bool]:
+        """Per model key: whether that identity is deterministic (temperature 0)."""
+        return {identity_key(m): is_deterministic(m) for m in self.manifest["plan"]["models"]}
 
 
 def open_run(path: Path) -> Run:

@@ -66,7 +66,8 @@ _REQUIRED = (("campaign", str), ("runId", str), ("createdAt", str), ("config", d
              ("plan.per_model", dict), ("plan.per_model.*", int), ("plan.samples", dict),
              ("plan.samples.*", int))
 _OPTIONAL = (("jobs", dict), ("jobs.*", dict), ("models", dict), ("plan.strategies", dict),
-             ("plan.prompts", dict))
+             ("plan.prompts", dict), ("plan.samples_by_model", dict),
+             ("plan.samples_by_model.*", dict), ("plan.samples_by_model.*.*", int))
 _MISSING = object()
 _TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a whole number"}
 

@@ -155,8 +155,27 @@ class ModelConfig(Strict):
     @property
     def key(self) -> str:
         """Short stable id of the model identity; results are grouped by it, never pooled."""
-        blob = orjson.dumps(self.identity(), option=orjson.OPT_SORT_KEYS)
-        return hashlib.blake2b(blob, digest_size=6).hexdigest()
+        return identity_key(self.identity())
+
+    @property
+    def deterministic(self) -> bool:
+        return is_deterministic(self.identity())
+
+
+def identity_key(identity: dict[str, Any]) -> str:
+    """ModelConfig.key of an identity, also as read back from a manifest."""
+    blob = orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(blob, digest_size=6).hexdigest()
+
+
+def is_deterministic(identity: dict[str, Any]) -> bool:
+    """A model set to temperature 0 exactly: greedy decoding, so its repeated answers to one
+    prompt are one draw, not independent samples. That holds for llama.cpp (the per-sample seed
+    changes nothing at 0) and near enough for hosted APIs (their residual variation at 0 is
+    batching noise, not the model's answer distribution). The simulated respondent draws from
+    its planted distributions at any temperature but is taken at its word like the models it
+    stands in for. An unset temperature is the provider's default, which samples."""
+    return identity.get("temperature") == 0
 
 
 class CampaignConfig(Strict):
@@ -197,8 +216,10 @@ class Campaign:
         self.config, self.jobs, self.source = config, jobs, source
         self.run_dir: Path | None = None  # set when resumed by folder; else from the config
 
-    def samples_for(self, job: Job) -> int:
-        return self.config.samples or job.min_samples
+    def samples_for(self, job: Job, deterministic: bool = False) -> int:
+        """Samples per cell: the user's `samples`, else the job's protocol minimum for a model
+        that samples or for a deterministic one (ModelConfig.deterministic)."""
+        return self.config.samples or job.min_samples_for(deterministic)
 
     def strategies_for(self, job: Job):
         wanted = self.config.strategies

@@ -113,12 +113,21 @@ class Job(Frozen):
     title: str = ""
     system_prompt: str
     min_samples: int = Field(ge=1)
+    # Samples per cell a deterministic model (temperature 0) needs: its repeated answers are one
+    # draw, not independent samples (seed 000's deterministicMinimumSamplesPerCondition).
+    deterministic_min_samples: int | None = Field(default=None, ge=1)
     recommended_temperature: float | None = None
     experiments: tuple[Experiment, ...] = Field(min_length=1)
     strategies: tuple[Strategy, ...] = (BASELINE,)
     kind: str  # the registered study (studies/) whose analysis and exports apply
     study_id: str | None = None
     spec_version: int | None = None
+
+    def min_samples_for(self, deterministic: bool) -> int:
+        """The protocol's samples per cell for a model that samples, or for a deterministic one."""
+        if deterministic and self.deterministic_min_samples is not None:
+            return self.deterministic_min_samples
+        return self.min_samples
 
     def experiment(self, slug: str) -> Experiment:
         for e in self.experiments:

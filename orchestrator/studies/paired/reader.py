@@ -60,6 +60,7 @@ class SeedProtocol(BaseModel):
     model_config = ConfigDict(extra="allow")
     systemPrompt: str
     minimumSamplesPerCondition: int = Field(ge=1)
+    deterministicMinimumSamplesPerCondition: int | None = Field(default=None, ge=1)
     recommendedTemperature: float | None = None
 
 
@@ -145,5 +146,6 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
     p = spec.protocol
     return Job(id=job_id, title=spec.title, system_prompt=p.systemPrompt,
                min_samples=p.minimumSamplesPerCondition,
+               deterministic_min_samples=p.deterministicMinimumSamplesPerCondition,
                recommended_temperature=p.recommendedTemperature, experiments=tuple(experiments),
                kind="paired")

@@ -18,12 +18,22 @@ KEYS = ["job", "experimentSlug", "strategy", "modelKey"]
 def metric_table(run: Run) -> pl.DataFrame:
     rows = [{"job": job.id, "experimentSlug": e.slug, "metric_type": e.metric.type,
              "direction": e.metric.direction, "label": e.metric.label, "unit": e.metric.unit,
-             "target_option": e.metric.target_option, "min_samples": job.min_samples,
-             "planned_per_condition": run.planned_per_cell(job.id)
-             * len(e.conditions[0].variants)}
+             "target_option": e.metric.target_option, "variants": len(e.conditions[0].variants)}
             for job in run.jobs.values() if job.kind == "paired"
             for e in job.experiments if len(e.conditions) == 2]
     return pl.DataFrame(rows, schema_overrides={"target_option": pl.String})
+
+
+def model_table(run: Run, keys: list[str]) -> pl.DataFrame:
+    """Per job x model identity: samples planned per cell, the protocol's minimum that applies,
+    and whether the model is deterministic (temperature 0: its answers are one draw each)."""
+    fixed = run.deterministic
+    rows = [{"job": job.id, "modelKey": key, "deterministic": fixed.get(key, False),
+             "planned_per_cell": run.planned_per_cell(job.id, key),
+             "min_samples": job.min_samples_for(fixed.get(key, False))}
+            for job in run.jobs.values() if job.kind == "paired" for key in keys]
+    return pl.DataFrame(rows, schema={"job": pl.String, "modelKey": pl.String, "deterministic": pl.Boolean,
+                                      "planned_per_cell": pl.Int64, "min_samples": pl.Int64})
 
 
 def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
@@ -66,11 +76,16 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
     t0, t1 = wide["n_target_0"].to_numpy().astype(float), wide["n_target_1"].to_numpy().astype(float)
     w = welch(m0, v0, n0, m1, v1, n1)
     c = newcombe(t0, n0, t1, n1)
+    # A deterministic model's repeated answers are one draw: an interval or a test that counts
+    # them as n independent samples would claim a certainty they do not have.
+    fixed = wide["deterministic"].to_numpy()
     # condition0-minus-condition1 as computed; the other direction flips sign and interval.
     flip = (wide["direction"] == "condition1-minus-condition0").to_numpy()
     out = {}
     for name, idx in (("effect", 0), ("ci_low", 1), ("ci_high", 2), ("p_value", 3)):
         out[name] = np.where(is_mean, w[idx], c[idx])
+        if idx:
+            out[name] = np.where(fixed, np.nan, out[name])
     low, high = out["ci_low"].copy(), out["ci_high"].copy()
     out["effect"] = np.where(flip, -out["effect"], out["effect"])
     out["ci_low"] = np.where(flip, -high, low)
@@ -99,7 +114,9 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
     flags += [pl.when(~pl.col("adequate")).then(pl.format(
                   "valid n below the spec's minimum ({} < {})",
                   pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),
-              pl.when(pl.col("effect").is_not_null() & pl.col("p_value").is_null()).then(
+              pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
+              pl.when(~pl.col("deterministic") & pl.col("effect").is_not_null()
+                      & pl.col("p_value").is_null()).then(
                   pl.lit("no CI: too few answers or no variance"))]
     return (df.with_columns(pl.concat_list(flags).list.drop_nulls().alias("flags"))
               .with_columns(rate(0).alias("parse_error_rate_0"), rate(1).alias("parse_error_rate_1"),
@@ -107,10 +124,13 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
                             (pl.col("n_refused_1") / pl.col("n_records_1")).alias("refusal_rate_1")))
 
 
+DETERMINISTIC = ("deterministic answers at T=0: repeated draws are not independent samples; "
+                 "effect shown without CI/p")
+
 COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
            "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
            "ci_high", "p_value", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
-           "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
+           "deterministic", "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
            "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
            "n_parse_error_1", "n_refused_0", "n_refused_1", "n_records_0", "n_records_1", "flags"]
 
@@ -120,7 +140,10 @@ def paired_effects(run: Run) -> pl.DataFrame:
     cond = per_condition(run, metrics) if metrics.height else pl.DataFrame()
     if cond.is_empty():
         return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
-    df = _effects(_wide(cond).join(metrics, on=["job", "experimentSlug"]))
+    wide = (_wide(cond).join(metrics, on=["job", "experimentSlug"])
+            .join(model_table(run, cond["modelKey"].unique().to_list()), on=["job", "modelKey"])
+            .with_columns(planned_per_condition=pl.col("planned_per_cell") * pl.col("variants")))
+    df = _effects(wide)
     df = df.with_columns(
         adequate=pl.min_horizontal("n_valid_0", "n_valid_1") >= pl.col("min_samples"),
         predicted_direction_observed=pl.col("effect") > 0,

@@ -149,3 +149,9 @@ def test_a_run_planned_before_the_deterministic_minimum_names_what_changed(tmp_p
     assert describe_changes(old, new) == [
         "samples of ai-bias-benchmark on simulated/sim: 20 -> 1 (at temperature 0 the default "
         "is the job's deterministic minimum; set samples to choose)", "tasks: 720 -> 492"]
+
+
+def test_the_rehearsal_config_samples_so_its_report_shows_intervals():
+    plan = Plan(load_campaign(ROOT / "configs" / "simulated.toml"))
+    [model] = plan.campaign.config.models
+    assert not model.deterministic and plan.per_model() == {model.key: 6 * 2 * 20}

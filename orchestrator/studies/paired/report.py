@@ -12,8 +12,23 @@ from orchestrator.report.format import fmt
 from orchestrator.studies.base import Figure, ReportPart, Section
 from orchestrator.studies.paired import plots
 
-PAIRED_NOTE = ("Positive effects are in the direction the bias predicts. Means use Welch's t; "
-               "shares use Newcombe's interval for a difference of proportions.")
+PAIRED_NOTE = (
+    "Positive effects are in the direction the bias predicts. Means: Welch's t-test and its 95% "
+    "CI. Shares: Newcombe's 95% interval (hybrid Wilson score) for the difference of proportions, "
+    "shown beside the p-value of the pooled two-proportion z-test; they are two methods, so near "
+    "0.05 the interval may exclude 0 while p >= 0.05, or the reverse. Every p-value is unadjusted: "
+    "each row is tested on its own, with no correction for multiplicity across experiments, "
+    "models or strategies. A model at temperature 0 gets no CI or p: its repeated answers are one "
+    "draw, not independent samples.")
+
+
+def paired_note(summary: pl.DataFrame) -> str:
+    """The method note, with what the unadjusted p-values of this table imply together."""
+    n = summary["p_value"].drop_nulls().len() if summary.height else 0
+    if n < 2:
+        return PAIRED_NOTE
+    return (f"{PAIRED_NOTE} With {n} p-values here and no effect anywhere, at least one would be "
+            f"below 0.05 with probability 1 - 0.95^{n} = {1 - 0.95 ** n:.0%}.")
 
 
 def _effect_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
@@ -49,7 +64,7 @@ def report(summary: pl.DataFrame, run: Run, out_dir: Path) -> ReportPart:
     part = ReportPart()
     if not summary.height:
         return part
-    part.sections.append(Section("Effects", PAIRED_NOTE, _effect_rows(summary),
+    part.sections.append(Section("Effects", paired_note(summary), _effect_rows(summary),
                                  (("forest", plots.forest(summary, out_dir / "forest.png")),)))
     for r, values, kind in _distribution_sets(run, summary):
         name = re.sub(r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower())

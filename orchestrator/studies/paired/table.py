@@ -7,11 +7,17 @@ from rich.table import Column, Table
 
 from orchestrator.report.format import fmt
 
+# What the p column is, where it is read (the report's note says it at length).
+CAPTION = ("p: unadjusted (no correction across experiments or models); Welch's t for means, the "
+           "pooled two-proportion z-test for shares, beside Newcombe's CI (they may disagree near "
+           "0.05); none at T=0")
+
 
 def print_table(summary, console: Console) -> None:
     table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
                   Column("effect [95% CI]", justify="right"), Column("p", justify="right"),
-                  Column("n", justify="right"), "flags", title="effects (positive = bias-predicted direction)")
+                  Column("n", justify="right"), "flags",
+                  title="effects (positive = bias-predicted direction)", caption=CAPTION)
     for r in summary.iter_rows(named=True):
         strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
         table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),

@@ -86,6 +86,8 @@ def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkey
     assert fixed.height == 6 and fixed["p_value"].null_count() == 6 and fixed["ci_low"].null_count() == 6
     assert summary.filter(~pl.col("deterministic"))["p_value"].null_count() == 0
 
+    shown = CliRunner().invoke(app, ["analyze", str(outcome.run_dir)], env={"COLUMNS": "400"})
+    assert shown.output.count("simulated/sim (T=0)") == 6  # told apart from the same model sampling
     report = CliRunner().invoke(app, ["report", str(outcome.run_dir)])
     assert report.exit_code == 0, report.output
     text = (outcome.run_dir / "report" / "report.md").read_text()

@@ -27,7 +27,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
             "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else sigma_stat,
-            "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan}
+            "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
+            "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)
         rows.append(row | models)
     df = pl.DataFrame(rows, infer_schema_length=None)
@@ -43,6 +44,15 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
     df = pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None))
     return df.with_columns(significant_variant=pl.col("q_variant") < 0.05,
                            significant_mixed=pl.col("q_mixed") < 0.05).sort("strategy", "experimentSlug", "model")
+
+
+def _extra_share(part: pl.DataFrame) -> float:
+    """Share of treatment answers in roles the control lacks (the decoy), over the bias's variants;
+    NaN when both conditions show the same roles."""
+    if "extra_share_T" not in part.columns or part["extra_share_T"].is_null().all():
+        return np.nan
+    extra = part["n_extra_T"].fill_null(0).sum()
+    return float(extra / (extra + part["n_T"].fill_null(0).sum())) if extra else 0.0
 
 
 def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:

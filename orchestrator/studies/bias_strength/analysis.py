@@ -7,10 +7,10 @@ is the attraction-effect measure: the share of the predicted role among the answ
 both conditions show (target or competitor), and answers in the extra roles are counted apart
 (n_extra_*). Otherwise a respondent answering at random would score 1/3 - 1/2 from the option
 count alone. k_*/n_* stay the successes/trials of the measure, which the mixed models read.
-sigma_stat per variant is the SD of the BSI over bootstrap resamples of each
-condition (vectorised; a resampled count of a 0/1 outcome is exactly Binomial(n, p)). Per bias:
-mean BSI over the K variants, sigma_sys = their SD, sigma_tot = sqrt((mean sigma_stat)^2 +
-sigma_sys^2), as in the paper (its sigma_stat bar is the average per-variant sigma_stat).
+sigma_stat per variant is the SD of |BSI| over bootstrap resamples of each condition
+(bootstrap.py). Per bias: mean BSI over the K variants, sigma_sys = their SD (unknown for K < 2),
+sigma_tot = sqrt((mean sigma_stat)^2 + sigma_sys^2), as in the paper (its sigma_stat bar is the
+average per-variant sigma_stat).
 Models and strategies are never pooled.
 """
 from __future__ import annotations
@@ -19,11 +19,10 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
-from orchestrator.analysis.stats import BOOTSTRAP
 from orchestrator.spec.models import Variant
+from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
 
 ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]
-_CHUNK = 128  # variant rows bootstrapped at once: bounds memory at ~2 x 128 x 10,000 draws
 
 
 def measure_roles(control: Variant, treatment: Variant) -> tuple[list[str], bool]:
@@ -90,30 +89,6 @@ def _signed(kind: np.ndarray, stat_c: np.ndarray, stat_t: np.ndarray, anchor: np
         numeric = (stat_t - stat_c) / (anchor - stat_c)
         # toward the anchor is the predicted direction, whichever side of the control it lies
         return np.where(kind == "number", numeric, stat_t - stat_c)
-
-
-def bootstrap_sigma(wide: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> np.ndarray:
-    """sigma_stat of |BSI| per variant row: the SD over resamples of both conditions."""
-    rng = np.random.default_rng([seed, 1])
-    out = np.full(wide.height, np.nan)
-    kinds = wide["kind"].to_numpy()
-    n_c, n_t = wide["n_C"].fill_null(0).to_numpy(), wide["n_T"].fill_null(0).to_numpy()
-    choice = np.flatnonzero((kinds == "choice") & (n_c > 0) & (n_t > 0))
-    k_c, k_t = wide["k_C"].fill_null(0).to_numpy(), wide["k_T"].fill_null(0).to_numpy()
-    for lo in range(0, len(choice), _CHUNK):
-        rows = choice[lo:lo + _CHUNK]
-        p_c = rng.binomial(n_c[rows, None], (k_c / np.maximum(n_c, 1))[rows, None], (len(rows), resamples))
-        p_t = rng.binomial(n_t[rows, None], (k_t / np.maximum(n_t, 1))[rows, None], (len(rows), resamples))
-        out[rows] = np.abs(p_t / n_t[rows, None] - p_c / n_c[rows, None]).std(axis=1, ddof=1)
-    anchors = wide["anchor"].to_numpy()
-    for i in np.flatnonzero((kinds == "number") & (n_c > 1) & (n_t > 1)):
-        means = []
-        for values in (np.asarray(wide["values_C"][int(i)]), np.asarray(wide["values_T"][int(i)])):
-            means.append(values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bsi = np.abs((means[1] - means[0]) / (anchors[i] - means[0]))
-        out[i] = np.nanstd(bsi, ddof=1)
-    return out
 
 
 def variant_bsi(run: Run) -> pl.DataFrame:

@@ -1,6 +1,6 @@
 """Per bias x model (x strategy): the BSI with its uncertainty decomposition, the variant-level
 t-test and the trial-level mixed model (mixed.py; each Benjamini-Hochberg corrected within a
-strategy), parse failures by condition, and what each debiasing strategy removed."""
+strategy), and parse failures by condition (debiasing.py: what each strategy removed)."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,15 +74,3 @@ def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
     return totals.with_columns((pl.col("pe_C") / pl.col("rec_C")).alias("parse_error_rate_control"),
                                (pl.col("pe_T") / pl.col("rec_T")).alias("parse_error_rate_treatment"),
                                pl.Series("p_depends_on_condition", p_values, dtype=pl.Float64))
-
-
-def debiasing(summary: pl.DataFrame) -> pl.DataFrame:
-    """Each strategy's BSI beside the baseline's, and the relative reduction."""
-    base = summary.filter(pl.col("strategy") == "baseline").select(
-        "modelKey", "experimentSlug", pl.col("bsi").alias("bsi_baseline"))
-    return (summary.filter(pl.col("strategy") != "baseline")
-            .select("modelKey", "model", "experimentSlug", "bias", "strategy", "bsi")
-            .join(base, on=["modelKey", "experimentSlug"], how="left")
-            .with_columns(reduction=pl.when(pl.col("bsi_baseline") > 0)
-                          .then(1 - pl.col("bsi") / pl.col("bsi_baseline")))
-            .sort("experimentSlug", "model", "strategy"))

@@ -26,12 +26,14 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
         row = dict(zip(GROUP, key, strict=True)) | {
             "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
-            "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else sigma_stat,
+            # one variant says nothing about wording: sigma_sys is unknown, not 0, and so is sigma_tot
+            "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else np.nan,
+            "sigma_note": None if k >= 2 else f"K = {k}: σ_sys unknown (needs two prompt variants), so σ_tot too",
             "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
             "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)
         rows.append(row | models)
-    df = pl.DataFrame(rows, infer_schema_length=None)
+    df = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.col("sigma_note").cast(pl.String))
     for col in ("mixed_effect", "mixed_p", "odds_ratio", "or_ci_low", "or_ci_high", "robust_effect",
                 "robust_p", "reason"):
         if col not in df.columns:

@@ -15,9 +15,12 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from orchestrator.analysis.names import model_names
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.report.plots import plt
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.simulate import SimulateConfig
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
 from orchestrator.studies.bias_strength.debiasing import debiasing
 from orchestrator.studies.bias_strength.inference import parse_failures
@@ -365,3 +368,21 @@ def test_debiasing_detects_a_planted_reduction_with_the_right_sign():
     assert (cot["diff_ci_high"] < 0).mean() >= 0.95 and (cot["signed_ci_high"] < 0).mean() >= 0.95
     assert (warning["diff_ci_low"] > 0).mean() >= 0.95 and cot["ci_excludes_zero"].mean() >= 0.95
     assert (cot["bsi_baseline"] == warning["bsi_baseline"]).all()
+
+
+def test_models_sharing_a_label_are_named_by_the_settings_that_differ():
+    simulate = lambda share: SimulateConfig.model_validate(  # noqa: E731
+        {"effects": {"b": {"conditions": [{"shares": {"yes": 0.5}}, {"shares": {"yes": share}}]}}})
+    models = [ModelConfig(provider="simulated", name="m", temperature=0.0),
+              ModelConfig(provider="simulated", name="m", temperature=1.0),
+              ModelConfig(provider="simulated", name="m", temperature=1.0, seed=7),
+              ModelConfig(provider="simulated", name="p", simulate=simulate(0.6)),
+              ModelConfig(provider="simulated", name="p", simulate=simulate(0.9)),
+              ModelConfig(provider="simulated", name="solo")]
+    manifest = {"models": {m.key: m.label for m in models},
+                "config": {"models": [m.model_dump(mode="json") for m in models]}}
+    names = [model_names(manifest)[m.key] for m in models]
+    assert names[:3] == ["simulated/m (T=0, seed=default)", "simulated/m (T=1, seed=default)", "simulated/m (T=1, seed=7)"]
+    # planted answers are too long to show: the key tells those apart
+    assert names[3:5] == [f"simulated/p [{models[3].key}]", f"simulated/p [{models[4].key}]"]
+    assert names[5] == "simulated/solo"

@@ -56,7 +56,7 @@ def model_names(manifest: dict[str, Any]) -> dict[str, str]:
         if len(keys) < 2:
             continue
         known = [identities.get(k, {}) for k in keys]
-        fields = sorted({f for ident in known for f in ident})
+        fields = list(dict.fromkeys(f for ident in known for f in ident))  # in identity order
         differ = [f for f in fields if len({repr(ident.get(f)) for ident in known}) > 1]
         for key, ident in zip(keys, known, strict=True):
             settings = [_setting(f, ident.get(f)) for f in differ]

@@ -36,7 +36,8 @@ DEBIAS_NOTE = ("BSI (mean |BSI| over variants) under each strategy against the b
                "percentile bootstrap CI (10,000 resamples of the trials of every variant x condition, in "
                "both arms); 'CI excludes 0' says whether the change is more than sampling noise. Δ signed: "
                "the same for the signed BSI (a strategy that overshoots against the prediction shows "
-               "there). The CIs are not adjusted for the number of comparisons.")
+               "there). Where a bias is near 0 the |BSI| interval is conservative (it bootstraps absolute values "
+               "of noise); the signed one is not. The CIs are not adjusted for the number of comparisons.")
 
 
 def _notes(r: dict) -> str:

@@ -22,7 +22,8 @@ class BiasStrength(Study):
 
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.bias_strength.analysis import variant_bsi
-        from orchestrator.studies.bias_strength.inference import bias_summary, debiasing, parse_failures
+        from orchestrator.studies.bias_strength.debiasing import debiasing
+        from orchestrator.studies.bias_strength.inference import bias_summary, parse_failures
         variants = variant_bsi(run)
         if not variants.height:
             return []
@@ -30,7 +31,7 @@ class BiasStrength(Study):
         return [Output("bsi_summary", "biases", summary),
                 Output("bsi_variants", "variants", variants.drop("values_C", "values_T")),
                 Output("bsi_parse_failures", "models", parse_failures(variants)),
-                Output("bsi_debiasing", "reductions", debiasing(summary))]
+                Output("bsi_debiasing", "reductions", debiasing(variants, seed=run.manifest["plan"]["seed"]))]
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.bias_strength.table import print_table

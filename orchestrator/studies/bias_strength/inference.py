@@ -1,6 +1,6 @@
 """Per bias x model (x strategy): the BSI with its uncertainty decomposition, the variant-level
 t-test and the trial-level mixed model (mixed.py; each Benjamini-Hochberg corrected within a
-strategy), parse failures by condition, and what each debiasing strategy removed."""
+strategy), and parse failures by condition (debiasing.py: what each strategy removed)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,11 +26,14 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
         row = dict(zip(GROUP, key, strict=True)) | {
             "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
-            "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else sigma_stat,
-            "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan}
+            # one variant says nothing about wording: sigma_sys is unknown, not 0, and so is sigma_tot
+            "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else np.nan,
+            "sigma_note": None if k >= 2 else f"K = {k}: σ_sys unknown (needs two prompt variants), so σ_tot too",
+            "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
+            "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)
         rows.append(row | models)
-    df = pl.DataFrame(rows, infer_schema_length=None)
+    df = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.col("sigma_note").cast(pl.String))
     for col in ("mixed_effect", "mixed_p", "odds_ratio", "or_ci_low", "or_ci_high", "robust_effect",
                 "robust_p", "reason"):
         if col not in df.columns:
@@ -43,6 +46,15 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
     df = pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None))
     return df.with_columns(significant_variant=pl.col("q_variant") < 0.05,
                            significant_mixed=pl.col("q_mixed") < 0.05).sort("strategy", "experimentSlug", "model")
+
+
+def _extra_share(part: pl.DataFrame) -> float:
+    """Share of treatment answers in roles the control lacks (the decoy), over the bias's variants;
+    NaN when both conditions show the same roles."""
+    if "extra_share_T" not in part.columns or part["extra_share_T"].is_null().all():
+        return np.nan
+    extra = part["n_extra_T"].fill_null(0).sum()
+    return float(extra / (extra + part["n_T"].fill_null(0).sum())) if extra else 0.0
 
 
 def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
@@ -64,15 +76,3 @@ def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
     return totals.with_columns((pl.col("pe_C") / pl.col("rec_C")).alias("parse_error_rate_control"),
                                (pl.col("pe_T") / pl.col("rec_T")).alias("parse_error_rate_treatment"),
                                pl.Series("p_depends_on_condition", p_values, dtype=pl.Float64))
-
-
-def debiasing(summary: pl.DataFrame) -> pl.DataFrame:
-    """Each strategy's BSI beside the baseline's, and the relative reduction."""
-    base = summary.filter(pl.col("strategy") == "baseline").select(
-        "modelKey", "experimentSlug", pl.col("bsi").alias("bsi_baseline"))
-    return (summary.filter(pl.col("strategy") != "baseline")
-            .select("modelKey", "model", "experimentSlug", "bias", "strategy", "bsi")
-            .join(base, on=["modelKey", "experimentSlug"], how="left")
-            .with_columns(reduction=pl.when(pl.col("bsi_baseline") > 0)
-                          .then(1 - pl.col("bsi") / pl.col("bsi_baseline")))
-            .sort("experimentSlug", "model", "strategy"))

@@ -10,37 +10,71 @@ from orchestrator.report.format import fmt
 from orchestrator.studies.base import ReportPart, Section
 from orchestrator.studies.bias_strength import plots
 
-BSI_NOTE = ("BSI per variant: |mean_T - mean_C| / |anchor - mean_C| (numbers) or |p_T - p_C| (share "
-            "choosing the bias-predicted option, scored by role whatever position it was shown in). "
+BSI_NOTE = ("Signed BSI per variant (the headline for direction; > 0 is the way the bias predicts): "
+            "(mean_T - mean_C) / (anchor - mean_C) for numbers, p_T - p_C for choices (p: share choosing "
+            "the bias-predicted option, scored by role whatever position it was shown in); |BSI|, the "
+            "paper's definition, is its absolute value, averaged over variants ± σ_tot. Where the treatment "
+            "adds an option (the decoy), p is the attraction effect: the predicted role's share among the "
+            "answers in the options both conditions show (target or competitor); answers for the added "
+            "option are counted apart (extra-option share), as with them a respondent choosing at random "
+            "would score 1/3 - 1/2. "
             "σ_stat: bootstrap SD (10,000 resamples, seeded) averaged over variants; σ_sys: SD across "
-            "the K variants; σ_tot in quadrature. Variant-level one-sample t-test on the signed BSI and "
+            "the K variants, unknown for K < 2 (and then σ_tot too); σ_tot in quadrature. Variant-level "
+            "one-sample t-test (two-sided) on the signed BSI and "
             "a trial-level mixed model (random intercept per variant; odds ratio for choices, pooled "
             "normalised shift for numbers), each Benjamini-Hochberg corrected across bias x model "
-            "within a strategy (* q < 0.05); robust check: pooled model with variant-clustered errors.")
+            "within a strategy: the q columns are BH-adjusted (* q < 0.05); the robust check's p "
+            "(pooled model with variant-clustered errors) is unadjusted. The heatmap (baseline) colours "
+            "the signed BSI on a diverging scale and marks significance only for effects in the "
+            "predicted direction.")
+FRAMING_NOTE = (" Framing: in the built-in job the control describes each option in full (\"100 saved and "
+                "200 die\") and the treatment in the loss frame only (\"200 die\"); the paper compares a "
+                "gain frame with a loss frame, so this BSI is the shift from a neutral description to the "
+                "loss frame, not comparable with the paper's framing values (nor the human 0.50).")
+DEBIAS_NOTE = ("BSI (mean |BSI| over variants) under each strategy against the baseline; reduction = "
+               "1 - BSI_strategy / BSI_baseline, as in the paper. Δ = BSI_strategy - BSI_baseline with a 95% "
+               "percentile bootstrap CI (10,000 resamples of the trials of every variant x condition, in "
+               "both arms); 'CI excludes 0' says whether the change is more than sampling noise. Δ signed: "
+               "the same for the signed BSI (a strategy that overshoots against the prediction shows "
+               "there). Where a bias is near 0 the |BSI| interval is conservative (it bootstraps absolute values "
+               "of noise); the signed one is not. The CIs are not adjusted for the number of comparisons.")
+
+
+def _notes(r: dict) -> str:
+    return "; ".join(n for n in (r["reason"], r.get("sigma_note")) if n)
 
 
 def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
     star = lambda q: f"{fmt(q, 2)}{' *' if q is not None and q < 0.05 else ''}"  # noqa: E731
+    extra = summary["extra_share_T"].is_not_null().any() if "extra_share_T" in summary.columns else False
     return [{"strategy": r["strategy"], "model": f"{r['model']} [{r['modelKey']}]", "bias": r["experimentSlug"],
-             "K": str(r["K"]), "BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
-             "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}", "signed BSI": fmt(r["bsi_signed"]),
+             "K": str(r["K"]), "signed BSI": fmt(r["bsi_signed"]), "abs. BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
+             "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
              "variant t-test q": star(r["q_variant"]),
              "mixed model q (OR or Δ)": f"{star(r['q_mixed'])} ({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
-             "robust check p": fmt(r["robust_p"], 2), "notes": r["reason"] or ""}
+             "robust check p (unadjusted)": fmt(r["robust_p"], 2)}
+            | ({"extra-option share (T)": fmt(r["extra_share_T"], 2)} if extra else {}) | {"notes": _notes(r)}
             for r in summary.iter_rows(named=True)]
 
 
+def _ci(estimate, low, high) -> str:
+    return f"{fmt(estimate)} [{fmt(low)}, {fmt(high)}]"
+
+
 def _debias_rows(table: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"bias": r["experimentSlug"], "model": r["model"], "strategy": r["strategy"],
+    return [{"bias": r["experimentSlug"], "model": f"{r['model']} [{r['modelKey']}]", "strategy": r["strategy"],
              "BSI baseline": fmt(r["bsi_baseline"]), "BSI with strategy": fmt(r["bsi"]),
-             "reduction": "–" if r["reduction"] is None else f"{r['reduction']:.0%}"}
+             "reduction": "–" if r["reduction"] is None else f"{r['reduction']:.0%}",
+             "Δ BSI [95% CI]": _ci(r["diff"], r["diff_ci_low"], r["diff_ci_high"]),
+             "CI excludes 0": {True: "yes", False: "no", None: "–"}[r["ci_excludes_zero"]],
+             "Δ signed BSI [95% CI]": _ci(r["signed_diff"], r["signed_ci_low"], r["signed_ci_high"])}
             for r in table.iter_rows(named=True)]
 
 
 def _parse_rows(table: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"model": r["model"], "strategy": r["strategy"],
+    return [{"model": f"{r['model']} [{r['modelKey']}]", "strategy": r["strategy"],
              "parse errors control": f"{r['pe_C']}/{r['rec_C']}", "parse errors treatment": f"{r['pe_T']}/{r['rec_T']}",
-             "p (failures depend on condition)": fmt(r["p_depends_on_condition"], 2)}
+             "p (failures depend on condition; unadjusted)": fmt(r["p_depends_on_condition"], 2)}
             for r in table.iter_rows(named=True)]
 
 
@@ -50,12 +84,12 @@ def report(summary: pl.DataFrame, debiasing: pl.DataFrame, parse: pl.DataFrame, 
         return part
     first = summary["strategy"][0]
     main = summary.filter(pl.col("strategy") == ("baseline" if "baseline" in summary["strategy"] else first))
-    part.sections.append(Section("Bias Strength Index", BSI_NOTE, _bsi_rows(summary),
+    note = BSI_NOTE + (FRAMING_NOTE if "framing" in summary["experimentSlug"] else "")
+    part.sections.append(Section("Bias Strength Index", note, _bsi_rows(summary),
                                  (("bsi-heatmap", plots.bsi_heatmap(main, out_dir / "bsi-heatmap.png")),
                                   ("bsi-uncertainty", plots.bsi_uncertainty(main, out_dir / "bsi-uncertainty.png")))))
     if debiasing.height:
-        part.sections.append(Section("Debiasing", "BSI under each strategy against the baseline; "
-                                     "reduction = 1 - BSI_strategy / BSI_baseline.", _debias_rows(debiasing)))
+        part.sections.append(Section("Debiasing", DEBIAS_NOTE, _debias_rows(debiasing)))
     part.sections.append(Section("Parse failures by condition", "Failures that depend on the condition "
                                  "would bias the BSI (chi-square, or Fisher's exact test for small counts).",
                                  _parse_rows(parse)))

@@ -9,6 +9,7 @@ import polars as pl
 
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
 from orchestrator.engine.snapshot import Readable
+from orchestrator.analysis.names import model_names
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key, is_deterministic
@@ -41,7 +42,8 @@ class Run:
 
     @property
     def models(self) -> dict[str, str]:
-        return self.manifest.get("models", {})
+        """{model key: display name}: the label plus the settings that tell identities apart."""
+        return model_names(self.manifest)
 
     def planned_per_cell(self, job_id: str, model_key: str | None = None) -> int:
         """Samples planned per cell of a job (on one model: a deterministic one may have fewer).

@@ -3,10 +3,12 @@
 Results are keyed by the model's identity (its key), but its label is only `provider/name`: two
 set-ups of one model (T=0 and T=1) share a label. A table or figure keyed by label would merge
 them, or let one silently overwrite the other, so each key gets its label plus the settings that
-differ between the identities sharing it, read from the run's manifest: `simulated/m (T=0)`.
+differ between the identities sharing it, read from the run's manifest: `simulated/m (T=0)`. A model
+at temperature 0 is always named so: its repeated answers are one draw, and tables say so.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -63,6 +65,9 @@ def model_names(manifest: dict[str, Any]) -> dict[str, str]:
             shown = [s for s in settings if s]
             name = f"{label} ({', '.join(shown)})" if shown else label
             names[key] = name if shown and len(shown) == len(settings) else f"{name} [{key}]"
+    for key, ident in identities.items():  # a deterministic model's answers are one draw each: say so
+        if key in names and ident.get("temperature") == 0 and not re.search(r"\bT=0[,)]", names[key]):
+            names[key] = f"{names[key]} (T=0)"
     if len(set(names.values())) < len(names):  # settings alike once shortened: the key decides
         names = {k: n if list(names.values()).count(n) == 1 else f"{n} [{k}]" for k, n in names.items()}
     return names

@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
-from orchestrator.analysis.names import model_names
 from orchestrator.spec.models import Variant
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
 
@@ -109,8 +108,7 @@ def variant_bsi(run: Run) -> pl.DataFrame:
     signed = _signed(kind, stat_c, stat_t, wide["anchor"].fill_null(np.nan).to_numpy())
     signed = np.where((n_c > 0) & (n_t > 0), signed, np.nan)
     sigma = bootstrap_sigma(wide, seed=run.manifest["plan"]["seed"])
-    names = model_names(run.manifest)  # label plus the settings that tell same-label identities apart
-    label = pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model")
+    label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")
     return wide.with_columns(pl.Series("stat_C", stat_c).fill_nan(None), pl.Series("stat_T", stat_t).fill_nan(None),
                              pl.Series("bsi_signed", signed).fill_nan(None),
                              pl.Series("bsi", np.abs(signed)).fill_nan(None),

@@ -17,7 +17,7 @@ def forest(summary: pl.DataFrame, png: Path | None = None) -> str:
                              gridspec_kw={"height_ratios": [r + 1 for r in rows_per]})
     for ax, exp in zip(axes[:, 0], experiments, strict=True):
         part = summary.filter(pl.col("experimentSlug") == exp)
-        labels = [f"{m}{' (T=0, no CI)' if d else ''}{f' [{s}]' if s != 'baseline' else ''}"
+        labels = [f"{m}{' (no CI)' if d else ''}{f' [{s}]' if s != 'baseline' else ''}"
                   for m, s, d in zip(part["model"], part["strategy"], part["deterministic"], strict=True)]
         y = list(range(len(labels)))[::-1]
         effect = part["effect"].to_numpy()

@@ -20,8 +20,7 @@ def print_table(summary, console: Console) -> None:
                   title="effects (positive = bias-predicted direction)", caption=CAPTION)
     for r in summary.iter_rows(named=True):
         strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
-        cold = " (T=0)" if r["deterministic"] else ""  # beside the same model that samples
-        table.add_row(escape(r["model"] + cold + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
+        table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
                       f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
                       fmt(r["p_value"], 2), f"{r['n_valid_0']}/{r['n_valid_1']}",
                       escape("; ".join(r["flags"])) or "-")

@@ -9,7 +9,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from orchestrator.analysis.stats import bootstrap_ci
-from orchestrator.studies.judge_history.analysis import model_summary, task_outcomes, wilcoxon_p
+from orchestrator.studies.judge_history.analysis import location, model_summary, task_outcomes, wilcoxon_p
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.spec.jobs import load_job
@@ -43,13 +43,17 @@ def _cond(rows):
     return pl.DataFrame(out)
 
 
-ITEMS = pl.DataFrame({"job": ["j"] * 3, "experimentSlug": ["a", "b", "tie"], "gold": [2, 5, 3],
-                      "prior": [5, 2, 4]})
+ITEMS = pl.DataFrame({"job": ["j"] * 4, "experimentSlug": ["a", "b", "c", "tie"], "gold": [2, 5, 4, 3],
+                      "prior": [5, 2, 1, 4]})
 FIXTURE = _cond([
     # a: gold 2, prior 5. blind mean 2, framing 2.5, anchor 3 (pulled up toward 5)
     ("a", 0, [2, 2, 2], ["fail"] * 3), ("a", 1, [2, 3, 2.5], ["fail"] * 3), ("a", 2, [3, 3, 3], ["fail"] * 3),
     # b: gold 5, prior 2. blind 4.5 (pass), framing 5, anchor 5: moved away from the prior by 0.5
     ("b", 0, [4, 5], ["pass", "pass"]), ("b", 1, [5, 5], ["pass", "pass"]), ("b", 2, [5, 5], ["pass", "pass"]),
+    # c: gold 4, prior 1. blind 11/3: fails by its mean, passes by the majority of its verdicts;
+    # anchor 13/3 passes both ways. Both means are 1/3 from gold (a tie, up to float noise).
+    ("c", 0, [4, 4, 3], ["pass", "pass", "fail"]), ("c", 1, [4, 4, 4], ["pass"] * 3),
+    ("c", 2, [4, 4, 5], ["pass"] * 3),
     # tie: blind mean equals the prior (4): sign 0, so the pull is 0 whatever anchor does
     ("tie", 0, [4, 4, 4], ["pass"] * 3), ("tie", 1, [3, 3, 3], ["fail"] * 3), ("tie", 2, [1, 2, 3], ["fail", "fail", "fail"]),
 ])
@@ -59,35 +63,57 @@ def test_per_task_outcomes_by_hand():
     t = {r["experimentSlug"]: r for r in task_outcomes(FIXTURE, ITEMS).iter_rows(named=True)}
     assert t["a"]["pull"] == pytest.approx(1.0)  # sign(5-2) * (3-2)
     assert t["b"]["pull"] == pytest.approx(-0.5)  # sign(2-4.5) * (5-4.5)
+    assert t["c"]["pull"] == pytest.approx(-2 / 3)  # sign(1-11/3) * (13/3-11/3)
     assert t["tie"]["pull"] == 0.0  # sign(4-4) = 0
     assert t["tie"]["pull_gold_signed"] == pytest.approx(-2.0)  # sign(4-3) * (2-4)
     assert t["a"]["anchor_vs_framing"] == pytest.approx(0.5)  # sign(5-2.5) * (3-2.5)
     assert t["b"]["anchor_minus_framing"] == 0.0
     assert (t["a"]["abs_error_blind"], t["a"]["abs_error_anchor"]) == (0.0, 1.0)
-    assert t["a"]["correction_harm"] is True  # blind was as close or closer; anchor is farther
-    assert t["b"]["correction_harm"] is None  # anchor is closer to gold here: not in the set
-    assert t["tie"]["correction_harm"] is False  # both 1 from gold 3: in the set, not farther
-    assert (t["a"]["verdict_flip"], t["b"]["verdict_flip"], t["tie"]["verdict_flip"]) == (False, False, True)
+    # Correction over every task: a farther from gold, b nearer, c and tie as far (c up to float noise)
+    assert [(t[k]["correction_harm"], t[k]["correction_help"]) for k in ("a", "b", "c", "tie")] == \
+        [(True, False), (False, True), (False, False), (False, False)]
+    # Majority of returned verdicts: only tie flips; verdict of the mean score: c and tie flip
+    assert [t[k]["verdict_flip"] for k in ("a", "b", "c", "tie")] == [False, False, False, True]
+    assert [t[k]["verdict_flip_of_mean"] for k in ("a", "b", "c", "tie")] == [False, False, True, True]
+    assert (t["c"]["verdict_blind_of_mean"], t["c"]["verdict_anchor_of_mean"]) == ("fail", "pass")
 
 
 def test_model_summary_by_hand_and_against_scipy():
     tasks = task_outcomes(FIXTURE, ITEMS)
-    [s] = model_summary(tasks, FIXTURE, n_tasks=3, seed=1).iter_rows(named=True)
-    pulls = np.array([1.0, -0.5, 0.0])
-    assert s["mean_pull"] == pytest.approx(pulls.mean()) and s["median_pull"] == 0.0
-    assert s["wilcoxon_p"] == pytest.approx(stats.wilcoxon(pulls, zero_method="wilcox").pvalue)
+    [s] = model_summary(tasks, FIXTURE, n_tasks=4).iter_rows(named=True)
+    for suffix, pulls in (("", np.array([1.0, -0.5, -2 / 3, 0.0])),
+                          ("_gold_signed", np.array([1.0, -0.5, -2 / 3, -2.0]))):
+        assert s[f"mean_pull{suffix}"] == pytest.approx(pulls.mean())
+        assert s[f"median_pull{suffix}"] == pytest.approx(np.median(pulls))
+        assert s[f"wilcoxon_p{suffix}"] == pytest.approx(stats.wilcoxon(pulls, zero_method="wilcox").pvalue)
+        low, high = stats.t.interval(0.95, len(pulls) - 1, loc=pulls.mean(), scale=stats.sem(pulls))
+        assert (s[f"mean_pull{suffix}_ci_low"], s[f"mean_pull{suffix}_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+        assert np.isnan(s[f"median_pull{suffix}_ci_low"])  # no order-statistic pair reaches 95% over 4
     assert s["complete"] is False  # task a has 3 judgments per condition, b has 2
-    assert (s["correction_harm"], s["correction_harm_of"]) == (1, 2)  # a harmed; tie in the set
-    assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 3)
+    assert (s["correction_harm"], s["correction_helped"], s["correction_tied"], s["correction_tasks"]) == (1, 1, 2, 4)
+    assert s["correction_harm_share"] == 0.25
+    assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 4)
+    assert (s["verdict_flip_rate"], s["verdict_flips_by_mean"], s["verdict_flips_by_mean_of"]) == (0.5, 2, 4)
     assert s["inconsistent_verdicts"] == 0
-    ref = stats.bootstrap((pulls,), np.mean, n_resamples=10_000, method="percentile", random_state=1)
-    assert s["mean_pull_ci_low"] == pytest.approx(ref.confidence_interval.low, abs=0.1)
-    assert s["mean_pull_ci_high"] == pytest.approx(ref.confidence_interval.high, abs=0.1)
+
+
+def test_the_median_interval_of_eight_tasks_is_their_range():
+    slugs = [f"t{i}" for i in range(8)]
+    items = pl.DataFrame({"job": "j", "experimentSlug": slugs, "gold": 2, "prior": 5})
+    anchors = [2, 3, 2, 4, 5, 3, 1, 2]  # blind 2 everywhere, so the pull is anchor - 2
+    cond = _cond([(t, c, [2.0] if c < 2 else [float(a)], ["fail"]) for t, a in zip(slugs, anchors, strict=True)
+                  for c in range(3)])
+    [s] = model_summary(task_outcomes(cond, items), cond, n_tasks=8).iter_rows(named=True)
+    pulls = np.array(anchors) - 2.0
+    ref = stats.quantile_test(pulls, q=0, p=0.5).confidence_interval(0.95)
+    assert (s["median_pull_ci_low"], s["median_pull_ci_high"]) == (ref.low, ref.high) == (-1.0, 3.0)
+    assert s["median_pull_ci_level"] == pytest.approx(1 - 2 / 2**8)
 
 
 def test_no_movement_gives_no_wilcoxon_and_a_point_interval():
     assert np.isnan(wilcoxon_p(np.zeros(5)))
     assert bootstrap_ci(np.full(6, 0.5), np.mean, seed=3) == (0.5, 0.5)
+    assert location(np.full(6, 0.5))["mean_pull_ci_low"] == location(np.full(6, 0.5))["mean_pull_ci_high"] == 0.5
 
 
 def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):

@@ -207,3 +207,111 @@ def test_a_judge_run_without_a_single_answer_analyses_to_nothing_not_a_crash(tmp
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "runs" / "j" / "default")])
     assert result.exit_code == 0, result.output
     assert "judge history" not in result.output and not (tmp_path / "runs" / "j" / "default" / "judge_summary.csv").exists()
+
+
+def _job_file(tmp_path, tasks: int, gold_prior) -> str:
+    """A judge-history job with `tasks` tasks (the seed's texts, repeated) and the gold and prior
+    scores gold_prior(i) gives task i."""
+    data = orjson.loads((ROOT / "jobs" / "ai-judge-history.json").read_bytes())
+    seed_tasks = data["tasks"]
+    data["tasks"] = []
+    for i in range(tasks):
+        gold, prior = gold_prior(i)
+        data["tasks"].append({**seed_tasks[i % len(seed_tasks)], "id": f"task-{i}", "goldScore": gold,
+                              "priorScore": prior})
+    path = tmp_path / "judge-job.json"
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def _null_judges(count: int, sd: float) -> str:
+    return "".join(f"""
+        [[models]]
+        provider = "simulated"
+        name = "null{i}"
+        [models.simulate]
+        seed = {i}
+        [models.simulate.judge]
+        sd = {sd}
+        """ for i in range(count))
+
+
+def test_with_no_anchoring_the_gold_signed_pull_is_null_and_the_preregistered_one_is_not(tmp_path):
+    """Single judgments (SD 1) of 480 tasks whose displayed prior is 1 from gold, no anchoring:
+    the blind score often lands at or past the prior, so the preregistered sign follows the
+    noise. Its expected value is worked out exactly beside the run; the gold-signed pull (same
+    interval, same test) must find nothing."""
+    job = _job_file(tmp_path, 480, lambda i: (2 + i % 3, 2 + i % 3 + (1 if i % 2 else -1)))
+    cfg = write_config(tmp_path, f"""
+        name = "judge"
+        jobs = ["{job}"]
+        samples = 1
+        output_dir = "{tmp_path / 'runs'}"
+        """ + _null_judges(1, 1.0))
+    [s] = analyze(run_quietly(cfg).run_dir).tables["judge_summary"].iter_rows(named=True)
+    probs = lambda mu: np.diff(np.concatenate([[0.0], stats.norm.cdf(np.arange(1.5, 5, 1.0), mu, 1.0), [1.0]]))  # noqa: E731
+    scores = np.arange(1, 6)
+    expected = []
+    for i in range(480):
+        gold, prior = 2 + i % 3, 2 + i % 3 + (1 if i % 2 else -1)
+        p = probs(gold)  # blind and anchor: the same distribution
+        expected.append(np.sum(p[:, None] * p[None, :] * np.sign(prior - scores)[:, None] * (scores[None, :] - scores[:, None])))
+    se = (s["mean_pull_ci_high"] - s["mean_pull_ci_low"]) / (2 * 1.965)
+    assert np.mean(expected) > 0.4  # exactly 0.445: a sizeable pull toward the prior, from noise
+    assert s["mean_pull"] == pytest.approx(np.mean(expected), abs=4 * se)
+    assert s["mean_pull_ci_low"] > 0 and s["wilcoxon_p"] < 0.001  # the headline "finds" a pull
+    gold_se = (s["mean_pull_gold_signed_ci_high"] - s["mean_pull_gold_signed_ci_low"]) / (2 * 1.965)
+    assert abs(s["mean_pull_gold_signed"]) < 4 * gold_se and gold_se > 0.03
+    assert s["mean_pull_gold_signed_ci_low"] < 0 < s["mean_pull_gold_signed_ci_high"]
+    assert s["wilcoxon_p_gold_signed"] > 0.05
+
+
+def test_correction_harm_counts_every_task_and_is_even_with_help_under_no_anchoring(tmp_path):
+    """Eight judges with no anchoring (64 tasks): as many tasks get farther from gold as nearer,
+    and the harm share stays at or below a half; a judge pulled half way to the prior is harmed
+    on nearly every task. (The preregistered rate, farther over farther + tied, would be near 1
+    for any judge whose means rarely tie.)"""
+    cfg = write_config(tmp_path, f"""
+        name = "judge"
+        jobs = ["ai-judge-history"]
+        samples = 3
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "pulled"
+        [models.simulate.judge]
+        pull = 0.5
+        sd = 1.0
+        """ + _null_judges(8, 1.0))
+    summary = analyze(run_quietly(cfg).run_dir).tables["judge_summary"]
+    for r in summary.iter_rows(named=True):
+        assert r["correction_harm"] + r["correction_helped"] + r["correction_tied"] == r["correction_tasks"] == 8
+        assert r["correction_harm_share"] == r["correction_harm"] / 8
+    null = summary.filter(pl.col("model") != "simulated/pulled")
+    harm, helped = int(null["correction_harm"].sum()), int(null["correction_helped"].sum())
+    moved = harm + helped
+    assert moved >= 32  # enough untied tasks for the comparison to mean something
+    assert abs(harm - helped) <= 3 * np.sqrt(moved)  # 3 SD of harm - helped, harm ~ Bin(moved, 1/2)
+    assert harm / 64 <= 0.5
+    [pulled] = summary.filter(pl.col("model") == "simulated/pulled").iter_rows(named=True)
+    assert pulled["correction_harm"] >= 7 and pulled["correction_helped"] == 0
+
+
+def test_verdict_flip_rate_is_the_published_scorers_over_the_exported_json(tmp_path):
+    """verdict_flip_rate against a computation from the study's own result JSON alone: per task,
+    the verdict of the mean score (4 or more = pass) blind vs history-anchor, share of tasks."""
+    outcome = _judge_run(tmp_path, pull=0.5, reps=3)
+    summary = analyze(outcome.run_dir).tables["judge_summary"]
+    assert CliRunner().invoke(app, ["export", str(outcome.run_dir), "--format", "judge-history"]).exit_code == 0
+    rates = {}
+    for path in (outcome.run_dir / "export" / "judge-history").glob("*.json"):
+        scores: dict[tuple[str, str], list[int]] = {}
+        for j in orjson.loads(path.read_bytes())["judgments"]:
+            scores.setdefault((j["taskId"], j["condition"]), []).append(j["score"])
+        verdict = {key: np.mean(v) >= 4 for key, v in scores.items()}
+        tasks = {t for t, c in verdict if c == "blind"} & {t for t, c in verdict if c == "history-anchor"}
+        rates[path.stem.split("__")[1]] = np.mean([verdict[t, "blind"] != verdict[t, "history-anchor"] for t in tasks])
+    assert len(rates) == 2
+    for r in summary.iter_rows(named=True):
+        assert r["verdict_flip_rate"] == pytest.approx(rates[r["modelKey"]])
+    assert 0 < max(rates.values()) < 1  # flips happen on some tasks, not all: the test can tell

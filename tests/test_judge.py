@@ -136,10 +136,14 @@ def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
     return run_quietly(cfg)
 
 
-def _expected_score(mu: float, sd: float) -> float:
+def _score_probs(mu: float, sd: float) -> np.ndarray:
+    """P(score = 1..5) of the simulated judge: Normal(mu, sd) rounded and clipped."""
     edges = np.arange(1.5, 5, 1.0)
-    probs = np.diff(np.concatenate([[0.0], stats.norm.cdf(edges, mu, sd), [1.0]]))
-    return float(np.dot(np.arange(1, 6), probs))
+    return np.diff(np.concatenate([[0.0], stats.norm.cdf(edges, mu, sd), [1.0]]))
+
+
+def _expected_score(mu: float, sd: float) -> float:
+    return float(np.dot(np.arange(1, 6), _score_probs(mu, sd)))
 
 
 def test_a_judge_pulled_by_a_known_fraction_is_measured_so(tmp_path):
@@ -249,12 +253,11 @@ def test_with_no_anchoring_the_gold_signed_pull_is_null_and_the_preregistered_on
         output_dir = "{tmp_path / 'runs'}"
         """ + _null_judges(1, 1.0))
     [s] = analyze(run_quietly(cfg).run_dir).tables["judge_summary"].iter_rows(named=True)
-    probs = lambda mu: np.diff(np.concatenate([[0.0], stats.norm.cdf(np.arange(1.5, 5, 1.0), mu, 1.0), [1.0]]))  # noqa: E731
     scores = np.arange(1, 6)
     expected = []
     for i in range(480):
         gold, prior = 2 + i % 3, 2 + i % 3 + (1 if i % 2 else -1)
-        p = probs(gold)  # blind and anchor: the same distribution
+        p = _score_probs(gold, 1.0)  # blind and anchor: the same distribution
         expected.append(np.sum(p[:, None] * p[None, :] * np.sign(prior - scores)[:, None] * (scores[None, :] - scores[:, None])))
     se = (s["mean_pull_ci_high"] - s["mean_pull_ci_low"]) / (2 * 1.965)
     assert np.mean(expected) > 0.4  # exactly 0.445: a sizeable pull toward the prior, from noise

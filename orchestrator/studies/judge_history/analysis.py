@@ -1,11 +1,11 @@
-"""Outcomes of the judge-history study (seed 002), per model, exactly as preregistered.
+"""Outcomes of the judge-history study (seed 002), per model, as preregistered.
 
 Unit of analysis: a task within a model, after averaging repetitions per condition. Primary
 outcome per task: sign(prior - blind) * (anchor - blind). Models are reported separately and a
 model's result is complete only when every task has the same number of valid judgments in all
 three conditions; nothing is imputed.
 
-Where the preregistered wording misleads, the plain version is computed beside it (see the
+Where the preregistered wording misleads, a plain version is computed beside it (see the
 report's note): the gold-signed pull, whose sign does not come from the noisy blind mean it is
 measured against; correction harm over all tasks rather than over a set chosen by the outcome;
 intervals that hold over 8 tasks (t for the mean, order statistics for the median).
@@ -65,9 +65,9 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
                           .when(pl.col(f"pass_share_{c}") < 0.5).then(pl.lit("fail")))
     of_mean = lambda c: (pl.when(pl.col(c) >= PASS_FROM).then(pl.lit("pass"))  # noqa: E731
                          .when(pl.col(c).is_not_null()).then(pl.lit("fail")))
-    return wide.with_columns(
-        pull=_sign(pl.col("prior") - pl.col("blind")) * (pl.col("anchor") - pl.col("blind")),
-        pull_gold_signed=_sign(pl.col("prior") - pl.col("gold")) * (pl.col("anchor") - pl.col("blind")),
+    return wide.with_columns(  # (+ 0.0: no movement reads 0, not -0)
+        pull=_sign(pl.col("prior") - pl.col("blind")) * (pl.col("anchor") - pl.col("blind")) + 0.0,
+        pull_gold_signed=_sign(pl.col("prior") - pl.col("gold")) * (pl.col("anchor") - pl.col("blind")) + 0.0,
         anchor_vs_framing=_sign(pl.col("prior") - pl.col("framing")) * (pl.col("anchor") - pl.col("framing")),
         anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),

@@ -14,25 +14,27 @@ JUDGE_NOTE = (
     "Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on condition "
     "means; positive = toward the displayed prior. This preregistered headline takes its sign "
     "from the same noisy blind mean it measures from, so with no anchoring at all it is biased "
-    "upward wherever the blind mean sits near the prior (by simulation +0.32 for single "
-    "judgments at SD 0.5, +0.29 for 3 repetitions at SD 0.6); the gold-signed pull beside it, "
-    "sign(prior - gold) x (anchor - blind), takes its sign from the design and is 0 in "
-    "expectation with no anchoring. Both get a mean with a 95% t-interval over tasks (a "
-    "percentile bootstrap over 8 tasks covers about 88%), a median with the distribution-free "
-    "order-statistic interval (the narrowest pair of order statistics reaching 95%; over 8 tasks "
-    "that is [min, max], a 99.2% interval; its level is given) and a Wilcoxon signed-rank test. "
-    "Deviation from the preregistration: correction harm is the share of all tasks whose "
-    "anchored mean is farther from gold than the blind mean. The preregistered wording counts "
-    "only among tasks where the blind mean is at least as close to gold, a set picked by the "
-    "outcome itself (the farther tasks plus the ties), so as a rate it is near 100% with no "
-    "anchoring; its count is the 'farther' count shown, over farther + tied. With no anchoring "
-    "farther and closer are equally likely, so compare harm with help, not with 0. Verdict flip "
-    "rate is the published scorer's: the verdict of each task's mean score (4 or more = pass), "
-    "blind vs history-anchor, as a share of tasks; beside it the count from the majority of the "
-    "verdicts the judge returned. All p-values are unadjusted: two tests per model, with no "
-    "correction across them, across models or across outcomes. A model is complete only when "
-    "every task has the same number of valid judgments in all three conditions; nothing is "
-    "imputed.")
+    "upward wherever the blind mean sits near the prior: by E|prior - blind|, +0.32 for single "
+    "judgments at SD 0.5, +0.29 for 3 repetitions at SD 0.6. The gold-signed pull beside it, "
+    "sign(prior - gold) x (anchor - blind), takes its sign from the design, so it is 0 in "
+    "expectation with no anchoring (a judge whose blind score is already past the prior and "
+    "moves back toward it shows as negative there). Both get a mean with a 95% t-interval over "
+    "tasks (the percentile bootstrap used before covered 85-89% in simulations of this design), "
+    "a median with the distribution-free order-statistic interval (the narrowest pair of order "
+    "statistics reaching 95%; over 8 tasks that is [min, max], a 99.2% interval; its level is "
+    "shown) and a Wilcoxon signed-rank test. Deviation from the preregistration: correction "
+    "harm is counted over all tasks, as tasks whose anchored mean is farther from gold than the "
+    "blind mean, beside those nearer and those tied. The preregistered wording counts only "
+    "among tasks where the blind mean is at least as close to gold, a set chosen by the outcome "
+    "itself (the farther tasks plus the ties): as a rate, farther / (farther + tied), it is 100% "
+    "whenever no task ties, whatever the anchoring, and otherwise set by how often means tie, "
+    "so it is not shown as a rate (its two counts are in the table). With no anchoring farther "
+    "and nearer are equally likely: compare harm with help, not with 0. Verdict flip rate is the "
+    "published scorer's: the verdict of each task's mean score (4 or more = pass), blind vs "
+    "history-anchor, as a share of tasks; beside it the count from the majority of the verdicts "
+    "the judge returned. All p-values are unadjusted: two tests per model, with no correction "
+    "across them, across models or across outcomes. A model is complete only when every task "
+    "has the same number of valid judgments in all three conditions; nothing is imputed.")
 
 
 def _interval(r: dict, stem: str) -> str:
@@ -52,7 +54,7 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
             "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
             "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
-            "correction harm: farther / closer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
+            "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
                                                         f"{r['correction_tied']} of {r['correction_tasks']}",
             "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",
             "verdict flips (majority verdict)": f"{r['verdict_flips']}/{r['verdict_flips_of']}",

@@ -17,7 +17,7 @@ def print_table(summary, console: Console) -> None:
                   Column("median", justify="right"), Column("Wilcoxon p", justify="right"),
                   Column("gold-signed pull: mean [95% CI]", justify="right"),
                   Column("anchor vs framing", justify="right"), Column("|error| blind / anchor", justify="right"),
-                  Column("harm: farther / closer / tied", justify="right"),
+                  Column("harm: farther / nearer / tied", justify="right"),
                   Column("flip rate", justify="right"), "complete",
                   title="judge history (positive pull = toward the displayed prior score; p unadjusted)")
     for r in summary.iter_rows(named=True):

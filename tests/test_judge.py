@@ -78,6 +78,17 @@ def test_per_task_outcomes_by_hand():
     assert (t["c"]["verdict_blind_of_mean"], t["c"]["verdict_anchor_of_mean"]) == ("fail", "pass")
 
 
+def test_a_condition_without_a_valid_judgment_has_no_verdict_and_no_flip():
+    cond = FIXTURE.with_columns(  # every anchor judgment of task a failed: a row with 0 valid
+        [pl.when((pl.col("experimentSlug") == "a") & (pl.col("conditionIndex") == 2)).then(v).otherwise(pl.col(c)).alias(c)
+         for c, v in (("n_valid", 0), ("n_pass", 0), ("mean", None), ("sd", None))])
+    [a] = task_outcomes(cond, ITEMS).filter(pl.col("experimentSlug") == "a").iter_rows(named=True)
+    assert a["verdict_anchor"] is None and a["verdict_flip"] is None and a["verdict_flip_of_mean"] is None
+    assert a["pull"] is None and a["correction_harm"] is None
+    [s] = model_summary(task_outcomes(cond, ITEMS), cond, n_tasks=4).iter_rows(named=True)
+    assert (s["verdict_flips_of"], s["verdict_flips_by_mean_of"], s["correction_tasks"]) == (3, 3, 3)
+
+
 def test_model_summary_by_hand_and_against_scipy():
     tasks = task_outcomes(FIXTURE, ITEMS)
     [s] = model_summary(tasks, FIXTURE, n_tasks=4).iter_rows(named=True)

@@ -83,8 +83,9 @@ def bh(p: np.ndarray) -> np.ndarray:
 def t_interval(values, level: float = 0.95, axis: int = -1):
     """Student-t interval for the mean along `axis`, vectorised over the other axes: (low, high).
     Over few units (8 judged tasks) a percentile bootstrap is too narrow by about t/z and
-    sqrt(n/(n-1)), and covers ~88% for a nominal 95%; the t-interval is exact for normal values
-    and close for bounded, roughly symmetric ones. NaN with fewer than two values."""
+    sqrt(n/(n-1)): it covered 85-89% for a nominal 95% in simulations of the judge study. The
+    t-interval is exact for normal values and close for bounded, roughly symmetric ones (not for
+    strongly skewed ones over so few). NaN with fewer than two values."""
     values = np.asarray(values, float)
     n = values.shape[axis]
     if n < 2:

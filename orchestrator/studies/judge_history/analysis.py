@@ -57,7 +57,9 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         part = (cond.filter(pl.col("conditionIndex") == index)
                 .select("job", "modelKey", "experimentSlug", pl.col("n_valid").alias(f"n_{name}"),
                         pl.col("mean").alias(name), pl.col("sd").alias(f"sd_{name}"),
-                        (pl.col("n_pass") / pl.col("n_valid")).alias(f"pass_share_{name}")))
+                        # none valid: no share (0/0 is NaN, and polars orders NaN above 0.5)
+                        pl.when(pl.col("n_valid") > 0).then(pl.col("n_pass") / pl.col("n_valid"))
+                        .alias(f"pass_share_{name}")))
         keys = ["job", "modelKey", "experimentSlug"]
         wide = part if wide is None else wide.join(part, on=keys, how="full", coalesce=True)
     wide = wide.join(items, on=["job", "experimentSlug"], how="left")

@@ -48,7 +48,7 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
         rows.append({
             "model": f"{r['model']} [{r['modelKey']}]",
             "signed prior-score pull (preregistered), mean [95% CI]": _interval(r, "mean_pull"),
-            "median [CI]": f"{_interval(r, 'median_pull')} ({fmt(100 * level, 3)}%)",
+            "median [CI]": f"{_interval(r, 'median_pull')} ({fmt(None if level is None else 100 * level, 3)}%)",
             "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
             "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
             "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),

@@ -64,7 +64,7 @@ def test_per_task_outcomes_by_hand():
     assert t["a"]["pull"] == pytest.approx(1.0)  # sign(5-2) * (3-2)
     assert t["b"]["pull"] == pytest.approx(-0.5)  # sign(2-4.5) * (5-4.5)
     assert t["c"]["pull"] == pytest.approx(-2 / 3)  # sign(1-11/3) * (13/3-11/3)
-    assert t["tie"]["pull"] == 0.0  # sign(4-4) = 0
+    assert t["tie"]["pull"] == 0.0 and not np.signbit(t["tie"]["pull"])  # sign(4-4) = 0 (times -2: 0, not -0)
     assert t["tie"]["pull_gold_signed"] == pytest.approx(-2.0)  # sign(4-3) * (2-4)
     assert t["a"]["anchor_vs_framing"] == pytest.approx(0.5)  # sign(5-2.5) * (3-2.5)
     assert t["b"]["anchor_minus_framing"] == 0.0

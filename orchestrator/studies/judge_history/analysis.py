@@ -49,6 +49,12 @@ def _sign(x: pl.Expr) -> pl.Expr:
     return pl.when(x > 0).then(1.0).when(x < 0).then(-1.0).otherwise(0.0)
 
 
+def _signed(direction: pl.Expr, movement: pl.Expr) -> pl.Expr:
+    """sign(direction) x movement, no movement read as 0 (not -0, which a report prints as -0)."""
+    product = _sign(direction) * movement
+    return pl.when(product == 0).then(0.0).otherwise(product)
+
+
 def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     """One row per model x task with the three condition means side by side and every per-task
     outcome. `cond` has job, modelKey, experimentSlug, conditionIndex, n_valid, mean, sd, n_pass."""
@@ -67,10 +73,10 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
                           .when(pl.col(f"pass_share_{c}") < 0.5).then(pl.lit("fail")))
     of_mean = lambda c: (pl.when(pl.col(c) >= PASS_FROM).then(pl.lit("pass"))  # noqa: E731
                          .when(pl.col(c).is_not_null()).then(pl.lit("fail")))
-    return wide.with_columns(  # (+ 0.0: no movement reads 0, not -0)
-        pull=_sign(pl.col("prior") - pl.col("blind")) * (pl.col("anchor") - pl.col("blind")) + 0.0,
-        pull_gold_signed=_sign(pl.col("prior") - pl.col("gold")) * (pl.col("anchor") - pl.col("blind")) + 0.0,
-        anchor_vs_framing=_sign(pl.col("prior") - pl.col("framing")) * (pl.col("anchor") - pl.col("framing")),
+    return wide.with_columns(
+        pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
+        pull_gold_signed=_signed(pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")),
+        anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
         anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
         abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),

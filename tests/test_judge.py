@@ -9,7 +9,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from orchestrator.analysis.stats import bootstrap_ci
-from orchestrator.studies.judge_history.analysis import model_summary, task_outcomes, wilcoxon_p
+from orchestrator.studies.judge_history.analysis import location, model_summary, task_outcomes, wilcoxon_p
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.spec.jobs import load_job
@@ -43,13 +43,17 @@ def _cond(rows):
     return pl.DataFrame(out)
 
 
-ITEMS = pl.DataFrame({"job": ["j"] * 3, "experimentSlug": ["a", "b", "tie"], "gold": [2, 5, 3],
-                      "prior": [5, 2, 4]})
+ITEMS = pl.DataFrame({"job": ["j"] * 4, "experimentSlug": ["a", "b", "c", "tie"], "gold": [2, 5, 4, 3],
+                      "prior": [5, 2, 1, 4]})
 FIXTURE = _cond([
     # a: gold 2, prior 5. blind mean 2, framing 2.5, anchor 3 (pulled up toward 5)
     ("a", 0, [2, 2, 2], ["fail"] * 3), ("a", 1, [2, 3, 2.5], ["fail"] * 3), ("a", 2, [3, 3, 3], ["fail"] * 3),
     # b: gold 5, prior 2. blind 4.5 (pass), framing 5, anchor 5: moved away from the prior by 0.5
     ("b", 0, [4, 5], ["pass", "pass"]), ("b", 1, [5, 5], ["pass", "pass"]), ("b", 2, [5, 5], ["pass", "pass"]),
+    # c: gold 4, prior 1. blind 11/3: fails by its mean, passes by the majority of its verdicts;
+    # anchor 13/3 passes both ways. Both means are 1/3 from gold (a tie, up to float noise).
+    ("c", 0, [4, 4, 3], ["pass", "pass", "fail"]), ("c", 1, [4, 4, 4], ["pass"] * 3),
+    ("c", 2, [4, 4, 5], ["pass"] * 3),
     # tie: blind mean equals the prior (4): sign 0, so the pull is 0 whatever anchor does
     ("tie", 0, [4, 4, 4], ["pass"] * 3), ("tie", 1, [3, 3, 3], ["fail"] * 3), ("tie", 2, [1, 2, 3], ["fail", "fail", "fail"]),
 ])
@@ -59,35 +63,68 @@ def test_per_task_outcomes_by_hand():
     t = {r["experimentSlug"]: r for r in task_outcomes(FIXTURE, ITEMS).iter_rows(named=True)}
     assert t["a"]["pull"] == pytest.approx(1.0)  # sign(5-2) * (3-2)
     assert t["b"]["pull"] == pytest.approx(-0.5)  # sign(2-4.5) * (5-4.5)
-    assert t["tie"]["pull"] == 0.0  # sign(4-4) = 0
+    assert t["c"]["pull"] == pytest.approx(-2 / 3)  # sign(1-11/3) * (13/3-11/3)
+    assert t["tie"]["pull"] == 0.0 and not np.signbit(t["tie"]["pull"])  # sign(4-4) = 0 (times -2: 0, not -0)
     assert t["tie"]["pull_gold_signed"] == pytest.approx(-2.0)  # sign(4-3) * (2-4)
     assert t["a"]["anchor_vs_framing"] == pytest.approx(0.5)  # sign(5-2.5) * (3-2.5)
     assert t["b"]["anchor_minus_framing"] == 0.0
     assert (t["a"]["abs_error_blind"], t["a"]["abs_error_anchor"]) == (0.0, 1.0)
-    assert t["a"]["correction_harm"] is True  # blind was as close or closer; anchor is farther
-    assert t["b"]["correction_harm"] is None  # anchor is closer to gold here: not in the set
-    assert t["tie"]["correction_harm"] is False  # both 1 from gold 3: in the set, not farther
-    assert (t["a"]["verdict_flip"], t["b"]["verdict_flip"], t["tie"]["verdict_flip"]) == (False, False, True)
+    # Correction over every task: a farther from gold, b nearer, c and tie as far (c up to float noise)
+    assert [(t[k]["correction_harm"], t[k]["correction_help"]) for k in ("a", "b", "c", "tie")] == \
+        [(True, False), (False, True), (False, False), (False, False)]
+    # Majority of returned verdicts: only tie flips; verdict of the mean score: c and tie flip
+    assert [t[k]["verdict_flip"] for k in ("a", "b", "c", "tie")] == [False, False, False, True]
+    assert [t[k]["verdict_flip_of_mean"] for k in ("a", "b", "c", "tie")] == [False, False, True, True]
+    assert (t["c"]["verdict_blind_of_mean"], t["c"]["verdict_anchor_of_mean"]) == ("fail", "pass")
+
+
+def test_a_condition_without_a_valid_judgment_has_no_verdict_and_no_flip():
+    cond = FIXTURE.with_columns(  # every anchor judgment of task a failed: a row with 0 valid
+        [pl.when((pl.col("experimentSlug") == "a") & (pl.col("conditionIndex") == 2)).then(v).otherwise(pl.col(c)).alias(c)
+         for c, v in (("n_valid", 0), ("n_pass", 0), ("mean", None), ("sd", None))])
+    [a] = task_outcomes(cond, ITEMS).filter(pl.col("experimentSlug") == "a").iter_rows(named=True)
+    assert a["verdict_anchor"] is None and a["verdict_flip"] is None and a["verdict_flip_of_mean"] is None
+    assert a["pull"] is None and a["correction_harm"] is None
+    [s] = model_summary(task_outcomes(cond, ITEMS), cond, n_tasks=4).iter_rows(named=True)
+    assert (s["verdict_flips_of"], s["verdict_flips_by_mean_of"], s["correction_tasks"]) == (3, 3, 3)
 
 
 def test_model_summary_by_hand_and_against_scipy():
     tasks = task_outcomes(FIXTURE, ITEMS)
-    [s] = model_summary(tasks, FIXTURE, n_tasks=3, seed=1).iter_rows(named=True)
-    pulls = np.array([1.0, -0.5, 0.0])
-    assert s["mean_pull"] == pytest.approx(pulls.mean()) and s["median_pull"] == 0.0
-    assert s["wilcoxon_p"] == pytest.approx(stats.wilcoxon(pulls, zero_method="wilcox").pvalue)
+    [s] = model_summary(tasks, FIXTURE, n_tasks=4).iter_rows(named=True)
+    for suffix, pulls in (("", np.array([1.0, -0.5, -2 / 3, 0.0])),
+                          ("_gold_signed", np.array([1.0, -0.5, -2 / 3, -2.0]))):
+        assert s[f"mean_pull{suffix}"] == pytest.approx(pulls.mean())
+        assert s[f"median_pull{suffix}"] == pytest.approx(np.median(pulls))
+        assert s[f"wilcoxon_p{suffix}"] == pytest.approx(stats.wilcoxon(pulls, zero_method="wilcox").pvalue)
+        low, high = stats.t.interval(0.95, len(pulls) - 1, loc=pulls.mean(), scale=stats.sem(pulls))
+        assert (s[f"mean_pull{suffix}_ci_low"], s[f"mean_pull{suffix}_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+        assert np.isnan(s[f"median_pull{suffix}_ci_low"])  # no order-statistic pair reaches 95% over 4
     assert s["complete"] is False  # task a has 3 judgments per condition, b has 2
-    assert (s["correction_harm"], s["correction_harm_of"]) == (1, 2)  # a harmed; tie in the set
-    assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 3)
+    assert (s["correction_harm"], s["correction_helped"], s["correction_tied"], s["correction_tasks"]) == (1, 1, 2, 4)
+    assert s["correction_harm_share"] == 0.25
+    assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 4)
+    assert (s["verdict_flip_rate"], s["verdict_flips_by_mean"], s["verdict_flips_by_mean_of"]) == (0.5, 2, 4)
     assert s["inconsistent_verdicts"] == 0
-    ref = stats.bootstrap((pulls,), np.mean, n_resamples=10_000, method="percentile", random_state=1)
-    assert s["mean_pull_ci_low"] == pytest.approx(ref.confidence_interval.low, abs=0.1)
-    assert s["mean_pull_ci_high"] == pytest.approx(ref.confidence_interval.high, abs=0.1)
+
+
+def test_the_median_interval_of_eight_tasks_is_their_range():
+    slugs = [f"t{i}" for i in range(8)]
+    items = pl.DataFrame({"job": "j", "experimentSlug": slugs, "gold": 2, "prior": 5})
+    anchors = [2, 3, 2, 4, 5, 3, 1, 2]  # blind 2 everywhere, so the pull is anchor - 2
+    cond = _cond([(t, c, [2.0] if c < 2 else [float(a)], ["fail"]) for t, a in zip(slugs, anchors, strict=True)
+                  for c in range(3)])
+    [s] = model_summary(task_outcomes(cond, items), cond, n_tasks=8).iter_rows(named=True)
+    pulls = np.array(anchors) - 2.0
+    ref = stats.quantile_test(pulls, q=0, p=0.5).confidence_interval(0.95)
+    assert (s["median_pull_ci_low"], s["median_pull_ci_high"]) == (ref.low, ref.high) == (-1.0, 3.0)
+    assert s["median_pull_ci_level"] == pytest.approx(1 - 2 / 2**8)
 
 
 def test_no_movement_gives_no_wilcoxon_and_a_point_interval():
     assert np.isnan(wilcoxon_p(np.zeros(5)))
     assert bootstrap_ci(np.full(6, 0.5), np.mean, seed=3) == (0.5, 0.5)
+    assert location(np.full(6, 0.5))["mean_pull_ci_low"] == location(np.full(6, 0.5))["mean_pull_ci_high"] == 0.5
 
 
 def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
@@ -110,10 +147,14 @@ def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
     return run_quietly(cfg)
 
 
-def _expected_score(mu: float, sd: float) -> float:
+def _score_probs(mu: float, sd: float) -> np.ndarray:
+    """P(score = 1..5) of the simulated judge: Normal(mu, sd) rounded and clipped."""
     edges = np.arange(1.5, 5, 1.0)
-    probs = np.diff(np.concatenate([[0.0], stats.norm.cdf(edges, mu, sd), [1.0]]))
-    return float(np.dot(np.arange(1, 6), probs))
+    return np.diff(np.concatenate([[0.0], stats.norm.cdf(edges, mu, sd), [1.0]]))
+
+
+def _expected_score(mu: float, sd: float) -> float:
+    return float(np.dot(np.arange(1, 6), _score_probs(mu, sd)))
 
 
 def test_a_judge_pulled_by_a_known_fraction_is_measured_so(tmp_path):
@@ -181,3 +222,110 @@ def test_a_judge_run_without_a_single_answer_analyses_to_nothing_not_a_crash(tmp
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "runs" / "j" / "default")])
     assert result.exit_code == 0, result.output
     assert "judge history" not in result.output and not (tmp_path / "runs" / "j" / "default" / "judge_summary.csv").exists()
+
+
+def _job_file(tmp_path, tasks: int, gold_prior) -> str:
+    """A judge-history job with `tasks` tasks (the seed's texts, repeated) and the gold and prior
+    scores gold_prior(i) gives task i."""
+    data = orjson.loads((ROOT / "jobs" / "ai-judge-history.json").read_bytes())
+    seed_tasks = data["tasks"]
+    data["tasks"] = []
+    for i in range(tasks):
+        gold, prior = gold_prior(i)
+        data["tasks"].append({**seed_tasks[i % len(seed_tasks)], "id": f"task-{i}", "goldScore": gold,
+                              "priorScore": prior})
+    path = tmp_path / "judge-job.json"
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def _null_judges(count: int, sd: float) -> str:
+    return "".join(f"""
+        [[models]]
+        provider = "simulated"
+        name = "null{i}"
+        [models.simulate]
+        seed = {i}
+        [models.simulate.judge]
+        sd = {sd}
+        """ for i in range(count))
+
+
+def test_with_no_anchoring_the_gold_signed_pull_is_null_and_the_preregistered_one_is_not(tmp_path):
+    """Single judgments (SD 1) of 480 tasks whose displayed prior is 1 from gold, no anchoring:
+    the blind score often lands at or past the prior, so the preregistered sign follows the
+    noise. Its expected value is worked out exactly beside the run; the gold-signed pull (same
+    interval, same test) must find nothing."""
+    job = _job_file(tmp_path, 480, lambda i: (2 + i % 3, 2 + i % 3 + (1 if i % 2 else -1)))
+    cfg = write_config(tmp_path, f"""
+        name = "judge"
+        jobs = ["{job}"]
+        samples = 1
+        output_dir = "{tmp_path / 'runs'}"
+        """ + _null_judges(1, 1.0))
+    [s] = analyze(run_quietly(cfg).run_dir).tables["judge_summary"].iter_rows(named=True)
+    scores = np.arange(1, 6)
+    expected = []
+    for i in range(480):
+        gold, prior = 2 + i % 3, 2 + i % 3 + (1 if i % 2 else -1)
+        p = _score_probs(gold, 1.0)  # blind and anchor: the same distribution
+        expected.append(np.sum(p[:, None] * p[None, :] * np.sign(prior - scores)[:, None] * (scores[None, :] - scores[:, None])))
+    se = (s["mean_pull_ci_high"] - s["mean_pull_ci_low"]) / (2 * 1.965)
+    assert np.mean(expected) > 0.4  # exactly 0.445: a sizeable pull toward the prior, from noise
+    assert s["mean_pull"] == pytest.approx(np.mean(expected), abs=4 * se)
+    assert s["mean_pull_ci_low"] > 0 and s["wilcoxon_p"] < 0.001  # the headline "finds" a pull
+    gold_se = (s["mean_pull_gold_signed_ci_high"] - s["mean_pull_gold_signed_ci_low"]) / (2 * 1.965)
+    assert abs(s["mean_pull_gold_signed"]) < 4 * gold_se and gold_se > 0.03
+    assert s["mean_pull_gold_signed_ci_low"] < 0 < s["mean_pull_gold_signed_ci_high"]
+    assert s["wilcoxon_p_gold_signed"] > 0.05
+
+
+def test_correction_harm_counts_every_task_and_is_even_with_help_under_no_anchoring(tmp_path):
+    """Eight judges with no anchoring (64 tasks): as many tasks get farther from gold as nearer,
+    and the harm share stays at or below a half; a judge pulled half way to the prior is harmed
+    on nearly every task. (The preregistered rate, farther over farther + tied, would be near 1
+    for any judge whose means rarely tie.)"""
+    cfg = write_config(tmp_path, f"""
+        name = "judge"
+        jobs = ["ai-judge-history"]
+        samples = 3
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "pulled"
+        [models.simulate.judge]
+        pull = 0.5
+        sd = 1.0
+        """ + _null_judges(8, 1.0))
+    summary = analyze(run_quietly(cfg).run_dir).tables["judge_summary"]
+    for r in summary.iter_rows(named=True):
+        assert r["correction_harm"] + r["correction_helped"] + r["correction_tied"] == r["correction_tasks"] == 8
+        assert r["correction_harm_share"] == r["correction_harm"] / 8
+    null = summary.filter(pl.col("model") != "simulated/pulled")
+    harm, helped = int(null["correction_harm"].sum()), int(null["correction_helped"].sum())
+    moved = harm + helped
+    assert moved >= 32  # enough untied tasks for the comparison to mean something
+    assert abs(harm - helped) <= 3 * np.sqrt(moved)  # 3 SD of harm - helped, harm ~ Bin(moved, 1/2)
+    assert harm / 64 <= 0.5
+    [pulled] = summary.filter(pl.col("model") == "simulated/pulled").iter_rows(named=True)
+    assert pulled["correction_harm"] >= 7 and pulled["correction_helped"] == 0
+
+
+def test_verdict_flip_rate_is_the_published_scorers_over_the_exported_json(tmp_path):
+    """verdict_flip_rate against a computation from the study's own result JSON alone: per task,
+    the verdict of the mean score (4 or more = pass) blind vs history-anchor, share of tasks."""
+    outcome = _judge_run(tmp_path, pull=0.5, reps=3)
+    summary = analyze(outcome.run_dir).tables["judge_summary"]
+    assert CliRunner().invoke(app, ["export", str(outcome.run_dir), "--format", "judge-history"]).exit_code == 0
+    rates = {}
+    for path in (outcome.run_dir / "export" / "judge-history").glob("*.json"):
+        scores: dict[tuple[str, str], list[int]] = {}
+        for j in orjson.loads(path.read_bytes())["judgments"]:
+            scores.setdefault((j["taskId"], j["condition"]), []).append(j["score"])
+        verdict = {key: np.mean(v) >= 4 for key, v in scores.items()}
+        tasks = {t for t, c in verdict if c == "blind"} & {t for t, c in verdict if c == "history-anchor"}
+        rates[path.stem.split("__")[1]] = np.mean([verdict[t, "blind"] != verdict[t, "history-anchor"] for t in tasks])
+    assert len(rates) == 2
+    for r in summary.iter_rows(named=True):
+        assert r["verdict_flip_rate"] == pytest.approx(rates[r["modelKey"]])
+    assert 0 < max(rates.values()) < 1  # flips happen on some tasks, not all: the test can tell

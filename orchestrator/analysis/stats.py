@@ -78,3 +78,43 @@ def bh(p: np.ndarray) -> np.ndarray:
     if ok.any():
         q[ok] = multipletests(p[ok], method="fdr_bh")[1]
     return q
+
+
+def t_interval(values, level: float = 0.95, axis: int = -1):
+    """Student-t interval for the mean along `axis`, vectorised over the other axes: (low, high).
+    Over few units (8 judged tasks) a percentile bootstrap is too narrow by about t/z and
+    sqrt(n/(n-1)): it covered 85-89% for a nominal 95% in simulations of the judge study. The
+    t-interval is exact for normal values and close for bounded, roughly symmetric ones (not for
+    strongly skewed ones over so few). NaN with fewer than two values."""
+    values = np.asarray(values, float)
+    n = values.shape[axis]
+    if n < 2:
+        nan = np.full(np.delete(values.shape, axis % values.ndim), np.nan)
+        return nan, nan.copy()
+    mean = values.mean(axis=axis)
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * values.std(axis=axis, ddof=1) / np.sqrt(n)
+    return mean - half, mean + half
+
+
+def median_ranks(n: int, level: float = 0.95) -> tuple[int, float]:
+    """(k, achieved level) of the distribution-free interval [x_(k), x_(n+1-k)] for a median:
+    the largest k whose coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) is still at least `level`.
+    k = 0 when no pair of order statistics reaches `level` (n < 6 for 95%)."""
+    k = 0
+    while k + 1 <= n // 2 and 1 - 2 * stats.binom.cdf(k, n, 0.5) >= level:
+        k += 1
+    return k, (float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5)) if k else float("nan"))
+
+
+def median_interval(values, level: float = 0.95, axis: int = -1):
+    """Order-statistic interval for the median along `axis`, vectorised: (low, high, achieved
+    level). It holds for any distribution, discrete or continuous (the interval is closed),
+    with no resampling; with 8 values it is [min, max] at 99.2%, the only pair that reaches
+    95%. (BCa is no cure here: the jackknife of a median of 8 takes two values.)"""
+    values = np.sort(np.asarray(values, float), axis=axis)
+    n = values.shape[axis]
+    k, achieved = median_ranks(n, level)
+    if k == 0:
+        nan = np.full(np.delete(values.shape, axis % values.ndim), np.nan)
+        return nan, nan.copy(), achieved
+    return np.take(values, k - 1, axis=axis), np.take(values, n - k, axis=axis), achieved

@@ -1,9 +1,14 @@
-"""Outcomes of the judge-history study (seed 002), per model, exactly as preregistered.
+"""Outcomes of the judge-history study (seed 002), per model, as preregistered.
 
 Unit of analysis: a task within a model, after averaging repetitions per condition. Primary
 outcome per task: sign(prior - blind) * (anchor - blind). Models are reported separately and a
 model's result is complete only when every task has the same number of valid judgments in all
 three conditions; nothing is imputed.
+
+Where the preregistered wording misleads, a plain version is computed beside it (see the
+report's note): the gold-signed pull, whose sign does not come from the noisy blind mean it is
+measured against; correction harm over all tasks rather than over a set chosen by the outcome;
+intervals that hold over 8 tasks (t for the mean, order statistics for the median).
 """
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ import polars as pl
 from scipy import stats
 
 from orchestrator.analysis.load import Run, final_records
-from orchestrator.analysis.stats import bootstrap_ci
+from orchestrator.analysis.stats import median_interval, t_interval
 
 CONDITION_NAMES = {0: "blind", 1: "framing", 2: "anchor"}
+PASS_FROM = 4  # verdictRule: scores 4-5 are pass
+TIE = 1e-9  # absolute errors of means of integers that differ by less are equal (float noise)
 
 
 def items_table(run: Run) -> pl.DataFrame:
@@ -42,6 +49,12 @@ def _sign(x: pl.Expr) -> pl.Expr:
     return pl.when(x > 0).then(1.0).when(x < 0).then(-1.0).otherwise(0.0)
 
 
+def _signed(direction: pl.Expr, movement: pl.Expr) -> pl.Expr:
+    """sign(direction) x movement, no movement read as 0 (not -0, which a report prints as -0)."""
+    product = _sign(direction) * movement
+    return pl.when(product == 0).then(0.0).otherwise(product)
+
+
 def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     """One row per model x task with the three condition means side by side and every per-task
     outcome. `cond` has job, modelKey, experimentSlug, conditionIndex, n_valid, mean, sd, n_pass."""
@@ -50,28 +63,35 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         part = (cond.filter(pl.col("conditionIndex") == index)
                 .select("job", "modelKey", "experimentSlug", pl.col("n_valid").alias(f"n_{name}"),
                         pl.col("mean").alias(name), pl.col("sd").alias(f"sd_{name}"),
-                        (pl.col("n_pass") / pl.col("n_valid")).alias(f"pass_share_{name}")))
+                        # none valid: no share (0/0 is NaN, and polars orders NaN above 0.5)
+                        pl.when(pl.col("n_valid") > 0).then(pl.col("n_pass") / pl.col("n_valid"))
+                        .alias(f"pass_share_{name}")))
         keys = ["job", "modelKey", "experimentSlug"]
         wide = part if wide is None else wide.join(part, on=keys, how="full", coalesce=True)
     wide = wide.join(items, on=["job", "experimentSlug"], how="left")
     majority = lambda c: (pl.when(pl.col(f"pass_share_{c}") > 0.5).then(pl.lit("pass"))  # noqa: E731
                           .when(pl.col(f"pass_share_{c}") < 0.5).then(pl.lit("fail")))
+    of_mean = lambda c: (pl.when(pl.col(c) >= PASS_FROM).then(pl.lit("pass"))  # noqa: E731
+                         .when(pl.col(c).is_not_null()).then(pl.lit("fail")))
     return wide.with_columns(
-        pull=_sign(pl.col("prior") - pl.col("blind")) * (pl.col("anchor") - pl.col("blind")),
-        pull_gold_signed=_sign(pl.col("prior") - pl.col("gold")) * (pl.col("anchor") - pl.col("blind")),
-        anchor_vs_framing=_sign(pl.col("prior") - pl.col("framing")) * (pl.col("anchor") - pl.col("framing")),
+        pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
+        pull_gold_signed=_signed(pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")),
+        anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
         anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
         abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
         abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),
         verdict_blind=majority("blind"), verdict_anchor=majority("anchor"),
+        # The published scorer's verdict: that of the task's mean score.
+        verdict_blind_of_mean=of_mean("blind"), verdict_anchor_of_mean=of_mean("anchor"),
     ).with_columns(
-        # Among tasks where blind is at least as close to gold as anchor, did history make the
-        # score farther from gold? (null where the task is not in that set)
-        correction_harm=pl.when(pl.col("abs_error_blind") <= pl.col("abs_error_anchor"))
-                          .then(pl.col("abs_error_anchor") > pl.col("abs_error_blind")),
+        # Over every task with both means: is the anchored mean farther from gold than the blind
+        # one (harm), nearer (help), or neither (a tie)?
+        correction_harm=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) > TIE,
+        correction_help=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) < -TIE,
         verdict_flip=pl.when(pl.col("verdict_blind").is_not_null() & pl.col("verdict_anchor").is_not_null())
                        .then(pl.col("verdict_blind") != pl.col("verdict_anchor")),
+        verdict_flip_of_mean=pl.col("verdict_blind_of_mean") != pl.col("verdict_anchor_of_mean"),
     ).sort("job", "modelKey", "experimentSlug")
 
 
@@ -81,37 +101,65 @@ def wilcoxon_p(values: np.ndarray) -> float:
     return float(stats.wilcoxon(values, zero_method="wilcox").pvalue)
 
 
-def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int, seed: int) -> pl.DataFrame:
+INTERVALS = ("mean", "mean_ci_low", "mean_ci_high", "median", "median_ci_low", "median_ci_high",
+             "median_ci_level")
+
+
+def intervals(values: np.ndarray) -> dict[str, np.ndarray | float]:
+    """Over tasks (the last axis, vectorised over any others): the mean with its 95% t-interval,
+    the median with its order-statistic interval and the level that interval reaches."""
+    mean_low, mean_high = t_interval(values)
+    median_low, median_high, level = median_interval(values)
+    return dict(zip(INTERVALS, (np.mean(values, axis=-1), mean_low, mean_high, np.median(values, axis=-1),
+                                median_low, median_high, level), strict=True))
+
+
+def location(values: np.ndarray, suffix: str = "") -> dict[str, float | None]:
+    """`intervals` and the Wilcoxon signed-rank p of one per-task outcome of one model, named
+    mean_pull<suffix>, mean_pull<suffix>_ci_low, ..., wilcoxon_p<suffix> (None: no task)."""
+    found = intervals(values) if len(values) else dict.fromkeys(INTERVALS)
+    named = {}
+    for key, value in found.items():
+        head, _, tail = key.partition("_")  # "mean_ci_low" -> mean_pull<suffix>_ci_low
+        named[f"{head}_pull{suffix}{'_' if tail else ''}{tail}"] = None if value is None else float(value)
+    return named | {f"wilcoxon_p{suffix}": wilcoxon_p(values)}
+
+
+def _counts(part: pl.DataFrame) -> dict[str, int | float | None]:
+    """Correction harm and verdict flips of one model, as counts over its tasks."""
+    both = part.filter(pl.col("correction_harm").is_not_null())
+    harm, helped = int(both["correction_harm"].sum()), int(both["correction_help"].sum())
+    flips, by_mean = part["verdict_flip"].drop_nulls(), part["verdict_flip_of_mean"].drop_nulls()
+    return {"correction_harm": harm, "correction_helped": helped,
+            "correction_tied": both.height - harm - helped, "correction_tasks": both.height,
+            "correction_harm_share": harm / both.height if both.height else None,
+            "verdict_flips": int(flips.sum()), "verdict_flips_of": flips.len(),
+            "verdict_flip_rate": by_mean.mean(), "verdict_flips_by_mean": int(by_mean.sum()),
+            "verdict_flips_by_mean_of": by_mean.len()}
+
+
+def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.DataFrame:
     rows = []
     for (job, model_key), part in tasks.group_by(["job", "modelKey"], maintain_order=True):
-        counts = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))["n_valid"]
+        mine = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))
+        counts = mine["n_valid"]
         complete = part.height == n_tasks and counts.len() == 3 * n_tasks and counts.n_unique() == 1 \
             and counts[0] > 0
         pulls = part["pull"].drop_nulls().drop_nans().to_numpy()
-        mean_ci = bootstrap_ci(pulls, np.mean, seed)
-        median_ci = bootstrap_ci(pulls, np.median, seed)
-        harm = part["correction_harm"].drop_nulls()
-        flips = part["verdict_flip"].drop_nulls()
-        inconsistent = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))
+        gold_signed = part["pull_gold_signed"].drop_nulls().drop_nans().to_numpy()
         rows.append({
             "job": job, "modelKey": model_key, "complete": complete,
             "tasks_with_all_conditions": len(pulls), "tasks_planned": n_tasks,
             "judgments_per_condition": int(counts[0]) if complete else None,
-            "mean_pull": float(np.mean(pulls)) if len(pulls) else None,
-            "mean_pull_ci_low": mean_ci[0], "mean_pull_ci_high": mean_ci[1],
-            "median_pull": float(np.median(pulls)) if len(pulls) else None,
-            "median_pull_ci_low": median_ci[0], "median_pull_ci_high": median_ci[1],
-            "wilcoxon_p": wilcoxon_p(pulls),
-            "mean_pull_gold_signed": part["pull_gold_signed"].mean(),
+            **location(pulls), **location(gold_signed, "_gold_signed"),
             "mean_anchor_vs_framing": part["anchor_vs_framing"].mean(),
             "mean_anchor_minus_framing": part["anchor_minus_framing"].mean(),
             "abs_error_blind": part["abs_error_blind"].mean(),
             "abs_error_framing": part["abs_error_framing"].mean(),
             "abs_error_anchor": part["abs_error_anchor"].mean(),
-            "correction_harm": int(harm.sum()), "correction_harm_of": harm.len(),
-            "verdict_flips": int(flips.sum()), "verdict_flips_of": flips.len(),
-            "inconsistent_verdicts": int(inconsistent["n_inconsistent"].sum()),
-            "valid_judgments": int(inconsistent["n_valid"].sum()),
+            **_counts(part),
+            "inconsistent_verdicts": int(mine["n_inconsistent"].sum()),
+            "valid_judgments": int(mine["n_valid"].sum()),
             "mean_sd_blind": part["sd_blind"].mean(), "mean_sd_framing": part["sd_framing"].mean(),
             "mean_sd_anchor": part["sd_anchor"].mean()})
     return pl.DataFrame(rows)
@@ -126,6 +174,6 @@ def judge_outcomes(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     if cond.is_empty():  # no final record yet (every call failed so far): nothing to judge
         return pl.DataFrame(), pl.DataFrame()
     tasks = task_outcomes(cond, items)
-    summary = model_summary(tasks, cond, items.height, seed=run.manifest["plan"]["seed"])
+    summary = model_summary(tasks, cond, items.height)
     label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")
     return summary.with_columns(label), tasks.with_columns(label)

@@ -10,25 +10,54 @@ from orchestrator.report.format import fmt
 from orchestrator.studies.base import Figure, ReportPart, Section
 from orchestrator.studies.judge_history import plots
 
-JUDGE_NOTE = ("Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on "
-              "condition means; positive = toward the displayed prior. Mean and median across "
-              "tasks with percentile-bootstrap CIs (10,000 resamples over tasks) and a Wilcoxon "
-              "signed-rank test. A model is complete only when every task has the same number "
-              "of valid judgments in all three conditions; nothing is imputed.")
+JUDGE_NOTE = (
+    "Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on condition "
+    "means; positive = toward the displayed prior. This preregistered headline takes its sign "
+    "from the same noisy blind mean it measures from, so with no anchoring at all it is biased "
+    "upward wherever the blind mean sits near the prior: by E|prior - blind|, +0.32 for single "
+    "judgments at SD 0.5, +0.29 for 3 repetitions at SD 0.6. The gold-signed pull beside it, "
+    "sign(prior - gold) x (anchor - blind), takes its sign from the design, so it is 0 in "
+    "expectation with no anchoring (a judge whose blind score is already past the prior and "
+    "moves back toward it shows as negative there). Both get a mean with a 95% t-interval over "
+    "tasks (the percentile bootstrap used before covered 85-89% in simulations of this design), "
+    "a median with the distribution-free order-statistic interval (the narrowest pair of order "
+    "statistics reaching 95%; over 8 tasks that is [min, max], a 99.2% interval; its level is "
+    "shown) and a Wilcoxon signed-rank test. Deviation from the preregistration: correction "
+    "harm is counted over all tasks, as tasks whose anchored mean is farther from gold than the "
+    "blind mean, beside those nearer and those tied. The preregistered wording counts only "
+    "among tasks where the blind mean is at least as close to gold, a set chosen by the outcome "
+    "itself (the farther tasks plus the ties): as a rate, farther / (farther + tied), it is 100% "
+    "whenever no task ties, whatever the anchoring, and otherwise set by how often means tie, "
+    "so it is not shown as a rate (its two counts are in the table). With no anchoring farther "
+    "and nearer are equally likely: compare harm with help, not with 0. Verdict flip rate is the "
+    "published scorer's: the verdict of each task's mean score (4 or more = pass), blind vs "
+    "history-anchor, as a share of tasks; beside it the count from the majority of the verdicts "
+    "the judge returned. All p-values are unadjusted: two tests per model, with no correction "
+    "across them, across models or across outcomes. A model is complete only when every task "
+    "has the same number of valid judgments in all three conditions; nothing is imputed.")
+
+
+def _interval(r: dict, stem: str) -> str:
+    return f"{fmt(r[stem])} [{fmt(r[stem + '_ci_low'])}, {fmt(r[stem + '_ci_high'])}]"
 
 
 def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
     rows = []
     for r in summary.iter_rows(named=True):
+        level = r["median_pull_ci_level"]
         rows.append({
             "model": f"{r['model']} [{r['modelKey']}]",
-            "signed prior-score pull, mean [95% CI]": f"{fmt(r['mean_pull'])} [{fmt(r['mean_pull_ci_low'])}, {fmt(r['mean_pull_ci_high'])}]",
-            "median [95% CI]": f"{fmt(r['median_pull'])} [{fmt(r['median_pull_ci_low'])}, {fmt(r['median_pull_ci_high'])}]",
-            "Wilcoxon p": fmt(r["wilcoxon_p"], 2), "gold-signed pull": fmt(r["mean_pull_gold_signed"]),
+            "signed prior-score pull (preregistered), mean [95% CI]": _interval(r, "mean_pull"),
+            "median [CI]": f"{_interval(r, 'median_pull')} ({fmt(None if level is None else 100 * level, 3)}%)",
+            "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
+            "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
+            "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
             "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
             "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
-            "correction harm": f"{r['correction_harm']}/{r['correction_harm_of']}",
-            "verdict flips": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
+            "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
+                                                        f"{r['correction_tied']} of {r['correction_tasks']}",
+            "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",
+            "verdict flips (majority verdict)": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
             "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
             "complete": "yes" if r["complete"] else
                         f"NO: {r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks have all conditions, counts differ"})
@@ -38,7 +67,8 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
 def _judge_task_rows(tasks: pl.DataFrame) -> list[dict[str, str]]:
     return [{"model": r["model"], "task": r["experimentSlug"], "gold": str(r["gold"]), "prior": str(r["prior"]),
              "blind": f"{fmt(r['blind'])} ({r['n_blind'] or 0})", "framing": f"{fmt(r['framing'])} ({r['n_framing'] or 0})",
-             "anchor": f"{fmt(r['anchor'])} ({r['n_anchor'] or 0})", "signed pull": fmt(r["pull"])}
+             "anchor": f"{fmt(r['anchor'])} ({r['n_anchor'] or 0})", "signed pull": fmt(r["pull"]),
+             "gold-signed pull": fmt(r["pull_gold_signed"])}
             for r in tasks.iter_rows(named=True)]
 
 
@@ -49,7 +79,7 @@ def report(summary: pl.DataFrame, tasks: pl.DataFrame, out_dir: Path) -> ReportP
     part.sections.append(Section("Judge history", JUDGE_NOTE, _judge_rows(summary)))
     part.sections.append(Section("Judge history per task", "Condition means (valid judgments per "
                                  "condition in brackets), the displayed prior, gold, and the task's "
-                                 "signed pull.", _judge_task_rows(tasks)))
+                                 "signed pull, preregistered and gold-signed.", _judge_task_rows(tasks)))
     for r in summary.iter_rows(named=True):
         model_tasks = tasks.filter(pl.col("modelKey") == r["modelKey"])
         title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"

@@ -2,8 +2,8 @@
 
 Welch's t for a difference of means; Newcombe's hybrid score interval (his method 10, built from
 Wilson intervals) for a difference of proportions, with the pooled two-proportion z-test for its
-p-value; a percentile bootstrap; Benjamini-Hochberg. Each is checked against scipy/statsmodels
-in the tests. (The binomial GLMM is in glmm.py.)
+p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked against
+scipy/statsmodels in the tests. (The binomial GLMM is in glmm.py.)
 """
 from __future__ import annotations
 
@@ -59,16 +59,6 @@ def newcombe(count_a, n_a, count_b, n_b, z: float = Z95):
     ok = (n_a >= 1) & (n_b >= 1)
     nan = np.full_like(diff, np.nan, dtype=float)
     return diff, np.where(ok, low, nan), np.where(ok, high, nan), np.where(ok, p, nan)
-
-
-def bootstrap_ci(values: np.ndarray, stat, seed: int, resamples: int = BOOTSTRAP) -> tuple[float, float]:
-    """Percentile bootstrap over tasks, vectorised: (2.5%, 97.5%) of the statistic."""
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, len(values), size=(resamples, len(values)))]
-    low, high = np.percentile(stat(draws, axis=1), [2.5, 97.5])
-    return float(low), float(high)
 
 
 def bh(p: np.ndarray) -> np.ndarray:

@@ -100,6 +100,7 @@ def test_model_summary_by_hand_and_against_scipy():
         assert (s[f"mean_pull{suffix}_ci_low"], s[f"mean_pull{suffix}_ci_high"]) == (pytest.approx(low), pytest.approx(high))
         assert np.isnan(s[f"median_pull{suffix}_ci_low"])  # no order-statistic pair reaches 95% over 4
     assert s["complete"] is False  # task a has 3 judgments per condition, b has 2
+    assert s["incomplete"] == "valid judgments per task and condition differ (2-3)"
     assert (s["correction_harm"], s["correction_helped"], s["correction_tied"], s["correction_tasks"]) == (1, 1, 2, 4)
     assert s["correction_harm_share"] == 0.25
     assert (s["verdict_flips"], s["verdict_flips_of"]) == (1, 4)
@@ -180,8 +181,10 @@ def test_an_incomplete_model_is_labelled_never_imputed(tmp_path):
     assert rows["simulated/pulled"]["complete"] is False and rows["simulated/steady"]["complete"] is False
     assert rows["simulated/pulled"]["tasks_with_all_conditions"] == 8  # still 2 judgments there
     assert rows["simulated/pulled"]["inconsistent_verdicts"] > 0
+    # the reason, not a bare "8/8 tasks" that reads as complete
+    assert rows["simulated/pulled"]["incomplete"] == "valid judgments per task and condition differ (2-3)"
     out = " ".join(CliRunner().invoke(app, ["analyze", str(outcome.run_dir)]).output.split())
-    assert "NO (8/8 tasks)" in out
+    assert "NO: valid" in out
 
 
 def test_export_in_the_studys_own_format(tmp_path):

@@ -138,6 +138,14 @@ def _counts(part: pl.DataFrame) -> dict[str, int | float | None]:
             "verdict_flips_by_mean_of": by_mean.len()}
 
 
+def _incomplete(with_all: int, n_tasks: int, counts: pl.Series) -> str:
+    """Why a model's result is not complete, in words a reader can act on."""
+    if with_all < n_tasks:
+        return f"{with_all}/{n_tasks} tasks have all three conditions"
+    low = 0 if counts.len() < 3 * n_tasks else int(counts.min())
+    return f"valid judgments per task and condition differ ({low}-{int(counts.max())})"
+
+
 def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.DataFrame:
     rows = []
     for (job, model_key), part in tasks.group_by(["job", "modelKey"], maintain_order=True):
@@ -151,6 +159,7 @@ def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.D
             "job": job, "modelKey": model_key, "complete": complete,
             "tasks_with_all_conditions": len(pulls), "tasks_planned": n_tasks,
             "judgments_per_condition": int(counts[0]) if complete else None,
+            "incomplete": None if complete else _incomplete(len(pulls), n_tasks, counts),
             **location(pulls), **location(gold_signed, "_gold_signed"),
             "mean_anchor_vs_framing": part["anchor_vs_framing"].mean(),
             "mean_anchor_minus_framing": part["anchor_minus_framing"].mean(),

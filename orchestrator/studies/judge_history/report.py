@@ -59,8 +59,7 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",
             "verdict flips (majority verdict)": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
             "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
-            "complete": "yes" if r["complete"] else
-                        f"NO: {r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks have all conditions, counts differ"})
+            "complete": "yes" if r["complete"] else f"NO: {r['incomplete']}"})
     return rows
 
 

@@ -26,5 +26,5 @@ def print_table(summary, console: Console) -> None:
                       fmt(r["mean_anchor_vs_framing"]), f"{fmt(r['abs_error_blind'])} / {fmt(r['abs_error_anchor'])}",
                       f"{r['correction_harm']} / {r['correction_helped']} / {r['correction_tied']}",
                       fmt(r["verdict_flip_rate"], 2),
-                      "yes" if r["complete"] else f"NO ({r['tasks_with_all_conditions']}/{r['tasks_planned']} tasks)")
+                      "yes" if r["complete"] else f"NO: {r['incomplete']}")
     console.print(table)

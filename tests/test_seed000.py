@@ -6,6 +6,7 @@ from collections import Counter
 
 import jsonschema
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
@@ -94,3 +95,42 @@ def test_the_shares_p_and_ci_can_disagree_as_the_note_warns():
     from orchestrator.analysis.stats import newcombe
     _, low, high, p = newcombe(4, 20, 0, 20)
     assert p < 0.05 and low < 0 < high
+
+
+def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_list(tmp_path, monkeypatch):
+    """The Pro share falls from 1/2 to 1/3 when a third option is merely added (the respondent
+    picks at random): the spec's share difference calls that -0.17, though the decoy moved nothing
+    between Basic and Pro. The attraction effect (Pro among Basic-or-Pro) is ~0, and recounted
+    here from the results file."""
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(tmp_path, f"""
+        name = "d"
+        jobs = ["ai-bias-benchmark"]
+        samples = 1500
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "random"
+        temperature = 1.0
+        """)
+    run_dir = tmp_path / "runs" / "d" / "default"
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    analyzed = CliRunner().invoke(app, ["analyze", str(run_dir)])
+    assert analyzed.exit_code == 0, analyzed.output
+    rows = json.loads((run_dir / "summary.json").read_text())["effects"]
+    decoy = next(r for r in rows if r["experimentSlug"] == "decoy-subscription-choice")
+    pro, basic = "Pro — €14/month, 100 GB", "Basic — €8/month, 40 GB"
+    picks = {0: Counter(), 1: Counter()}
+    for line in (run_dir / "results.ndjson").read_bytes().splitlines():
+        rec = orjson.loads(line)
+        if rec["experimentSlug"] == "decoy-subscription-choice" and rec["status"] == "ok":
+            picks[rec["conditionIndex"]][rec["response"]["choice"]] += 1
+    among = {c: picks[c][pro] / (picks[c][pro] + picks[c][basic]) for c in (0, 1)}
+    assert decoy["attraction_effect"] == pytest.approx(among[1] - among[0], abs=1e-12)
+    assert abs(decoy["attraction_effect"]) < 0.06  # 3.5 SE of the difference at these counts
+    assert decoy["effect"] == pytest.approx(picks[1][pro] / sum(picks[1].values())
+                                            - picks[0][pro] / sum(picks[0].values()), abs=1e-12)
+    assert decoy["effect"] < -0.12  # the option count alone: 1/3 - 1/2
+    assert any("among the options both list" in f for f in decoy["flags"])
+    others = [r for r in rows if r["experimentSlug"] != "decoy-subscription-choice"]
+    assert all(r["attraction_effect"] is None for r in others)

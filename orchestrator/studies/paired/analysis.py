@@ -36,11 +36,29 @@ def model_table(run: Run, keys: list[str]) -> pl.DataFrame:
                                       "planned_per_cell": pl.Int64, "min_samples": pl.Int64})
 
 
+def _options(exp, index: int) -> set[str]:
+    return {o for v in exp.conditions[index].variants for o in v.contract.options}
+
+
+def shared_options(run: Run) -> pl.DataFrame:
+    """Per choice experiment whose conditions list different options (a decoy menu of 3 beside
+    one of 2): the options both conditions show. A share of the target moves with the number of
+    options alone (a respondent at random: 1/2 vs 1/3), so the attraction effect is also read
+    among the options both show."""
+    rows = [{"job": job.id, "experimentSlug": e.slug, "choice": o, "shared": True}
+            for job in run.jobs.values() if job.kind == "paired"
+            for e in job.experiments if len(e.conditions) == 2 and e.metric.type == "choice-share-difference"
+            and _options(e, 0) != _options(e, 1) for o in _options(e, 0) & _options(e, 1)]
+    return pl.DataFrame(rows, schema={"job": pl.String, "experimentSlug": pl.String, "choice": pl.String,
+                                      "shared": pl.Boolean})
+
+
 def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
     ok = pl.col("status") == "ok"
     return (final_records(run)
             .join(metrics.lazy().select("job", "experimentSlug", "target_option"),
                   on=["job", "experimentSlug"])
+            .join(shared_options(run).lazy(), on=["job", "experimentSlug", "choice"], how="left")
             .group_by([*KEYS, "conditionIndex"])
             .agg(n_records=pl.len(), n_valid=ok.sum(),
                  n_parse_error=(pl.col("status") == "parse_error").sum(),
@@ -48,6 +66,7 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
                  mean=pl.col("value").filter(ok).mean(),
                  var=pl.col("value").filter(ok).var(ddof=1),
                  n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
+                 n_shared=pl.col("shared").fill_null(False).filter(ok).sum(),
                  # max(), not first(): first() makes polars leave its streaming engine and hold
                  # the whole file in memory. A model's version is one value per identity anyway.
                  model_version=pl.col("model").struct.field("version").max())
@@ -90,6 +109,11 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
     out["effect"] = np.where(flip, -out["effect"], out["effect"])
     out["ci_low"] = np.where(flip, -high, low)
     out["ci_high"] = np.where(flip, -low, high)
+    # Among the options both conditions show; null where they show the same options.
+    s0, s1 = wide["n_shared_0"].to_numpy().astype(float), wide["n_shared_1"].to_numpy().astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        attraction = np.where((s0 > 0) & (s1 > 0), t1 / s1 - t0 / s0, np.nan)
+    out["attraction_effect"] = np.where(flip, attraction, -attraction)
     stat0 = np.where(is_mean, m0, t0 / np.where(n0 > 0, n0, np.nan))
     stat1 = np.where(is_mean, m1, t1 / np.where(n1 > 0, n1, np.nan))
     # NaN means "not estimable" here; as null it reads so in every output format.
@@ -114,6 +138,10 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
     flags += [pl.when(~pl.col("adequate")).then(pl.format(
                   "valid n below the spec's minimum ({} < {})",
                   pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),
+              pl.when(pl.col("attraction_effect").is_not_null()).then(pl.format(
+                  "the conditions list different options, so the share moves with their number "
+                  "alone; among the options both list, the target's share moves {}",
+                  pl.col("attraction_effect").round(3))),
               pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
               pl.when(~pl.col("deterministic") & pl.col("effect").is_not_null()
                       & pl.col("p_value").is_null()).then(
@@ -129,7 +157,7 @@ DETERMINISTIC = ("deterministic answers at T=0: repeated draws are not independe
 
 COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
            "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
-           "ci_high", "p_value", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
+           "ci_high", "p_value", "attraction_effect", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
            "deterministic", "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
            "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
            "n_parse_error_1", "n_refused_0", "n_refused_1", "n_records_0", "n_records_1", "flags"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from orchestrator.analysis.cr2 import cr2_covariance
-from orchestrator.analysis.random_effects import bell_mccaffrey_df, random_effects, reml_tau2
+from orchestrator.analysis.cr2 import cr2
+from orchestrator.analysis.random_effects import random_effects, reml_tau2
 
 
 def test_equal_weights_reduce_to_the_one_sample_t_test():
@@ -48,23 +48,32 @@ def test_reml_tau2_is_the_maximum_of_the_integrated_likelihood():
     assert reml_tau2(d0, np.full(4, 0.05)) == 0.0
 
 
-def test_bell_mccaffrey_df_falls_below_k_minus_1_when_one_variant_dominates():
-    assert bell_mccaffrey_df(np.ones(4)) == pytest.approx(3.0)
-    assert bell_mccaffrey_df(np.array([100.0, 1, 1, 1])) < 2.0
+def test_bell_mccaffrey_df_of_a_weighted_mean_is_k_minus_1_only_for_equal_weights():
+    def closed_form(w):  # Satterthwaite: tr(AM)^2 / tr(AMAM), residual covariance M = diag(1/w) - 1/sum(w)
+        h = w / w.sum()
+        am = (h**2 / (1 - h))[:, None] * (np.diag(1 / w) - 1 / w.sum())
+        return np.trace(am) ** 2 / np.trace(am @ am)
+    dfs = {}
+    for name, w in {"equal": np.ones(4), "one dominant": np.array([100.0, 1, 1, 1]),
+                    "mixed": np.array([3.0, 0.5, 8.0, 1.0, 2.0])}.items():
+        dfs[name] = cr2(w[:, None, None], np.ones((len(w), 1)), np.ones(1))[1]
+        assert dfs[name] == pytest.approx(closed_form(w), rel=1e-9)
+    assert dfs["equal"] == pytest.approx(3.0) and dfs["one dominant"] < 2.0
 
 
-def _cr2_direct(x: np.ndarray, y: np.ndarray, w: np.ndarray, mu: np.ndarray, cluster: np.ndarray) -> np.ndarray:
-    """CR2 from its definition (Bell and McCaffrey 2002) with the full weighted hat matrix."""
+def _cr2_direct(x, y, w, mu, cluster, contrast):
+    """CR2 and its Bell-McCaffrey df from their definitions, with the full weighted hat matrix:
+    V = sum_j (g_j'e)^2, g_j = A_j X_j M c; df = tr(S)^2 / tr(S^2), S = G'(I - H)G."""
     xt, et = np.sqrt(w)[:, None] * x, (y - mu) / np.sqrt(w)
     bread = np.linalg.inv(xt.T @ xt)
     hat = xt @ bread @ xt.T
-    meat = np.zeros((x.shape[1], x.shape[1]))
-    for g in np.unique(cluster):
-        idx = cluster == g
+    g = np.zeros((len(y), len(np.unique(cluster))))
+    for j in np.unique(cluster):
+        idx = cluster == j
         vals, vecs = np.linalg.eigh(np.eye(idx.sum()) - hat[np.ix_(idx, idx)])
-        score = xt[idx].T @ (vecs / np.sqrt(vals)) @ vecs.T @ et[idx]
-        meat += np.outer(score, score)
-    return bread @ meat @ bread
+        g[idx, j] = (vecs / np.sqrt(vals)) @ vecs.T @ xt[idx] @ bread @ contrast
+    s = g.T @ (np.eye(len(y)) - hat) @ g
+    return float(np.sum((g.T @ et) ** 2)), float(np.trace(s) ** 2 / np.trace(s @ s))
 
 
 @pytest.mark.parametrize("logistic", [False, True])
@@ -83,4 +92,8 @@ def test_cr2_from_cluster_totals_equals_the_full_hat_matrix_computation(logistic
         w, mu = np.ones_like(y), x @ beta
     info = np.array([(x[cluster == g] * w[cluster == g, None]).T @ x[cluster == g] for g in range(len(sizes))])
     scores = np.array([x[cluster == g].T @ (y - mu)[cluster == g] for g in range(len(sizes))])
-    assert cr2_covariance(info, scores) == pytest.approx(_cr2_direct(x, y, w, mu, cluster), rel=1e-9)
+    for contrast in (np.array([0.0, 1.0]), np.array([1.0, 0.5])):
+        var, df = cr2(info, scores, contrast)
+        direct_var, direct_df = _cr2_direct(x, y, w, mu, cluster, contrast)
+        assert (var, df) == (pytest.approx(direct_var, rel=1e-9), pytest.approx(direct_df, rel=1e-9))
+        assert 1.0 < df < len(sizes) - 1 + 1e-9

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from orchestrator.analysis.cr2 import cr2_covariance
+from orchestrator.analysis.cr2 import cr2
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,6 @@ def reml_tau2(d: np.ndarray, v: np.ndarray) -> float:
     return float(res.x) if _neg_reml(res.x, d, v) < _neg_reml(0.0, d, v) else 0.0
 
 
-def bell_mccaffrey_df(w: np.ndarray) -> float:
-    """Satterthwaite degrees of freedom of the CR2 variance of a weighted mean, under the working
-    model Var(d_j) = 1 / w_j: E[V]^2 / (Var[V] / 2) for V = sum a_j e_j^2, the residuals
-    e = d - beta having covariance diag(1/w) - 1/sum(w). K - 1 when the weights are equal."""
-    h = w / w.sum()
-    am = (h**2 / (1 - h))[:, None] * (np.diag(1 / w) - 1 / w.sum())
-    return float(np.trace(am) ** 2 / np.trace(am @ am))
-
-
 def random_effects(d: np.ndarray, v: np.ndarray) -> RandomEffectsResult | str:
     """Fit the model to variant effects d with sampling variances v; a sentence when it cannot be
     (fewer than 2 variants, or no spread between them to test against)."""
@@ -74,11 +65,14 @@ def random_effects(d: np.ndarray, v: np.ndarray) -> RandomEffectsResult | str:
     if np.ptp(d) == 0:
         return "every variant shows the same effect: no spread between variants to test against"
     tau2 = reml_tau2(d, v)
-    w = 1 / (v + tau2)
+    with np.errstate(divide="ignore"):
+        w = 1 / (v + tau2)  # infinite for a variant answering identically every time when tau2 = 0
+    if not np.isfinite(w).all():
+        return "a variant without sampling noise carries all the weight: no test across variants"
     beta = float((w * d).sum() / w.sum())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        se = float(np.sqrt(cr2_covariance(w[:, None, None], (w * (d - beta))[:, None])[0, 0]))
-        df = bell_mccaffrey_df(w)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a weight so large that 1 - h_j = 0
+        var, df = cr2(w[:, None, None], (w * (d - beta))[:, None], np.ones(1))
+    se = float(np.sqrt(var))
     if not (np.isfinite(se) and se > 0 and np.isfinite(df)):
         return "one variant carries all the weight: no test across variants"
     t = beta / se

@@ -2,7 +2,7 @@
 generalise across the prompt variants? A random slope for condition by variant
 (analysis/random_effects.py) on each variant's normalised shift (numbers) or log odds ratio
 (choices), each with a pooled robust check: one model over all answers with variant-clustered
-CR2 errors and t(K - 1).
+CR2 errors and Bell-McCaffrey degrees of freedom (analysis/cr2.py).
 
 Why not statsmodels' MixedLM on the normalised answers: it assumes one residual variance for every
 variant, and after normalising by |anchor - mean_C| the variants differ tenfold in noise; on
@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from orchestrator.analysis.cr2 import cr2_covariance
+from orchestrator.analysis.cr2 import cr2
 from orchestrator.analysis.random_effects import RandomEffectsResult, random_effects
 
 _FIELDS = ("mixed_effect", "mixed_p", "mixed_df", "mixed_tau", "odds_ratio", "or_ci_low", "or_ci_high",
@@ -39,15 +39,17 @@ def _out(fit: RandomEffectsResult | str, robust: tuple[float, float] | None, odd
 
 
 def _pooled_check(n: np.ndarray, resid_sums: np.ndarray, weights: np.ndarray, beta1: float) -> tuple[float, float]:
-    """Test of the condition coefficient of a pooled two-cell model (intercept + condition):
-    CR2 over variants, t(K - 1). n, resid_sums (sum of y - fitted) and the working weights per
-    answer are (K, 2) with the control in column 0."""
+    """Test of the condition coefficient of a pooled two-cell model (intercept + condition): CR2
+    over variants with Bell-McCaffrey degrees of freedom. n, resid_sums (sum of y - fitted) and
+    the working weight per answer are (K, 2), the control in column 0."""
     info = np.zeros((len(n), 2, 2))
     wn = weights * n
     info[:, 0, 0], info[:, 0, 1], info[:, 1, 0], info[:, 1, 1] = wn.sum(1), wn[:, 1], wn[:, 1], wn[:, 1]
     scores = np.column_stack([resid_sums.sum(1), resid_sums[:, 1]])
-    se = float(np.sqrt(cr2_covariance(info, scores)[1, 1]))
-    return beta1, float(2 * stats.t.sf(abs(beta1 / se), len(n) - 1)) if se > 0 else float("nan")
+    var, df = cr2(info, scores, np.array([0.0, 1.0]))
+    if not var > 0:  # every variant exactly at the pooled fit
+        return beta1, float("nan")
+    return beta1, float(2 * stats.t.sf(abs(beta1) / np.sqrt(var), df))
 
 
 def numeric_models(part: pl.DataFrame) -> dict:

@@ -27,7 +27,7 @@ def _brute_force_reml(d: np.ndarray, v: np.ndarray) -> float:
     """REML straight from its definition: the likelihood with beta integrated out (flat prior),
     by quadrature, maximised over tau^2 on a grid and then refined."""
     def neg_log(tau2):
-        like = lambda b: np.prod(stats.norm.pdf(d, b, np.sqrt(v + tau2)))  # noqa: E731
+        like = lambda b: np.prod(stats.norm.pdf(d, b, np.sqrt(v + tau2)))
         return -np.log(integrate.quad(like, d.min() - 5, d.max() + 5, epsabs=0, epsrel=1e-12, limit=200)[0])
     grid = np.linspace(0, 4 * np.var(d), 100)
     best = grid[np.argmin([neg_log(t) for t in grid])]

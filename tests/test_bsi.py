@@ -134,7 +134,7 @@ conditions = [{{mean = 100, sd = 30}}, {{mean = 300, sd = 30}}]
     cfg = write_config(tmp_path, f"""
 name = "planted"
 jobs = ["{FIXTURE}"]
-samples = 30
+samples = 100
 strategies = ["baseline"]
 output_dir = "{tmp_path / 'runs'}"
 [limits.simulated]

@@ -10,6 +10,11 @@ centred on the mode of each variant's integrand and scaled by its curvature (lme
 plain sqrt(2)*sigma rule is not enough: with ~200 answers per cell a variant's integrand is far
 narrower than sigma, and 20-40 fixed nodes gave errors of 0.1-0.5 in beta0 and sigma (K=8, n=200).
 Checked against statsmodels in tests/test_glmm.py.
+
+The 11-bias study no longer uses it: a random intercept alone lets a few variants' effects
+stand for all prompts (a third or more of nulls whose effect differs by variant came out
+significant), so the study fits a random slope on each variant's log odds ratio instead
+(random_effects.py).
 """
 from __future__ import annotations
 

@@ -1,67 +1,100 @@
-"""The trial-level models of the Bias Strength Index per bias x model x strategy: a linear mixed
-model on normalised numeric answers, a binomial GLMM on predicted-role counts, each with a
-pooled cross-check with variant-clustered errors."""
-from __future__ import annotations
+"""The trial-level models of the Bias Strength Index per bias x model x strategy: does the effect
+generalise across the prompt variants? A random slope for condition by variant
+(analysis/random_effects.py) on each variant's normalised shift (numbers) or log odds ratio
+(choices), each with a pooled robust check: one model over all answers with variant-clustered
+CR2 errors and Bell-McCaffrey degrees of freedom (analysis/cr2.py).
 
-import warnings
+Why not statsmodels' MixedLM on the normalised answers: it assumes one residual variance for every
+variant, and after normalising by |anchor - mean_C| the variants differ tenfold in noise; on
+simulated anchoring data it called under 3% of heterogeneous nulls significant but found a planted
+shift of 0.1 in only 33% of runs where the variant-level model found it in 68% (K = 5). A random
+intercept has nothing to estimate there either: the normalisation sets every variant's control
+mean to exactly 0.
+"""
+from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import statsmodels.api as sm
+from scipy import stats
 
-from orchestrator.analysis.glmm import binomial_random_intercept
+from orchestrator.analysis.cr2 import cr2
+from orchestrator.analysis.random_effects import RandomEffectsResult, random_effects
+
+_FIELDS = ("mixed_effect", "mixed_p", "mixed_df", "mixed_tau", "odds_ratio", "or_ci_low", "or_ci_high",
+           "robust_effect", "robust_p")
 
 
-def numeric_models(part: pl.DataFrame) -> dict[str, float]:
-    """Linear mixed model on values normalised per variant, y = (x - mean_C) / (anchor - mean_C),
-    so the condition coefficient is a pooled signed BSI; random intercept per variant. Cross-check:
-    OLS with variant-clustered standard errors."""
-    ys, conds, groups = [], [], []
-    for g, r in enumerate(part.iter_rows(named=True)):
-        if not r["values_C"] or not r["values_T"] or r["anchor"] is None:
+def _out(fit: RandomEffectsResult | str, robust: tuple[float, float] | None, odds: bool) -> dict:
+    out: dict = dict.fromkeys(_FIELDS, float("nan"))
+    if isinstance(fit, str):
+        out["reason"] = fit
+    else:
+        out |= {"mixed_effect": fit.effect, "mixed_p": fit.p_value, "mixed_df": fit.df, "mixed_tau": fit.tau}
+        if odds:
+            out |= {"odds_ratio": float(np.exp(fit.effect)), "or_ci_low": float(np.exp(fit.ci_low)),
+                    "or_ci_high": float(np.exp(fit.ci_high))}
+    if robust is not None:
+        out["robust_effect"], out["robust_p"] = robust
+    return out
+
+
+def _pooled_check(n: np.ndarray, resid_sums: np.ndarray, weights: np.ndarray, beta1: float) -> tuple[float, float]:
+    """Test of the condition coefficient of a pooled two-cell model (intercept + condition): CR2
+    over variants with Bell-McCaffrey degrees of freedom. n, resid_sums (sum of y - fitted) and
+    the working weight per answer are (K, 2), the control in column 0."""
+    info = np.zeros((len(n), 2, 2))
+    wn = weights * n
+    info[:, 0, 0], info[:, 0, 1], info[:, 1, 0], info[:, 1, 1] = wn.sum(1), wn[:, 1], wn[:, 1], wn[:, 1]
+    scores = np.column_stack([resid_sums.sum(1), resid_sums[:, 1]])
+    var, df = cr2(info, scores, np.array([0.0, 1.0]))
+    if not var > 0:  # every variant exactly at the pooled fit
+        return beta1, float("nan")
+    return beta1, float(2 * stats.t.sf(abs(beta1) / np.sqrt(var), df))
+
+
+def numeric_models(part: pl.DataFrame) -> dict:
+    """Per variant the normalised shift d = (mean_T - mean_C) / (anchor - mean_C), the signed BSI,
+    with its delta-method variance; the model's effect is the pooled signed BSI. Robust check:
+    OLS of y = (x - mean_C) / (anchor - mean_C) on condition over all answers."""
+    d, v, n, sums = [], [], [], []
+    for r in part.iter_rows(named=True):
+        c, t = np.asarray(r["values_C"] or []), np.asarray(r["values_T"] or [])
+        if len(c) < 2 or len(t) < 2 or r["anchor"] is None or r["anchor"] == c.mean():
             continue
-        base, scale = np.mean(r["values_C"]), r["anchor"] - np.mean(r["values_C"])
-        if scale == 0:
-            continue
-        for c, values in ((0, r["values_C"]), (1, r["values_T"])):
-            ys.append((np.asarray(values) - base) / scale)
-            conds.append(np.full(len(values), c))
-            groups.append(np.full(len(values), g))
-    if len(ys) < 4:
-        return {"reason": "too few variants with answers"}
-    y, x, grp = np.concatenate(ys), sm.add_constant(np.concatenate(conds).astype(float)), np.concatenate(groups)
-    out: dict[str, float] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            fit = sm.MixedLM(y, x, groups=grp).fit(reml=True)
-            out |= {"mixed_effect": float(fit.fe_params[1]), "mixed_p": float(fit.pvalues[1])}
-        except (np.linalg.LinAlgError, ValueError) as exc:
-            out["reason"] = f"mixed model failed: {exc}"
-        robust = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": grp})
-    return out | {"robust_effect": float(robust.params[1]), "robust_p": float(robust.pvalues[1])}
+        scale = r["anchor"] - c.mean()
+        shift = (t.mean() - c.mean()) / scale
+        d.append(shift)
+        v.append((t.var(ddof=1) / len(t) + (1 - shift) ** 2 * c.var(ddof=1) / len(c)) / scale**2)
+        n.append((len(c), len(t)))
+        sums.append(shift * len(t))  # sum of y_T; the y_C of a variant sum to 0 by construction
+    if len(d) < 2:
+        return _out("fewer than 2 variants with answers in both conditions", None, odds=False)
+    n, sums = np.array(n, float), np.array(sums)
+    beta1 = float(sums.sum() / n[:, 1].sum())  # pooled: the control mean is 0, the slope the mean y_T
+    resid = np.column_stack([np.zeros(len(n)), sums - beta1 * n[:, 1]])
+    return _out(random_effects(np.array(d), np.array(v)), _pooled_check(n, resid, np.ones_like(n), beta1),
+                odds=False)
 
 
-def choice_models(part: pl.DataFrame) -> dict[str, float]:
-    """Binomial GLMM (logit, random intercept per variant) on predicted-role counts, odds ratio of
-    treatment vs control. Cross-check: pooled logistic GLM with variant-clustered errors."""
-    succ = np.column_stack([part["k_C"].fill_null(0).to_numpy(), part["k_T"].fill_null(0).to_numpy()])
-    trials = np.column_stack([part["n_C"].fill_null(0).to_numpy(), part["n_T"].fill_null(0).to_numpy()])
-    keep = (trials > 0).all(axis=1)
-    succ, trials = succ[keep], trials[keep]
-    fit = binomial_random_intercept(succ, trials)
-    if not fit.degenerate and not fit.converged:  # e.g. every variant answers alike: no real maximum
-        return {"reason": "mixed model did not converge (no proper maximum)"}
-    out: dict[str, float] = {"reason": fit.degenerate} if fit.degenerate else {
-        "mixed_effect": fit.beta1, "mixed_p": fit.p_value, "odds_ratio": fit.odds_ratio,
-        "or_ci_low": fit.or_ci_low, "or_ci_high": fit.or_ci_high}
-    if fit.degenerate or len(succ) < 2:
-        return out
-    endog = np.column_stack([succ.ravel(), (trials - succ).ravel()])
-    exog = sm.add_constant(np.tile([0.0, 1.0], len(succ)))
-    groups = np.repeat(np.arange(len(succ)), 2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        robust = sm.GLM(endog, exog, family=sm.families.Binomial()).fit(
-            cov_type="cluster", cov_kwds={"groups": groups})
-    return out | {"robust_effect": float(robust.params[1]), "robust_p": float(robust.pvalues[1])}
+def choice_models(part: pl.DataFrame) -> dict:
+    """Per variant the log odds ratio of the predicted role, treatment vs control, with 0.5 added
+    to every cell (Haldane-Anscombe: finite when a cell is 0 or full, as deterministic answers make
+    it); the model's odds ratio is the typical variant's. Robust check: pooled logistic regression
+    on condition, whose fit is closed-form (each condition's pooled share)."""
+    k = np.column_stack([part["k_C"].fill_null(0).to_numpy(), part["k_T"].fill_null(0).to_numpy()]).astype(float)
+    n = np.column_stack([part["n_C"].fill_null(0).to_numpy(), part["n_T"].fill_null(0).to_numpy()]).astype(float)
+    keep = (n > 0).all(axis=1)
+    k, n = k[keep], n[keep]
+    if len(k) < 2:
+        return _out("fewer than 2 variants with answers in both conditions", None, odds=True)
+    if k.sum() == 0 or k.sum() == n.sum():
+        return _out("no variation in the outcome", None, odds=True)
+    odds = (k + 0.5) / (n - k + 0.5)
+    d, v = np.log(odds[:, 1] / odds[:, 0]), (1 / (k + 0.5) + 1 / (n - k + 0.5)).sum(1)
+    pooled = k.sum(0) / n.sum(0)
+    robust = None
+    if ((pooled > 0) & (pooled < 1)).all():
+        logit = np.log(pooled / (1 - pooled))
+        robust = _pooled_check(n, k - n * pooled, np.tile(pooled * (1 - pooled), (len(n), 1)),
+                               float(logit[1] - logit[0]))
+    return _out(random_effects(d, v), robust, odds=True)

@@ -105,7 +105,7 @@ provider = "simulated"
 name = "sim"
 temperature = {t}
 [models.simulate.effects.everywhere]
-conditions = {SHARES(0.3, 0.6)}
+conditions = {SHARES(0.2, 0.8)}
 """ for t in (0, 1))
     cfg = write_config(tmp, f"""
 name = "identity"

@@ -3,7 +3,7 @@
 Welch's t for a difference of means; Newcombe's hybrid score interval (his method 10, built from
 Wilson intervals) for a difference of proportions, with the pooled two-proportion z-test for its
 p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked against
-scipy/statsmodels in the tests. (The binomial GLMM is in glmm.py.)
+scipy/statsmodels in the tests. (Random effects and CR2 are in random_effects.py and cr2.py.)
 """
 from __future__ import annotations
 

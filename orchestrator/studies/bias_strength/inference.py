@@ -44,8 +44,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             pl.Series("q_variant", bh(part["p_variant"].fill_null(np.nan).to_numpy())),
             pl.Series("q_mixed", bh(part["mixed_p"].fill_null(np.nan).to_numpy()))))
     df = pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None))
-    return df.with_columns(significant_variant=pl.col("q_variant") < 0.05,
-                           significant_mixed=pl.col("q_mixed") < 0.05).sort("strategy", "experimentSlug", "model")
+    return (df.with_columns(significant_variant=pl.col("q_variant") < 0.05, significant_mixed=pl.col("q_mixed") < 0.05)
+            .sort(pl.col("strategy") != "baseline", "strategy", "experimentSlug", "model"))  # baseline first
 
 
 def _extra_share(part: pl.DataFrame) -> float:
@@ -63,7 +63,7 @@ def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
     totals = (variants.group_by("modelKey", "model", "strategy")
               .agg(pl.col("n_parse_error_C").sum().alias("pe_C"), pl.col("n_records_C").sum().alias("rec_C"),
                    pl.col("n_parse_error_T").sum().alias("pe_T"), pl.col("n_records_T").sum().alias("rec_T"))
-              .sort("model", "strategy"))
+              .sort("model", pl.col("strategy") != "baseline", "strategy"))
     p_values = []
     for r in totals.iter_rows(named=True):
         table = np.array([[r["pe_C"], r["rec_C"] - r["pe_C"]], [r["pe_T"], r["rec_T"] - r["pe_T"]]])

@@ -386,3 +386,13 @@ def test_models_sharing_a_label_are_named_by_the_settings_that_differ():
     # planted answers are too long to show: the key tells those apart
     assert names[3:5] == [f"simulated/p [{models[3].key}]", f"simulated/p [{models[4].key}]"]
     assert names[5] == "simulated/solo"
+
+
+def test_a_model_at_temperature_0_is_told_its_sigma_stat_is_not_sampling_noise(campaign):
+    _, _, tables = campaign
+    summary = tables["bsi_summary"]
+    cold = summary.filter(pl.col("model") == "simulated/sim (T=0)")
+    warm = summary.filter(pl.col("model") == "simulated/sim (T=1)")
+    assert cold.height == warm.height > 0
+    assert all("T=0: one answer per prompt" in n for n in cold["sigma_note"])
+    assert not any("T=0" in (n or "") for n in warm["sigma_note"])

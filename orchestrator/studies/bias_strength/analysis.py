@@ -109,7 +109,8 @@ def variant_bsi(run: Run) -> pl.DataFrame:
     signed = np.where((n_c > 0) & (n_t > 0), signed, np.nan)
     sigma = bootstrap_sigma(wide, seed=run.manifest["plan"]["seed"])
     label = pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")).alias("model")
-    return wide.with_columns(pl.Series("stat_C", stat_c).fill_nan(None), pl.Series("stat_T", stat_t).fill_nan(None),
+    fixed = pl.col("modelKey").replace_strict(run.deterministic, default=False, return_dtype=pl.Boolean)
+    return wide.with_columns(fixed.alias("deterministic"), pl.Series("stat_C", stat_c).fill_nan(None), pl.Series("stat_T", stat_t).fill_nan(None),
                              pl.Series("bsi_signed", signed).fill_nan(None),
                              pl.Series("bsi", np.abs(signed)).fill_nan(None),
                              pl.Series("sigma_stat", sigma).fill_nan(None), label)

@@ -11,6 +11,10 @@ from orchestrator.analysis.stats import bh
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
 
 GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
+# The tests count variants (CR2 over variants, the variant t-test), so they stand at T=0; the
+# bootstrap within a variant does not: its answers differ only by the option order shown.
+DETERMINISTIC = ("T=0: one answer per prompt, repeated; σ_stat reflects option orders, not sampling "
+                 "noise, and the tests rest on the variants")
 
 
 def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
@@ -28,7 +32,10 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
             # one variant says nothing about wording: sigma_sys is unknown, not 0, and so is sigma_tot
             "sigma_tot": float(np.sqrt(sigma_stat**2 + sigma_sys**2)) if k >= 2 else np.nan,
-            "sigma_note": None if k >= 2 else f"K = {k}: σ_sys unknown (needs two prompt variants), so σ_tot too",
+            "sigma_note": "; ".join(n for n in (
+                None if k >= 2 else f"K = {k}: σ_sys unknown (needs two prompt variants), so σ_tot too",
+                DETERMINISTIC if part.get_column("deterministic", default=pl.Series([False])).any() else None)
+                if n) or None,
             "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
             "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)

@@ -48,8 +48,41 @@ def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
     for e in beta:
         assert f"{e['n_valid_0']} / {e['n_valid_1']}" in md
     assert (run_dir / "report" / "forest.png").stat().st_size > 1000
+    # the seed-000 study's departures from its spec are named, with their reasons; studies with
+    # no job in this run say nothing
+    deviations = md.split("## Deviations from the seed-000 benchmark spec", 1)[1].split("\n## ", 1)[0]
+    assert "deterministicMinimumSamplesPerCondition" in deviations and "attraction effect" in deviations
+    assert "| deviation | why |" in deviations and "Deviations from the seed-001" not in md
+    assert "<h2>Deviations from the seed-000 benchmark spec</h2>" in page
 
 
 def test_analyze_without_results_says_what_to_do(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(tmp_path)])
     assert result.exit_code == 2 and "not a run directory" in " ".join(result.output.split())
+
+
+def test_each_study_names_its_departures_from_its_seed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(tmp_path, """
+        name = "dev"
+        jobs = ["eleven-biases", "ai-judge-history"]
+        samples = 3
+        strategies = ["baseline"]
+        [[models]]
+        provider = "simulated"
+        name = "alpha"
+        temperature = 1.0
+        """)
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    run_dir = tmp_path / "runs" / "dev" / "default"
+    result = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    md = (run_dir / "report" / "report.md").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")[1:]}
+    bsi = sections["Deviations from the seed-001 paper (BSI)"]
+    for text in ("attraction effect", "random-slope model", "CR2", "gain frame", "unknown (not 0)"):
+        assert text in bsi
+    judge = sections["Deviations from the seed-002 preregistration"]
+    for text in ("over all tasks", "gold-signed pull", "t-interval", "published scorer"):
+        assert text in judge
+    assert "Deviations from the seed-000 benchmark spec" not in sections

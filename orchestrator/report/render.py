@@ -14,6 +14,7 @@ import polars as pl
 from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.summary import analyze
 from orchestrator.studies import registered
+from orchestrator.studies.base import Section
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
@@ -38,7 +39,7 @@ def write_report(run_dir: Path) -> dict[str, Path]:
     sections, figures = [], []
     for study in registered():
         part = study.report(result.tables, run, out_dir)
-        sections += part.sections
+        sections += part.sections + _deviations(study, part)
         figures += part.figures
     header = _header(run, records)
     md = out_dir / "report.md"
@@ -46,6 +47,16 @@ def write_report(run_dir: Path) -> dict[str, Path]:
     page = out_dir / "report.html"
     page.write_text(_html(header, sections, figures), encoding="utf-8")
     return {"markdown": md, "html": page}
+
+
+def _deviations(study, part) -> list[Section]:
+    """A study's departures from its seed's method, after its own sections (none if it has none
+    in this run)."""
+    if not (part.sections and study.deviations):
+        return []
+    return [Section(f"Deviations from {study.seed}", "Where this analysis departs from the seed "
+                    "document's method, and why.",
+                    [{"deviation": d.what, "why": d.why} for d in study.deviations])]
 
 
 def _md_table(rows: list[dict[str, str]]) -> list[str]:

@@ -46,6 +46,13 @@ class Figure(NamedTuple):
     svg: str
 
 
+class Deviation(NamedTuple):
+    """Where a study's method departs from its seed document, and why: shown in the report."""
+
+    what: str
+    why: str
+
+
 @dataclass
 class ReportPart:
     sections: list[Section] = field(default_factory=list)
@@ -58,6 +65,8 @@ class Study:
     kind: str  # the Job.kind its reader produces; analysis picks the run's jobs by it
     format_hint: str  # how its job files are recognised, for an "unrecognised format" message
     exports: tuple[str, ...] = ()  # `export --format` names it writes
+    seed: str = ""  # the seed document its method comes from, as the report names it
+    deviations: tuple[Deviation, ...] = ()  # from that method, each with its reason
 
     def recognises(self, data: Any) -> bool:
         """Whether a parsed job file is in this study's format."""

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
+from orchestrator.studies.judge_history.deviations import DEVIATIONS
 from orchestrator.studies.judge_history.reader import is_seed002, job_from_seed002
 
 
 class JudgeHistory(Study):
     kind = "judge-history"
+    seed = "the seed-002 preregistration"
+    deviations = DEVIATIONS
     format_hint = "the AI Judge History format ('studyId', 'design', 'tasks')"
     exports = ("judge-history",)
 

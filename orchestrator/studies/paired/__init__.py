@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
+from orchestrator.studies.paired.deviations import DEVIATIONS
 from orchestrator.studies.paired.reader import is_seed000, job_from_seed000
 
 
 class Paired(Study):
     kind = "paired"
+    seed = "the seed-000 benchmark spec"
+    deviations = DEVIATIONS
     format_hint = "the AI Bias Benchmark format (top-level 'protocol' and 'experiments')"
     exports = ("ai-benchmark",)
 

@@ -165,9 +165,9 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
                                  '[[models]]\npreset = "openai"\nname = "gpt-4o-mini"\n')
     plan = _sh(cli, "plan", "c.toml", cwd=work, env=env)
     assert "job eleven-biases on openai/gpt-4o-mini" in plan and "no price" not in plan
-    # The other studies' analyses (statsmodels, scipy) without the dev extras: none installed.
+    # The other studies' analyses (scipy) without the dev extras, statsmodels among them: none installed.
     dev_present = _sh(venv / "bin" / "python", "-c", "import importlib.util as u; print([m for m in "
-                  "('pytest', 'jsonschema', 'hypothesis') if u.find_spec(m)])", cwd=work, env=env)
+                  "('pytest', 'jsonschema', 'hypothesis', 'statsmodels') if u.find_spec(m)])", cwd=work, env=env)
     assert dev_present.strip() == "[]", dev_present
     (work / "s.toml").write_text('name = "s"\njobs = ["eleven-biases", "ai-judge-history"]\n'
                                  '[[models]]\nprovider = "simulated"\nname = "sim"\n')

@@ -3,13 +3,12 @@
 Welch's t for a difference of means; Newcombe's hybrid score interval (his method 10, built from
 Wilson intervals) for a difference of proportions, with the pooled two-proportion z-test for its
 p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked against
-scipy/statsmodels in the tests. (Random effects and CR2 are in random_effects.py and cr2.py.)
+scipy/statsmodels in the tests (statsmodels only there). (Random effects and CR2 are in random_effects.py and cr2.py.)
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 Z95 = stats.norm.ppf(0.975)
 BOOTSTRAP = 10_000  # resamples
@@ -66,7 +65,7 @@ def bh(p: np.ndarray) -> np.ndarray:
     q = np.full(len(p), np.nan)
     ok = ~np.isnan(p)
     if ok.any():
-        q[ok] = multipletests(p[ok], method="fdr_bh")[1]
+        q[ok] = stats.false_discovery_control(p[ok], method="bh")
     return q
 
 

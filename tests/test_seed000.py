@@ -7,6 +7,7 @@ from collections import Counter
 import jsonschema
 import orjson
 import pytest
+from statsmodels.stats.proportion import confint_proportions_2indep, proportions_ztest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
@@ -128,6 +129,11 @@ def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_li
     among = {c: picks[c][pro] / (picks[c][pro] + picks[c][basic]) for c in (0, 1)}
     assert decoy["attraction_effect"] == pytest.approx(among[1] - among[0], abs=1e-12)
     assert abs(decoy["attraction_effect"]) < 0.06  # 3.5 SE of the difference at these counts
+    shared = [picks[c][pro] + picks[c][basic] for c in (0, 1)]
+    _, p = proportions_ztest([picks[1][pro], picks[0][pro]], [shared[1], shared[0]])
+    low, high = confint_proportions_2indep(picks[1][pro], shared[1], picks[0][pro], shared[0], method="newcomb")
+    assert (decoy["attraction_ci_low"], decoy["attraction_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert decoy["attraction_p"] == pytest.approx(p)
     assert decoy["effect"] == pytest.approx(picks[1][pro] / sum(picks[1].values())
                                             - picks[0][pro] / sum(picks[0].values()), abs=1e-12)
     assert decoy["effect"] < -0.12  # the option count alone: 1/3 - 1/2

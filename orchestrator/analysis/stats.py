@@ -2,8 +2,9 @@
 
 Welch's t for a difference of means; Newcombe's hybrid score interval (his method 10, built from
 Wilson intervals) for a difference of proportions, with the pooled two-proportion z-test for its
-p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked against
-scipy/statsmodels in the tests (statsmodels only there). (Random effects and CR2 are in random_effects.py and cr2.py.)
+p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked
+against scipy/statsmodels in the tests (statsmodels is only the tests' reference). Random
+effects and CR2 are in random_effects.py and cr2.py.
 """
 from __future__ import annotations
 

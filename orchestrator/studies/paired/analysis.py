@@ -111,9 +111,12 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
     out["ci_high"] = np.where(flip, -low, high)
     # Among the options both conditions show; null where they show the same options.
     s0, s1 = wide["n_shared_0"].to_numpy().astype(float), wide["n_shared_1"].to_numpy().astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        attraction = np.where((s0 > 0) & (s1 > 0), t1 / s1 - t0 / s0, np.nan)
-    out["attraction_effect"] = np.where(flip, attraction, -attraction)
+    attraction, a_low, a_high, a_p = newcombe(t1, s1, t0, s0)  # condition 1 minus 0
+    shared = (s0 > 0) & (s1 > 0) & ~fixed
+    out["attraction_effect"] = np.where((s0 > 0) & (s1 > 0), np.where(flip, attraction, -attraction), np.nan)
+    out["attraction_ci_low"] = np.where(shared, np.where(flip, a_low, -a_high), np.nan)
+    out["attraction_ci_high"] = np.where(shared, np.where(flip, a_high, -a_low), np.nan)
+    out["attraction_p"] = np.where(shared, a_p, np.nan)
     stat0 = np.where(is_mean, m0, t0 / np.where(n0 > 0, n0, np.nan))
     stat1 = np.where(is_mean, m1, t1 / np.where(n1 > 0, n1, np.nan))
     # NaN means "not estimable" here; as null it reads so in every output format.
@@ -140,8 +143,12 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
                   pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),
               pl.when(pl.col("attraction_effect").is_not_null()).then(pl.format(
                   "the conditions list different options, so the share moves with their number "
-                  "alone; among the options both list, the target's share moves {}",
-                  pl.col("attraction_effect").round(3))),
+                  "alone; among the options both list, the target's share moves {}{}",
+                  pl.col("attraction_effect").round_sig_figs(3),
+                  pl.when(pl.col("attraction_p").is_not_null()).then(pl.format(
+                      " [{}, {}], p {}", *(pl.col(c).round_sig_figs(3) for c in (
+                          "attraction_ci_low", "attraction_ci_high", "attraction_p"))))
+                  .otherwise(pl.lit("")))),
               pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
               pl.when(~pl.col("deterministic") & pl.col("effect").is_not_null()
                       & pl.col("p_value").is_null()).then(
@@ -157,7 +164,8 @@ DETERMINISTIC = ("deterministic answers at T=0: repeated draws are not independe
 
 COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
            "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
-           "ci_high", "p_value", "attraction_effect", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
+           "ci_high", "p_value", "attraction_effect", "attraction_ci_low",
+           "attraction_ci_high", "attraction_p", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
            "deterministic", "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
            "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
            "n_parse_error_1", "n_refused_0", "n_refused_1", "n_records_0", "n_records_1", "flags"]

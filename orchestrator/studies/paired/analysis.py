@@ -40,17 +40,23 @@ def _options(exp, index: int) -> set[str]:
     return {o for v in exp.conditions[index].variants for o in v.contract.options}
 
 
-def shared_options(run: Run) -> pl.DataFrame:
-    """Per choice experiment whose conditions list different options (a decoy menu of 3 beside
-    one of 2): the options both conditions show. A share of the target moves with the number of
-    options alone (a respondent at random: 1/2 vs 1/3), so the attraction effect is also read
-    among the options both show."""
-    rows = [{"job": job.id, "experimentSlug": e.slug, "choice": o, "shared": True}
-            for job in run.jobs.values() if job.kind == "paired"
-            for e in job.experiments if len(e.conditions) == 2 and e.metric.type == "choice-share-difference"
-            and _options(e, 0) != _options(e, 1) for o in _options(e, 0) & _options(e, 1)]
-    return pl.DataFrame(rows, schema={"job": pl.String, "experimentSlug": pl.String, "choice": pl.String,
-                                      "shared": pl.Boolean})
+def shared_options(run: Run) -> pl.Expr:
+    """Whether an answer is one of the options both conditions list, for choice experiments whose
+    conditions list different options (a decoy menu of 3 beside one of 2); false elsewhere. A share
+    of the target moves with the number of options alone (a respondent at random: 1/2 vs 1/3), so
+    the attraction effect is also read among the options both show. An expression, not a join:
+    the few such experiments cost a comparison per record, not a hash join over all of them."""
+    shared = pl.lit(False)
+    for job in run.jobs.values():
+        if job.kind != "paired":
+            continue
+        for e in job.experiments:
+            if len(e.conditions) == 2 and e.metric.type == "choice-share-difference" \
+                    and _options(e, 0) != _options(e, 1):
+                here = (pl.col("job") == job.id) & (pl.col("experimentSlug") == e.slug)
+                shared = pl.when(here).then(pl.col("choice").is_in(sorted(_options(e, 0) & _options(e, 1)))
+                                            ).otherwise(shared)
+    return shared
 
 
 def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
@@ -58,7 +64,6 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
     return (final_records(run)
             .join(metrics.lazy().select("job", "experimentSlug", "target_option"),
                   on=["job", "experimentSlug"])
-            .join(shared_options(run).lazy(), on=["job", "experimentSlug", "choice"], how="left")
             .group_by([*KEYS, "conditionIndex"])
             .agg(n_records=pl.len(), n_valid=ok.sum(),
                  n_parse_error=(pl.col("status") == "parse_error").sum(),
@@ -66,7 +71,7 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
                  mean=pl.col("value").filter(ok).mean(),
                  var=pl.col("value").filter(ok).var(ddof=1),
                  n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
-                 n_shared=pl.col("shared").fill_null(False).filter(ok).sum(),
+                 n_shared=shared_options(run).fill_null(False).filter(ok).sum(),
                  # max(), not first(): first() makes polars leave its streaming engine and hold
                  # the whole file in memory. A model's version is one value per identity anyway.
                  model_version=pl.col("model").struct.field("version").max())

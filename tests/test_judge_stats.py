@@ -54,12 +54,14 @@ def _expected_mean(mean: float, sd: float, reps: int) -> float:
     return float(values @ probs)
 
 
-def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int) -> pl.DataFrame:
+def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int,
+                 framing_mean=None) -> pl.DataFrame:
     """Per-condition means of `models` simulated models (each an independent replication of the
-    design) in the shape `task_outcomes` reads; framing is drawn like blind."""
+    design) in the shape `task_outcomes` reads; framing is drawn like blind unless given."""
     n = len(blind_mean)
     frames = []
-    for index, mean in ((0, blind_mean), (1, blind_mean), (2, anchor_mean)):
+    framing_mean = blind_mean if framing_mean is None else framing_mean
+    for index, mean in ((0, blind_mean), (1, framing_mean), (2, anchor_mean)):
         s = _scores(rng, np.asarray(mean, float), sd, (models, reps, n))
         frames.append(pl.DataFrame({
             "job": "j", "modelKey": np.repeat([f"m{r:05d}" for r in range(models)], n),
@@ -172,3 +174,20 @@ def test_the_preregistered_pull_is_biased_up_with_no_anchoring_and_the_gold_sign
     assert pulls.mean() == pytest.approx(_expected_pull(4.0, 4.0, 4, 0.5, 1), abs=4 * pulls.std() / np.sqrt(len(pulls)))
     assert pulls.mean() > 0.3
     assert gold_signed.std() > 0.5 and abs(gold_signed.mean()) < 4 * gold_signed.std() / np.sqrt(len(gold_signed))
+
+
+@pytest.mark.parametrize("sd, reps", [(0.5, 1), (0.6, 3)])
+def test_anchor_vs_framing_is_biased_up_with_no_anchoring_and_its_gold_signed_version_is_not(sd, reps):
+    """The seed's 8 tasks, a judge whose framing and anchor means both sit at the displayed prior
+    (no anchoring beyond what the framing does) and whose blind mean is at gold. The preregistered
+    anchor vs framing, sign(prior - framing) x (anchor - framing), takes its sign from the framing
+    mean it measures from: its expected value, worked out exactly, is well above 0. The gold-signed
+    version, sign(prior - gold) x (anchor - framing), is 0 in expectation. Both by task_outcomes."""
+    rng = np.random.default_rng(3)
+    tasks = task_outcomes(_design_cond(rng, 2500, GOLD, PRIOR, sd, reps, framing_mean=PRIOR), _items())
+    expected = np.mean([_expected_pull(p, p, p, sd, reps) for p in PRIOR])  # framing in blind's place
+    assert expected > 0.2
+    old, new = tasks["anchor_vs_framing"].to_numpy(), tasks["anchor_vs_framing_gold_signed"].to_numpy()
+    old_se, new_se = old.std() / np.sqrt(len(old)), new.std() / np.sqrt(len(new))
+    assert old.mean() == pytest.approx(expected, abs=4 * old_se)
+    assert abs(new.mean()) < 4 * new_se < 0.05  # the simulation could see a bias a fifth of the old one

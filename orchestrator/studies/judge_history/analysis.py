@@ -6,8 +6,8 @@ model's result is complete only when every task has the same number of valid jud
 three conditions; nothing is imputed.
 
 Where the preregistered wording misleads, a plain version is computed beside it (see the
-report's note): the gold-signed pull, whose sign does not come from the noisy blind mean it is
-measured against; correction harm over all tasks rather than over a set chosen by the outcome;
+report's note): the gold-signed pull and anchor-vs-framing difference, whose signs do not come
+from the noisy blind or framing mean they are measured from; correction harm over all tasks rather than over a set chosen by the outcome;
 intervals that hold over 8 tasks (t for the mean, order statistics for the median).
 """
 from __future__ import annotations
@@ -77,6 +77,8 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
         pull_gold_signed=_signed(pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")),
         anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
+        anchor_vs_framing_gold_signed=_signed(pl.col("prior") - pl.col("gold"),
+                                              pl.col("anchor") - pl.col("framing")),
         anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
         abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
@@ -162,6 +164,7 @@ def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.D
             "incomplete": None if complete else _incomplete(len(pulls), n_tasks, counts),
             **location(pulls), **location(gold_signed, "_gold_signed"),
             "mean_anchor_vs_framing": part["anchor_vs_framing"].mean(),
+            "mean_anchor_vs_framing_gold_signed": part["anchor_vs_framing_gold_signed"].mean(),
             "mean_anchor_minus_framing": part["anchor_minus_framing"].mean(),
             "abs_error_blind": part["abs_error_blind"].mean(),
             "abs_error_framing": part["abs_error_framing"].mean(),

@@ -52,7 +52,8 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
             "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
             "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
-            "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
+            "anchor vs framing (preregistered)": fmt(r["mean_anchor_vs_framing"]),
+            "anchor vs framing, gold-signed": fmt(r["mean_anchor_vs_framing_gold_signed"]),
             "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
             "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
                                                         f"{r['correction_tied']} of {r['correction_tasks']}",

@@ -410,3 +410,20 @@ def test_the_report_and_terminal_show_both_anchor_vs_framing_versions(tmp_path):
     assert "anchor vs framing: prereg. / gold-signed" in out
     for r in summary.iter_rows(named=True):
         assert f"{fmt(r['mean_anchor_vs_framing'])} / {fmt(r['mean_anchor_vs_framing_gold_signed'])}" in out
+
+
+def test_the_report_shows_the_dispersion_within_task(tmp_path):
+    """The mean over tasks of each condition's SD across repetitions, as the report shows it,
+    against the exported result JSON; single judgments have no SD, shown as a dash."""
+    _, md, scores = _reported_run(tmp_path)
+    rows = {r["model"].split(" [")[1].rstrip("]"): r for r in _md_rows(md, "Judge history")}
+    for key, s in scores.items():
+        cells = rows[key]["SD within task, blind / framing / anchor"].split(" / ")
+        for cell, condition in zip(cells, ("blind", "history-framing", "history-anchor"), strict=True):
+            sds = [np.std(v, ddof=1) for (_, c), v in s.items() if c == condition]
+            assert len(sds) == 8 and _close(cell, np.mean(sds))
+    (tmp_path / "single").mkdir()
+    outcome = _judge_run(tmp_path / "single", pull=0.5, reps=1)
+    assert CliRunner().invoke(app, ["report", str(outcome.run_dir)]).exit_code == 0
+    md = (outcome.run_dir / "report" / "report.md").read_text()
+    assert {r["SD within task, blind / framing / anchor"] for r in _md_rows(md, "Judge history")} == {"– / – / –"}

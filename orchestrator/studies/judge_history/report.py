@@ -55,6 +55,7 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "anchor vs framing (preregistered)": fmt(r["mean_anchor_vs_framing"]),
             "anchor vs framing, gold-signed": fmt(r["mean_anchor_vs_framing_gold_signed"]),
             "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
+            "SD within task, blind / framing / anchor": " / ".join(fmt(r[f"mean_sd_{c}"]) for c in ("blind", "framing", "anchor")),
             "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
                                                         f"{r['correction_tied']} of {r['correction_tasks']}",
             "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",

@@ -1,6 +1,8 @@
 """The judge-history study (seed 002): prompts, outcome formulas, completeness, planted pull."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import orjson
 import polars as pl
@@ -427,3 +429,34 @@ def test_the_report_shows_the_dispersion_within_task(tmp_path):
     assert CliRunner().invoke(app, ["report", str(outcome.run_dir)]).exit_code == 0
     md = (outcome.run_dir / "report" / "report.md").read_text()
     assert {r["SD within task, blind / framing / anchor"] for r in _md_rows(md, "Judge history")} == {"– / – / –"}
+
+
+MINUS_ZERO_OR_NOISE = re.compile(r"-0(?:\.0*)?(?![\d.])|e-\d")  # -0, -0.00, 2.78e-17
+
+
+def test_outcomes_at_zero_print_as_0_not_minus_0_or_float_noise(tmp_path):
+    """Eight tasks whose pulls, in thirds, sum to 0: a mean over them can come out as -2.78e-17
+    (polars' and numpy's summation orders differ). A ninth task whose blind and anchored means
+    differ by float noise alone. Both report tables print 0 there, never -0 or 1e-16."""
+    ks = [0, -1, -4, -1, 6, 6, -1, -5]  # pull x 3 per task: anchor sums 9 + k over 3 judgments
+    anchors = {9: [3, 3, 3], 8: [3, 3, 2], 5: [2, 2, 1], 15: [5, 5, 5], 4: [2, 1, 1]}
+    slugs = [f"t{i}" for i in range(8)]
+    rows = [(t, c, [3, 3, 3] if c < 2 else anchors[9 + k], ["fail"] * 3) for t, k in zip(slugs, ks, strict=True)
+            for c in range(3)]
+    cond = _cond([(t, c, s, ["pass" if x >= 4 else "fail" for x in s]) for t, c, s, _ in rows])
+    items = pl.DataFrame({"job": "j", "experimentSlug": slugs, "gold": 2, "prior": 5})
+    noisy = _cond([("noise", c, [m], ["fail"]) for c, m in ((0, 1.1 + 2.2), (1, 3.3), (2, 3.3))])
+    noisy_items = pl.DataFrame({"job": "j", "experimentSlug": ["noise"], "gold": 2, "prior": 5})
+    from orchestrator.studies.judge_history.report import report
+    for c, i, n in ((cond, items, 8), (noisy, noisy_items, 1)):
+        tasks = task_outcomes(c, i).with_columns(model=pl.lit("m"))
+        summary = model_summary(tasks, c, n_tasks=n).with_columns(model=pl.lit("m"))
+        part = report(summary, tasks, tmp_path)
+        for section in part.sections:
+            for row in section.rows:
+                assert not [v for v in row.values() if MINUS_ZERO_OR_NOISE.search(v)], row
+    [s] = model_summary(task_outcomes(cond, items), cond, n_tasks=8).iter_rows(named=True)
+    assert s["mean_anchor_vs_framing"] == s["mean_anchor_vs_framing_gold_signed"] == s["mean_pull"] == 0.0
+    [t] = task_outcomes(noisy, noisy_items).iter_rows(named=True)
+    assert t["pull"] == t["pull_gold_signed"] == t["anchor_vs_framing"] == t["anchor_minus_framing"] == 0.0
+    assert not np.signbit(t["pull"])

@@ -7,8 +7,9 @@ three conditions; nothing is imputed.
 
 Where the preregistered wording misleads, a plain version is computed beside it (see the
 report's note): the gold-signed pull and anchor-vs-framing difference, whose signs do not come
-from the noisy blind or framing mean they are measured from; correction harm over all tasks rather than over a set chosen by the outcome;
-intervals that hold over 8 tasks (t for the mean, order statistics for the median).
+from the noisy blind or framing mean they are measured from; correction harm over all tasks
+rather than over a set chosen by the outcome; intervals that hold over 8 tasks (t for the mean,
+order statistics for the median).
 """
 from __future__ import annotations
 

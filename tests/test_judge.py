@@ -2,19 +2,24 @@
 from __future__ import annotations
 
 import re
+from io import StringIO
 
 import numpy as np
 import orjson
 import polars as pl
 import pytest
+from rich.console import Console
 from scipy import stats
 from typer.testing import CliRunner
 
-from orchestrator.studies.judge_history.analysis import location, model_summary, task_outcomes, wilcoxon_p
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
+from orchestrator.report.format import fmt
 from orchestrator.spec.jobs import load_job
-from tests.conftest import ROOT, write_config, run_quietly
+from orchestrator.studies.judge_history.analysis import location, model_summary, task_outcomes, wilcoxon_p
+from orchestrator.studies.judge_history.report import report
+from orchestrator.studies.judge_history.table import print_table
+from tests.conftest import ROOT, run_quietly, write_config
 
 JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
 
@@ -351,8 +356,8 @@ def _md_rows(md: str, heading: str) -> list[dict[str, str]]:
     """The rows of the markdown table under `## heading`, as dicts by column name."""
     lines = md.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0].splitlines()
     table = [line for line in lines if line.startswith("| ")]
-    cells = lambda line: [c.strip() for c in line.strip("|").split(" | ")]  # noqa: E731
-    return [dict(zip(cells(table[0]), cells(line), strict=True)) for line in table[1:]]
+    cells = [[c.strip() for c in line.strip("|").split(" | ")] for line in table]
+    return [dict(zip(cells[0], row, strict=True)) for row in cells[1:]]
 
 
 def _exported_means(run_dir) -> dict[str, dict[tuple[str, str], list[int]]]:
@@ -392,19 +397,14 @@ def test_the_report_and_terminal_show_both_anchor_vs_framing_versions(tmp_path):
     rows = {r["model"].split(" [")[1].rstrip("]"): r for r in _md_rows(md, "Judge history")}
     assert len(rows) == len(scores) == 2
     for key, s in scores.items():
-        mean = lambda t, c: np.mean(s[t, c])  # noqa: E731
-        prereg = [np.sign(judged[t].prior_score - mean(t, "history-framing"))
-                  * (mean(t, "history-anchor") - mean(t, "history-framing")) for t in judged]
-        gold = [np.sign(judged[t].prior_score - judged[t].gold_score)
-                * (mean(t, "history-anchor") - mean(t, "history-framing")) for t in judged]
+        framing = {t: np.mean(s[t, "history-framing"]) for t in judged}
+        moved = {t: np.mean(s[t, "history-anchor"]) - framing[t] for t in judged}
+        prereg = [np.sign(judged[t].prior_score - framing[t]) * moved[t] for t in judged]
+        gold = [np.sign(judged[t].prior_score - judged[t].gold_score) * moved[t] for t in judged]
         assert _close(rows[key]["anchor vs framing (preregistered)"], np.mean(prereg))
         assert _close(rows[key]["anchor vs framing, gold-signed"], np.mean(gold))
     pulled = next(r for r in rows.values() if r["model"].startswith("simulated/pulled"))
     assert float(pulled["anchor vs framing, gold-signed"]) < -1 < 0 < float(pulled["anchor vs framing (preregistered)"])
-    from io import StringIO
-    from rich.console import Console
-    from orchestrator.report.format import fmt
-    from orchestrator.studies.judge_history.table import print_table
     console = Console(file=StringIO(), width=400)
     summary = analyze(run_dir).tables["judge_summary"]
     print_table(summary, console)
@@ -447,7 +447,6 @@ def test_outcomes_at_zero_print_as_0_not_minus_0_or_float_noise(tmp_path):
     items = pl.DataFrame({"job": "j", "experimentSlug": slugs, "gold": 2, "prior": 5})
     noisy = _cond([("noise", c, [m], ["fail"]) for c, m in ((0, 1.1 + 2.2), (1, 3.3), (2, 3.3))])
     noisy_items = pl.DataFrame({"job": "j", "experimentSlug": ["noise"], "gold": 2, "prior": 5})
-    from orchestrator.studies.judge_history.report import report
     for c, i, n in ((cond, items, 8), (noisy, noisy_items, 1)):
         tasks = task_outcomes(c, i).with_columns(model=pl.lit("m"))
         summary = model_summary(tasks, c, n_tasks=n).with_columns(model=pl.lit("m"))

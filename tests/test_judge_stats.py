@@ -14,6 +14,7 @@ from scipy import stats
 from orchestrator.analysis.stats import median_interval, median_ranks, t_interval
 from orchestrator.spec.jobs import load_job
 from orchestrator.studies.judge_history.analysis import intervals, task_outcomes
+from orchestrator.studies.judge_history.report import JUDGE_NOTE
 from tests.conftest import ROOT
 
 JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
@@ -54,12 +55,14 @@ def _expected_mean(mean: float, sd: float, reps: int) -> float:
     return float(values @ probs)
 
 
-def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int) -> pl.DataFrame:
+def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int,
+                 framing_mean=None) -> pl.DataFrame:
     """Per-condition means of `models` simulated models (each an independent replication of the
-    design) in the shape `task_outcomes` reads; framing is drawn like blind."""
+    design) in the shape `task_outcomes` reads; framing is drawn like blind unless given."""
     n = len(blind_mean)
     frames = []
-    for index, mean in ((0, blind_mean), (1, blind_mean), (2, anchor_mean)):
+    framing_mean = blind_mean if framing_mean is None else framing_mean
+    for index, mean in ((0, blind_mean), (1, framing_mean), (2, anchor_mean)):
         s = _scores(rng, np.asarray(mean, float), sd, (models, reps, n))
         frames.append(pl.DataFrame({
             "job": "j", "modelKey": np.repeat([f"m{r:05d}" for r in range(models)], n),
@@ -161,8 +164,8 @@ def test_the_median_interval_covers_at_its_stated_level(n):
 def test_the_preregistered_pull_is_biased_up_with_no_anchoring_and_the_gold_signed_is_not():
     """A judge whose blind mean sits at the displayed prior, with no anchoring at all: the
     preregistered pull's expected value is E|prior - blind|, +0.32 for single judgments at
-    SD 0.5 and +0.29 for 3 at SD 0.6 (the figures in the report's note), while the gold-signed
-    pull of the same judgments is 0 in expectation. Measured by the study's own task_outcomes."""
+    SD 0.5 and +0.29 for 3 at SD 0.6, while the gold-signed pull of the same judgments is 0 in
+    expectation. Measured by the study's own task_outcomes."""
     assert _expected_pull(3.0, 3.0, 3, 0.5, 1) == pytest.approx(0.32, abs=0.005)
     assert _expected_pull(3.0, 3.0, 3, 0.6, 3) == pytest.approx(0.29, abs=0.01)
     rng = np.random.default_rng(2)
@@ -172,3 +175,39 @@ def test_the_preregistered_pull_is_biased_up_with_no_anchoring_and_the_gold_sign
     assert pulls.mean() == pytest.approx(_expected_pull(4.0, 4.0, 4, 0.5, 1), abs=4 * pulls.std() / np.sqrt(len(pulls)))
     assert pulls.mean() > 0.3
     assert gold_signed.std() > 0.5 and abs(gold_signed.mean()) < 4 * gold_signed.std() / np.sqrt(len(gold_signed))
+
+
+@pytest.mark.parametrize("sd, reps", [(0.5, 1), (0.6, 3)])
+def test_anchor_vs_framing_is_biased_up_with_no_anchoring_and_its_gold_signed_version_is_not(sd, reps):
+    """The seed's 8 tasks, a judge whose framing and anchor means both sit at the displayed prior
+    (no anchoring beyond what the framing does) and whose blind mean is at gold. The preregistered
+    anchor vs framing, sign(prior - framing) x (anchor - framing), takes its sign from the framing
+    mean it measures from: its expected value, worked out exactly, is well above 0. The gold-signed
+    version, sign(prior - gold) x (anchor - framing), is 0 in expectation. Both by task_outcomes."""
+    rng = np.random.default_rng(3)
+    tasks = task_outcomes(_design_cond(rng, 2500, GOLD, PRIOR, sd, reps, framing_mean=PRIOR), _items())
+    expected = np.mean([_expected_pull(p, p, p, sd, reps) for p in PRIOR])  # framing in blind's place
+    assert expected > 0.2
+    old, new = tasks["anchor_vs_framing"].to_numpy(), tasks["anchor_vs_framing_gold_signed"].to_numpy()
+    old_se, new_se = old.std() / np.sqrt(len(old)), new.std() / np.sqrt(len(new))
+    assert old.mean() == pytest.approx(expected, abs=4 * old_se)
+    assert abs(new.mean()) < 4 * new_se < 0.05  # the simulation could see a bias a fifth of the old one
+
+
+@pytest.mark.parametrize("sd, reps", [(0.5, 1), (0.6, 3), (1.0, 1), (1.0, 3)])
+def test_on_the_seeds_own_tasks_the_two_pulls_agree(sd, reps):
+    """The report note's claim: where blind means sit near gold, as on the seed's tasks whose
+    prior is 3 points from gold, the preregistered pull's bias with no anchoring is under 0.02
+    for judge SD up to 1 (exactly), and the two pull columns agree on nearly every task."""
+    assert "under 0.02 for judge SD up to 1" in JUDGE_NOTE
+    assert set(np.abs(PRIOR - GOLD)) == {3}
+    bias = np.mean([_expected_pull(g, g, p, sd, reps) for g, p in zip(GOLD, PRIOR, strict=True)])
+    assert 0 <= bias < 0.02
+    rng = np.random.default_rng(7)
+    anchor = GOLD + 0.3 * (PRIOR - GOLD)  # and with anchoring: same sign, task by task
+    for anchored in (GOLD, anchor):
+        tasks = task_outcomes(_design_cond(rng, 500, GOLD, anchored, sd, reps), _items())
+        assert (tasks["pull"] != tasks["pull_gold_signed"]).mean() < 0.02
+    gold, prior = np.full(8, 3), np.full(8, 4)  # blind means at the prior instead: they part
+    tasks = task_outcomes(_design_cond(rng, 500, prior, prior, sd, reps), _items(gold, prior))
+    assert (tasks["pull"] != tasks["pull_gold_signed"]).mean() > 0.3

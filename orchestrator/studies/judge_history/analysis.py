@@ -6,9 +6,10 @@ model's result is complete only when every task has the same number of valid jud
 three conditions; nothing is imputed.
 
 Where the preregistered wording misleads, a plain version is computed beside it (see the
-report's note): the gold-signed pull, whose sign does not come from the noisy blind mean it is
-measured against; correction harm over all tasks rather than over a set chosen by the outcome;
-intervals that hold over 8 tasks (t for the mean, order statistics for the median).
+report's note): the gold-signed pull and anchor-vs-framing difference, whose signs do not come
+from the noisy blind or framing mean they are measured from; correction harm over all tasks
+rather than over a set chosen by the outcome; intervals that hold over 8 tasks (t for the mean,
+order statistics for the median).
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ from orchestrator.analysis.stats import median_interval, t_interval
 CONDITION_NAMES = {0: "blind", 1: "framing", 2: "anchor"}
 PASS_FROM = 4  # verdictRule: scores 4-5 are pass
 TIE = 1e-9  # absolute errors of means of integers that differ by less are equal (float noise)
+# An outcome this close to 0 is 0: means of integer scores over n1 and n2 judgments that differ
+# do so by at least 1/(n1 n2), while sums of thirds leave noise such as -2.78e-17 that a report
+# would print as is.
+ZERO = 1e-12
 
 
 def items_table(run: Run) -> pl.DataFrame:
@@ -49,10 +54,19 @@ def _sign(x: pl.Expr) -> pl.Expr:
     return pl.when(x > 0).then(1.0).when(x < 0).then(-1.0).otherwise(0.0)
 
 
+def _zero(x: pl.Expr) -> pl.Expr:
+    """x, with -0 and float noise around 0 read as 0 (a report prints them as -0 or 1e-16)."""
+    return pl.when(x.abs() < ZERO).then(0.0).otherwise(x)
+
+
+def _zero_value(x: float | None) -> float | None:
+    """`_zero` of one summary value."""
+    return 0.0 if x is not None and abs(x) < ZERO else x
+
+
 def _signed(direction: pl.Expr, movement: pl.Expr) -> pl.Expr:
-    """sign(direction) x movement, no movement read as 0 (not -0, which a report prints as -0)."""
-    product = _sign(direction) * movement
-    return pl.when(product == 0).then(0.0).otherwise(product)
+    """sign(direction) x movement; no movement is 0, not -0."""
+    return _zero(_sign(direction) * movement)
 
 
 def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
@@ -77,7 +91,9 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
         pull_gold_signed=_signed(pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")),
         anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
-        anchor_minus_framing=pl.col("anchor") - pl.col("framing"),
+        anchor_vs_framing_gold_signed=_signed(pl.col("prior") - pl.col("gold"),
+                                              pl.col("anchor") - pl.col("framing")),
+        anchor_minus_framing=_zero(pl.col("anchor") - pl.col("framing")),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
         abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
         abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),
@@ -121,7 +137,7 @@ def location(values: np.ndarray, suffix: str = "") -> dict[str, float | None]:
     named = {}
     for key, value in found.items():
         head, _, tail = key.partition("_")  # "mean_ci_low" -> mean_pull<suffix>_ci_low
-        named[f"{head}_pull{suffix}{'_' if tail else ''}{tail}"] = None if value is None else float(value)
+        named[f"{head}_pull{suffix}{'_' if tail else ''}{tail}"] = None if value is None else _zero_value(float(value))
     return named | {f"wilcoxon_p{suffix}": wilcoxon_p(values)}
 
 
@@ -161,8 +177,9 @@ def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.D
             "judgments_per_condition": int(counts[0]) if complete else None,
             "incomplete": None if complete else _incomplete(len(pulls), n_tasks, counts),
             **location(pulls), **location(gold_signed, "_gold_signed"),
-            "mean_anchor_vs_framing": part["anchor_vs_framing"].mean(),
-            "mean_anchor_minus_framing": part["anchor_minus_framing"].mean(),
+            "mean_anchor_vs_framing": _zero_value(part["anchor_vs_framing"].mean()),
+            "mean_anchor_vs_framing_gold_signed": _zero_value(part["anchor_vs_framing_gold_signed"].mean()),
+            "mean_anchor_minus_framing": _zero_value(part["anchor_minus_framing"].mean()),
             "abs_error_blind": part["abs_error_blind"].mean(),
             "abs_error_framing": part["abs_error_framing"].mean(),
             "abs_error_anchor": part["abs_error_anchor"].mean(),

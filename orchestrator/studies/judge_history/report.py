@@ -13,28 +13,28 @@ from orchestrator.studies.judge_history import plots
 JUDGE_NOTE = (
     "Signed prior-score pull per task = sign(prior - blind) x (anchor - blind) on condition "
     "means; positive = toward the displayed prior. This preregistered headline takes its sign "
-    "from the same noisy blind mean it measures from, so with no anchoring at all it is biased "
-    "upward wherever the blind mean sits near the prior: by E|prior - blind|, +0.32 for single "
-    "judgments at SD 0.5, +0.29 for 3 repetitions at SD 0.6. The gold-signed pull beside it, "
-    "sign(prior - gold) x (anchor - blind), takes its sign from the design, so it is 0 in "
-    "expectation with no anchoring (a judge whose blind score is already past the prior and "
-    "moves back toward it shows as negative there). Both get a mean with a 95% t-interval over "
-    "tasks (the percentile bootstrap used before covered 85-89% in simulations of this design), "
-    "a median with the distribution-free order-statistic interval (the narrowest pair of order "
-    "statistics reaching 95%; over 8 tasks that is [min, max], a 99.2% interval; its level is "
-    "shown) and a Wilcoxon signed-rank test. Deviation from the preregistration: correction "
-    "harm is counted over all tasks, as tasks whose anchored mean is farther from gold than the "
-    "blind mean, beside those nearer and those tied. The preregistered wording counts only "
-    "among tasks where the blind mean is at least as close to gold, a set chosen by the outcome "
-    "itself (the farther tasks plus the ties): as a rate, farther / (farther + tied), it is 100% "
-    "whenever no task ties, whatever the anchoring, and otherwise set by how often means tie, "
-    "so it is not shown as a rate (its two counts are in the table). With no anchoring farther "
-    "and nearer are equally likely: compare harm with help, not with 0. Verdict flip rate is the "
-    "published scorer's: the verdict of each task's mean score (4 or more = pass), blind vs "
-    "history-anchor, as a share of tasks; beside it the count from the majority of the verdicts "
-    "the judge returned. All p-values are unadjusted: two tests per model, with no correction "
-    "across them, across models or across outcomes. A model is complete only when every task "
-    "has the same number of valid judgments in all three conditions; nothing is imputed.")
+    "from the noisy blind mean it measures from, so with no anchoring it is biased upward where "
+    "blind means sit near the displayed prior; where they sit near gold, as on the seed's tasks "
+    "with the prior 3 points away, the bias is about 0 (under 0.02 for judge SD up to 1) and the "
+    "two pull columns agree. The gold-signed pull, sign(prior - gold) x (anchor - blind), takes "
+    "its sign from the design: 0 in expectation with no anchoring (a blind mean past the prior "
+    "that moves back toward it counts as negative). Anchor vs framing, anchor - framing, is "
+    "signed both ways alike (by prior - framing, preregistered, and by prior - gold). Each pull "
+    "gets a mean with a 95% t-interval over tasks (a percentile bootstrap covered 85-89% in "
+    "simulations of this design), a median with the narrowest order-statistic interval reaching "
+    "95% (over 8 tasks [min, max], 99.2%; its level is shown) and a Wilcoxon signed-rank test. "
+    "Deviation from the preregistration: correction harm counts, over all tasks, those whose "
+    "anchored mean is farther from gold than the blind mean, beside those nearer and tied. The "
+    "preregistered wording counts only among tasks where blind is at least as close, a set "
+    "chosen by the outcome: farther / (farther + tied) is 100% whenever no task ties, whatever "
+    "the anchoring, so it is not shown as a rate (its counts are in the table). With no "
+    "anchoring farther and nearer are equally likely: compare harm with help, not with 0. "
+    "Verdict flip rate is the published scorer's (verdict of each task's mean score, 4 or more "
+    "= pass, blind vs history-anchor, share of tasks); beside it the count from majority "
+    "verdicts. SD within task: mean over tasks of each condition's SD across repetitions. All "
+    "p-values are unadjusted (across pulls, models and outcomes). A model is complete only when "
+    "every task has the same number of valid judgments in all three conditions; nothing is "
+    "imputed.")
 
 
 def _interval(r: dict, stem: str) -> str:
@@ -52,8 +52,10 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
             "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
             "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
-            "anchor vs framing": fmt(r["mean_anchor_vs_framing"]),
+            "anchor vs framing (preregistered)": fmt(r["mean_anchor_vs_framing"]),
+            "anchor vs framing, gold-signed": fmt(r["mean_anchor_vs_framing_gold_signed"]),
             "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
+            "SD within task, blind / framing / anchor": " / ".join(fmt(r[f"mean_sd_{c}"]) for c in ("blind", "framing", "anchor")),
             "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
                                                         f"{r['correction_tied']} of {r['correction_tasks']}",
             "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",

@@ -11,6 +11,10 @@ DEVIATIONS = (
               "interval and test beside the preregistered headline.",
               "The preregistered pull takes its sign from the noisy blind mean it measures from, so "
               "it is biased upward with no anchoring where blind means sit near the prior."),
+    Deviation("Anchor vs framing is also shown gold-signed, sign(prior - gold) x (anchor - framing), "
+              "beside the preregistered secondary outcome.",
+              "The preregistered version takes its sign from the noisy framing mean, so it is biased "
+              "upward the same way where framing means sit near the prior."),
     Deviation("Intervals over tasks: a t-interval for the mean and the order-statistic interval for "
               "the median, instead of a percentile bootstrap.",
               "Over 8 tasks the percentile bootstrap covered 85-89% for a nominal 95%."),

@@ -25,6 +25,7 @@ from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
 from orchestrator.studies.bias_strength.debiasing import debiasing
 from orchestrator.studies.bias_strength.inference import parse_failures
 from orchestrator.studies.bias_strength.plots import heatmap_figure, uncertainty_figure
+from orchestrator.studies.bias_strength.report import _debias_rows
 from tests.conftest import ROOT, run_quietly, write_config
 
 STRATEGIES = ("baseline", "cot", "warning", "analyst")
@@ -331,23 +332,48 @@ P_C, PLANTED = [0.4, 0.5, 0.3, 0.6], [0.3, 0.1, 0.2, 0.0]
 
 def test_debiasing_ci_covers_zero_when_the_strategy_changes_nothing():
     """The strategy arm is the baseline again (same planted effects, fresh noise): the 95% CI of
-    the difference must cover 0 in >= 93% of 600 replications (a 90% interval fails this with
-    probability < 0.1%), and be as wide as the sampling noise of both arms."""
-    reps, n = 600, 100
+    the signed difference must cover 0 in >= 93% of 2,000 replications (binomial SE 0.5%: a 90%
+    interval fails this with probability < 1e-6), be as wide as the sampling noise of both arms,
+    and be what 'CI excludes 0' reads. The |BSI| interval it replaced covers more than 95%
+    (absolute values of noise cannot fall below 0): conservative, a test without power."""
+    reps, n = 2000, 100
     table = debiasing(_arms(np.random.default_rng(11), reps, n, P_C, {"baseline": PLANTED, "cot": PLANTED}),
-                      seed=5, resamples=1000)
+                      seed=5, resamples=500)
     assert table.height == reps
     covered = (table["diff_ci_low"] <= 0) & (table["diff_ci_high"] >= 0)
     covered_signed = (table["signed_ci_low"] <= 0) & (table["signed_ci_high"] >= 0)
-    assert covered.mean() >= 0.93 and covered_signed.mean() >= 0.93
-    assert (~table["ci_excludes_zero"]).mean() == covered.mean()
+    assert covered_signed.mean() >= 0.93
+    assert covered.mean() > covered_signed.mean()
+    assert ((~table["ci_excludes_zero"]) == covered_signed).all()  # the signed CI decides
     # signed difference: SE from the binomial variances of 2 arms x 2 conditions x K variants
     p_t = np.asarray(P_C) + np.asarray(PLANTED)
     se = np.sqrt(2 * np.sum(np.asarray(P_C) * (1 - np.asarray(P_C)) / n + p_t * (1 - p_t) / n)) / len(P_C)
     width = (table["signed_ci_high"] - table["signed_ci_low"]).mean()
     assert width == pytest.approx(2 * 1.96 * se, rel=0.08)
-    # the noise the CI is there for: reductions printed from noise alone
+    # the noise the CI is there for: reductions computed from noise alone, which the report withholds
     assert table["reduction"].min() < -0.2 and table["reduction"].max() > 0.2
+    shown = [r["reduction"] for r in _debias_rows(table)]
+    assert all(s == "– (within noise)" for s, e in zip(shown, table["ci_excludes_zero"], strict=True) if not e)
+    assert all(s.endswith("%") for s, e in zip(shown, table["ci_excludes_zero"], strict=True) if e)
+    assert 0.93 * reps <= shown.count("– (within noise)") < reps
+
+
+def test_debiasing_at_temperature_0_gives_the_difference_without_a_ci():
+    """At T=0 a variant's answers are one answer repeated: the bootstrap would resample repeats as
+    if independent, so the rows keep their difference, lose the CI and the reduction, and say why."""
+    frame = _arms(np.random.default_rng(3), 2, 40, P_C, {"baseline": PLANTED, "cot": [0.0] * 4})
+    frame = frame.with_columns(deterministic=pl.col("modelKey") == "r0")
+    table = debiasing(frame, seed=5, resamples=200).sort("modelKey")
+    cold, warm = table.row(0, named=True), table.row(1, named=True)
+    assert cold["deterministic"] and not warm["deterministic"]
+    signed = frame.filter(pl.col("modelKey") == "r0").group_by("strategy").agg(pl.col("bsi_signed").mean())
+    means = dict(signed.iter_rows())
+    assert cold["signed_diff"] == pytest.approx(means["cot"] - means["baseline"], abs=1e-12)
+    assert all(cold[c] is None for c in ("signed_ci_low", "signed_ci_high", "diff_ci_low", "ci_excludes_zero"))
+    assert warm["signed_ci_low"] < warm["signed_diff"] < warm["signed_ci_high"]
+    rows = _debias_rows(table.sort("modelKey"))
+    assert rows[0]["reduction"] == "– (T=0, no CI)" and "T=0" in rows[0]["notes"] and "[" not in rows[0]["Δ signed BSI [95% CI]"]
+    assert "T=0" not in rows[1]["notes"] and "[" in rows[1]["Δ signed BSI [95% CI]"]
 
 
 def test_debiasing_detects_a_planted_reduction_with_the_right_sign():

@@ -34,14 +34,19 @@ FRAMING_NOTE = (" Framing: in the built-in job the control describes each option
                 "200 die\") and the treatment in the loss frame only (\"200 die\"); the paper compares a "
                 "gain frame with a loss frame, so this BSI is the shift from a neutral description to the "
                 "loss frame, not comparable with the paper's framing values (nor the human 0.50).")
-DEBIAS_NOTE = ("BSI (mean |BSI| over variants) under each strategy against the baseline; reduction = "
-               "1 - BSI_strategy / BSI_baseline, as in the paper. Δ = BSI_strategy - BSI_baseline with a 95% "
-               "percentile bootstrap CI (10,000 resamples of the trials of every variant x condition, in "
-               "both arms); 'CI excludes 0' says whether the change is more than sampling noise. Δ signed: "
-               "the same for the signed BSI (a strategy that overshoots against the prediction shows "
-               "there). Where a bias is near 0 the |BSI| interval is conservative (it bootstraps absolute values "
-               "of noise); the signed one is not. The CIs are not adjusted for the number of comparisons.")
-
+DEBIAS_NOTE = ("BSI (mean |BSI| over variants) under each strategy against the baseline. Δ signed BSI = "
+               "signed BSI_strategy - signed BSI_baseline with a 95% percentile bootstrap CI (10,000 resamples "
+               "of the trials of every variant x condition, in both arms); 'CI excludes 0' says whether the "
+               "change is more than sampling noise. The CI is conditional on these prompt variants: trials are "
+               "resampled within each variant x condition, the variants are held fixed, so it says nothing "
+               "about other wordings. It is the signed difference that decides: the same interval for the "
+               "|BSI| difference bootstraps absolute values of noise and near 0 covers a null difference "
+               "99-100% of the time, a test without power (it stays in the results file, diff_ci_*). "
+               "Reduction = 1 - BSI_strategy / BSI_baseline, as in the paper, shown only where the signed "
+               "CI excludes 0: noise alone printed reductions from -255% to +66%. At T=0 a variant's "
+               "answers are one answer repeated: Δ is exact for these prompts and option orders and gets no "
+               "CI (resampling the repeats as independent trials would invent noise). The CIs are not "
+               "adjusted for the number of comparisons.")
 
 def _notes(r: dict) -> str:
     return "; ".join(n for n in (r["reason"], r.get("sigma_note")) if n)
@@ -61,16 +66,24 @@ def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
 
 
 def _ci(estimate, low, high) -> str:
-    return f"{fmt(estimate)} [{fmt(low)}, {fmt(high)}]"
+    return fmt(estimate) if low is None and high is None else f"{fmt(estimate)} [{fmt(low)}, {fmt(high)}]"
+
+
+def _reduction(r: dict) -> str:
+    """The paper's reduction, only where the change is more than sampling noise."""
+    if r.get("deterministic"):
+        return "– (T=0, no CI)"
+    if r["reduction"] is None:
+        return "–"
+    return f"{r['reduction']:.0%}" if r["ci_excludes_zero"] else "– (within noise)"
 
 
 def _debias_rows(table: pl.DataFrame) -> list[dict[str, str]]:
     return [{"bias": r["experimentSlug"], "model": f"{r['model']} [{r['modelKey']}]", "strategy": r["strategy"],
              "BSI baseline": fmt(r["bsi_baseline"]), "BSI with strategy": fmt(r["bsi"]),
-             "reduction": "–" if r["reduction"] is None else f"{r['reduction']:.0%}",
-             "Δ BSI [95% CI]": _ci(r["diff"], r["diff_ci_low"], r["diff_ci_high"]),
+             "Δ signed BSI [95% CI]": _ci(r["signed_diff"], r["signed_ci_low"], r["signed_ci_high"]),
              "CI excludes 0": {True: "yes", False: "no", None: "–"}[r["ci_excludes_zero"]],
-             "Δ signed BSI [95% CI]": _ci(r["signed_diff"], r["signed_ci_low"], r["signed_ci_high"])}
+             "reduction": _reduction(r), "notes": r.get("note") or ""}
             for r in table.iter_rows(named=True)]
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
+from rich.console import Console
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -26,6 +27,7 @@ from orchestrator.studies.bias_strength.debiasing import debiasing
 from orchestrator.studies.bias_strength.inference import parse_failures
 from orchestrator.studies.bias_strength.plots import heatmap_figure, uncertainty_figure
 from orchestrator.studies.bias_strength.report import _debias_rows
+from orchestrator.studies.bias_strength.table import print_table
 from tests.conftest import ROOT, run_quietly, write_config
 
 STRATEGIES = ("baseline", "cot", "warning", "analyst")
@@ -211,14 +213,31 @@ def test_an_effect_against_the_prediction_is_not_marked_as_a_bias(campaign):
     for r in everywhere.iter_rows(named=True):
         assert cells[f"everywhere {r['modelKey']}"].startswith(f"{r['bsi_signed']:.2f}")
         assert cells[f"everywhere {r['modelKey']}"].endswith("+")
+    # the report's and the terminal's tables agree with the heatmap: no star against the prediction
+    rows = {(re.search(r"\[(\w+)\]$", r["model"]).group(1), r["bias"]): r
+            for r in _md_rows((run_dir / "report" / "report.md").read_text(), "Bias Strength Index")
+            if r["strategy"] == "baseline"}
+    opposite = rows[(key, "none")]
+    assert re.fullmatch(r"[\d.e-]+ \(opposite\) \(0\.\d+\)", opposite["mixed model q (OR or Δ)"])
+    assert "*" not in opposite["mixed model q (OR or Δ)"] + opposite["variant t-test q"]
+    for r in everywhere.iter_rows(named=True):
+        assert " *" in rows[(r["modelKey"], "everywhere")]["mixed model q (OR or Δ)"]
+    console = Console(record=True, width=400)
+    print_table(summary, console)
+    lines = console.export_text().splitlines()
+    [line] = [s for s in lines if f"[{key}]" in s and " none " in s]
+    assert "(opp.)" in line and "*" not in line
+    assert all("*" in s for s in lines if " everywhere " in s and any(f"[{k}]" in s for k in everywhere["modelKey"]))
 
 
 def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
-    run_dir, job, _ = campaign
+    run_dir, job, tables = campaign
     md = (run_dir / "report" / "report.md").read_text()
     expected = _expected(run_dir, job)
     rows = _md_rows(md, "Bias Strength Index")
+    summary = tables["bsi_summary"]
     assert len(rows) == 3 * 2 * 5
+    assert summary["mixed_tau"].drop_nulls().gt(0.05).any()  # some spread to show: 'some' is planted in half
     for row in rows:
         key = re.search(r"\[(\w+)\]$", row["model"]).group(1)
         signed = expected[(key, row["strategy"], row["bias"])]
@@ -228,6 +247,10 @@ def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
         mean_abs, sigma_tot = row["abs. BSI ± σ_tot"].split(" ± ")
         assert _number(mean_abs) == pytest.approx(np.mean(absolute), rel=5e-3, abs=5e-4)
         sigma_sys = _number(row["σ_stat / σ_sys"].split(" / ")[1])
+        # the random slope's SD, the between-variant spread net of sampling noise
+        tau = summary.filter((pl.col("modelKey") == key) & (pl.col("strategy") == row["strategy"])
+                             & (pl.col("experimentSlug") == row["bias"]))["mixed_tau"][0]
+        assert row["τ (log OR or Δ)"] == ("–" if tau is None else f"{tau:.3g}")
         if len(signed) >= 2:
             assert sigma_sys == pytest.approx(np.std(absolute, ddof=1), rel=5e-3, abs=5e-4)
         else:  # one variant: sigma_sys and sigma_tot unknown, and said so
@@ -249,6 +272,9 @@ def test_sigma_sys_of_a_single_variant_is_unknown_everywhere_not_zero(campaign):
     heights = {b: bar.get_height() for b, bar in zip(biases, sys_bars, strict=True)}
     assert np.isnan(heights["single"]) and heights["some"] > 0  # no bar, not a bar of height 0
     assert any(t.get_gid() == "missing sigma_sys single" and "unknown" in t.get_text() for t in ax.texts)
+    # sigma_sys is the spread of noisy |BSI| values, not the wording's effect alone: the legend says so
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("incl. sampling noise" in t for t in legend) and not any("wording" in t for t in legend)
     plt.close(fig)
 
 

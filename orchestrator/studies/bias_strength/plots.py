@@ -10,13 +10,14 @@ import numpy as np
 import polars as pl
 
 from orchestrator.report.plots import finish, plt
+from orchestrator.studies.bias_strength.marks import called
 
 
 def _marks(r: dict) -> str:
-    # A significant shift against the prediction is no evidence of the bias: it gets no mark.
-    if r["bsi_signed"] is None or r["bsi_signed"] <= 0:
-        return ""
-    return ("*" if r["significant_variant"] else "") + ("+" if r["significant_mixed"] else "")
+    # A significant shift against the prediction is no evidence of the bias: it gets no mark
+    # (each test by the sign of its own effect, as the tables mark it).
+    return (("*" if called(r["q_variant"], r["bsi_signed"]) == "predicted" else "")
+            + ("+" if called(r["q_mixed"], r["mixed_effect"]) == "predicted" else ""))
 
 
 def heatmap_figure(summary: pl.DataFrame):
@@ -57,13 +58,16 @@ def bsi_heatmap(summary: pl.DataFrame, png: Path | None = None) -> str:
 
 def uncertainty_figure(summary: pl.DataFrame):
     """sigma_stat beside sigma_sys per bias (mean over models): which uncertainty dominates. An
-    unknown one (sigma_sys with one variant) is drawn as no bar and labelled, never as 0."""
+    unknown one (sigma_sys with one variant) is drawn as no bar and labelled, never as 0. sigma_sys
+    is the SD of the variants' |BSI|, each with its own sampling noise, so it is no measure of the
+    wording's effect alone (the mixed model's tau is, but for choices on the log-odds scale, which
+    this axis is not: it stays in the tables)."""
     agg = (summary.group_by("experimentSlug", maintain_order=True)
            .agg(pl.col("sigma_stat").mean(), pl.col("sigma_sys").mean()))
     x = np.arange(agg.height)
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
     bars = (("sigma_stat", -0.2, "#1f77b4", "σ_stat (finite samples, bootstrap)", "σ_stat n/a"),
-            ("sigma_sys", 0.2, "#ff7f0e", "σ_sys (prompt wording, across variants)", "σ_sys unknown (K < 2)"))
+            ("sigma_sys", 0.2, "#ff7f0e", "σ_sys (spread across variants, incl. sampling noise)", "σ_sys unknown (K < 2)"))
     for column, shift, colour, label, missing in bars:
         values = agg[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
         ax.bar(x + shift, values, 0.4, color=colour, label=label, gid=column)

@@ -9,6 +9,7 @@ import polars as pl
 from orchestrator.report.format import fmt
 from orchestrator.studies.base import ReportPart, Section
 from orchestrator.studies.bias_strength import plots
+from orchestrator.studies.bias_strength.marks import star
 
 BSI_NOTE = ("Signed BSI per variant (the headline for direction; > 0 is the way the bias predicts): "
             "(mean_T - mean_C) / (anchor - mean_C) for numbers, p_T - p_C for choices (p: share choosing "
@@ -19,14 +20,19 @@ BSI_NOTE = ("Signed BSI per variant (the headline for direction; > 0 is the way 
             "option are counted apart (extra-option share), as with them a respondent choosing at random "
             "would score 1/3 - 1/2. "
             "σ_stat: bootstrap SD (10,000 resamples, seeded) averaged over variants; σ_sys: SD across "
-            "the K variants, unknown for K < 2 (and then σ_tot too); σ_tot in quadrature. Variant-level "
+            "the K variants, unknown for K < 2 (and then σ_tot too); σ_tot in quadrature. τ: the mixed "
+            "model's between-variant SD of the effect, net of sampling noise (on its scale: log odds ratio "
+            "for choices, normalised shift for numbers). Under no bias |BSI| and σ_sys are pushed above 0 "
+            "by sampling noise alone (|BSI| is the mean of absolute noisy values; σ_sys includes sampling "
+            "noise), so read the signed BSI and τ for prompt sensitivity. Variant-level "
             "one-sample t-test (two-sided) on the signed BSI, and a mixed model with a random slope for "
             "condition by variant that asks whether the effect generalises across prompt variants "
             "(typical variant's odds ratio for choices, 0.5 added to each cell; pooled normalised shift "
             "for numbers; REML weights, CR2 standard error with Bell-McCaffrey degrees of freedom), so "
             "with 3-5 variants only an effect consistent across them is significant. Each is "
             "Benjamini-Hochberg corrected across bias x model within a strategy: the q columns are "
-            "BH-adjusted (* q < 0.05). Robust check (p unadjusted): one pooled model over all answers "
+            "BH-adjusted (* q < 0.05 for an effect in the predicted direction; \"(opposite)\" for one "
+            "against it, which is no evidence of the bias). Robust check (p unadjusted): one pooled model over all answers "
             "with variant-clustered CR2 errors and Bell-McCaffrey degrees of freedom. The heatmap (baseline) colours "
             "the signed BSI on a diverging scale and marks significance only for effects in the "
             "predicted direction.")
@@ -53,13 +59,14 @@ def _notes(r: dict) -> str:
 
 
 def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
-    star = lambda q: f"{fmt(q, 2)}{' *' if q is not None and q < 0.05 else ''}"  # noqa: E731
     extra = summary["extra_share_T"].is_not_null().any() if "extra_share_T" in summary.columns else False
     return [{"strategy": r["strategy"], "model": f"{r['model']} [{r['modelKey']}]", "bias": r["experimentSlug"],
              "K": str(r["K"]), "signed BSI": fmt(r["bsi_signed"]), "abs. BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
              "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
-             "variant t-test q": star(r["q_variant"]),
-             "mixed model q (OR or Δ)": f"{star(r['q_mixed'])} ({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
+             "τ (log OR or Δ)": fmt(r["mixed_tau"]),
+             "variant t-test q": fmt(r["q_variant"], 2) + star(r["q_variant"], r["bsi_signed"]),
+             "mixed model q (OR or Δ)": f"{fmt(r['q_mixed'], 2)}{star(r['q_mixed'], r['mixed_effect'])} "
+                                        f"({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
              "robust check p (unadjusted)": fmt(r["robust_p"], 2)}
             | ({"extra-option share (T)": fmt(r["extra_share_T"], 2)} if extra else {}) | {"notes": _notes(r)}
             for r in summary.iter_rows(named=True)]

@@ -36,7 +36,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
         sigma_stat = float(np.mean(sigmas)) if len(sigmas) else np.nan  # none when n <= 1 everywhere
         k = len(bsi)
         sigma_sys = float(np.std(bsi, ddof=1)) if k >= 2 else np.nan
-        t = stats.ttest_1samp(signed, 0.0) if k >= 2 and np.ptp(signed) > 0 else None
+        flat = k >= 2 and np.ptp(signed) <= ZERO  # identical in every variant: no spread, no t-test
+        t = stats.ttest_1samp(signed, 0.0) if k >= 2 and not flat else None
         row = dict(zip(GROUP, key, strict=True)) | {
             "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
@@ -49,6 +50,9 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
             "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)
+        if flat and not models["identical_effect"]:  # the mixed model's effects still differ (log odds)
+            row["sigma_note"] = "; ".join(filter(None, (
+                f"identical signed BSI in all {k} variants: no variant t-test", row["sigma_note"])))
         rows.append(row | models)
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.col("sigma_note").cast(pl.String))
     for col in ("mixed_effect", "mixed_p", "odds_ratio", "or_ci_low", "or_ci_high", "robust_effect",

@@ -15,7 +15,10 @@ from orchestrator.studies.bias_strength.marks import called
 
 def _marks(r: dict) -> str:
     # A significant shift against the prediction is no evidence of the bias: it gets no mark
-    # (each test by the sign of its own effect, as the tables mark it).
+    # (each test by the sign of its own effect, as the tables mark it). One effect identical in
+    # every variant has no test at all: '=' says so rather than leave it to read as not significant.
+    if r.get("identical_effect"):
+        return "="
     return (("*" if called(r["q_variant"], r["bsi_signed"]) == "predicted" else "")
             + ("+" if called(r["q_mixed"], r["mixed_effect"]) == "predicted" else ""))
 
@@ -24,7 +27,8 @@ def heatmap_figure(summary: pl.DataFrame):
     """Bias x model signed BSI (one strategy), one column per model identity (modelKey), on a
     diverging scale centred on 0 with symmetric limits that reach the largest |value| (a numeric
     BSI above 1 is shown as it is). * marks significance after BH in the variant-level t-test,
-    + in the mixed model, for effects in the predicted direction only."""
+    + in the mixed model, for effects in the predicted direction only; = an effect identical in
+    every variant (no test possible)."""
     biases = summary["experimentSlug"].unique(maintain_order=True).to_list()
     keys = summary["modelKey"].unique(maintain_order=True).to_list()
     names = dict(zip(summary["modelKey"], summary["model"], strict=True))
@@ -47,7 +51,8 @@ def heatmap_figure(summary: pl.DataFrame):
     ax.set_yticks(range(len(biases)), biases, fontsize=7)
     fig.colorbar(image, ax=ax, fraction=0.04).set_label("signed BSI (> 0: as predicted)", fontsize=7)
     ax.set_title("Signed BSI by bias and model\n* variant-level t-test, + mixed model (BH q < 0.05), "
-                 "marked only in the predicted direction", fontsize=8, loc="left")
+                 "marked only in the predicted direction\n= the same effect in every variant: "
+                 "consistent, but no test is possible", fontsize=8, loc="left")
     fig.tight_layout()
     return fig
 

@@ -104,6 +104,11 @@ def test_rounding_error_shows_as_0_not_as_4e_17():
     fig = heatmap_figure(summary)
     assert {t.get_gid(): t.get_text() for t in fig.axes[0].texts}["bsi-cell z m"] == "0.00"
     plt.close(fig)
+    # a small real value is no -0.00 either: it keeps a digit
+    small = _variant_rows([("v1", 10, 20, 10, 20), ("v2", 500, 1000, 499, 1000)])
+    fig = heatmap_figure(bias_summary(small))
+    assert {t.get_gid(): t.get_text() for t in fig.axes[0].texts}["bsi-cell b m"] == "-0.0005"
+    plt.close(fig)
 
 
 def test_benjamini_hochberg_matches_statsmodels_and_skips_untestable():

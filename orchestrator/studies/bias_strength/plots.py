@@ -23,6 +23,13 @@ def _marks(r: dict) -> str:
             + ("+" if called(r["q_mixed"], r["mixed_effect"]) == "predicted" else ""))
 
 
+def _cell(value: float) -> str:
+    """Two decimals; a value that rounds to 0.00 but is not 0 keeps one significant digit
+    (-0.004, not -0.00, which reads as a sign on nothing)."""
+    text = f"{value:.2f}"
+    return f"{value:.1g}" if float(text) == 0 and value != 0 else text
+
+
 def heatmap_figure(summary: pl.DataFrame):
     """Bias x model signed BSI (one strategy), one column per model identity (modelKey), on a
     diverging scale centred on 0 with symmetric limits that reach the largest |value| (a numeric
@@ -44,7 +51,7 @@ def heatmap_figure(summary: pl.DataFrame):
     for i, bias in enumerate(biases):
         for j, key in enumerate(keys):
             value = grid[i, j]
-            text = "–" if np.isnan(value) else f"{value:.2f}{marks[i][j]}"
+            text = "–" if np.isnan(value) else f"{_cell(value)}{marks[i][j]}"
             ax.text(j, i, text, ha="center", va="center", fontsize=7, gid=f"bsi-cell {bias} {key}",
                     color="white" if abs(value) > 0.6 * limit else "black")
     ax.set_xticks(range(len(keys)), [names[k] for k in keys], rotation=20, ha="right", fontsize=7)

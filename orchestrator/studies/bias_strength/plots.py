@@ -46,7 +46,8 @@ def heatmap_figure(summary: pl.DataFrame):
         grid[i, j] = np.nan if r["bsi_signed"] is None else r["bsi_signed"]
         marks[i][j] = _marks(r)
     limit = max(1.0, float(np.nanmax(np.abs(grid)))) if np.isfinite(grid).any() else 1.0
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys), 0.9 + 0.4 * len(biases)))
+    # tall enough for the colour bar's label to stay below the three-line title with few biases
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys), max(3.0, 1.1 + 0.4 * len(biases))))
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     for i, bias in enumerate(biases):
         for j, key in enumerate(keys):

@@ -49,7 +49,8 @@ DEBIAS_NOTE = ("BSI (mean |BSI| over variants) under each strategy against the b
                "|BSI| difference bootstraps absolute values of noise and near 0 covers a null difference "
                "99-100% of the time, a test without power (it stays in the results file, diff_ci_*). "
                "Reduction = 1 - BSI_strategy / BSI_baseline, as in the paper, shown only where the signed "
-               "CI excludes 0: noise alone printed reductions from -255% to +66%. At T=0 a variant's "
+               "CI excludes 0: in a simulated campaign with no bias at all, noise alone gave reductions from "
+               "-255% to +66%. At T=0 a variant's "
                "answers are one answer repeated: Δ is exact for these prompts and option orders and gets no "
                "CI (resampling the repeats as independent trials would invent noise). The CIs are not "
                "adjusted for the number of comparisons.")

@@ -32,7 +32,7 @@ from orchestrator.studies.bias_strength.inference import ZERO, snap_zero
 KEYS = ["modelKey", "model", "experimentSlug", "bias"]
 LEVEL = 0.95
 DETERMINISTIC = ("T=0: answers repeat, so Δ is exact for these prompts and option orders; no CI "
-                 "(resampling repeated answers as independent trials would invent noise), no reduction")
+                 "(resampling repeated answers as independent trials would invent noise), so no reduction shown")
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:

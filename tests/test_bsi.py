@@ -10,7 +10,10 @@ import pytest
 from scipy import stats
 
 from orchestrator.analysis.stats import bh
+from orchestrator.report.plots import plt
 from orchestrator.studies.bias_strength.inference import bias_summary
+from orchestrator.studies.bias_strength.plots import heatmap_figure
+from orchestrator.studies.bias_strength.report import _bsi_rows
 from orchestrator.analysis.summary import analyze
 from orchestrator.plan import option_orders
 from orchestrator.spec.jobs import load_job
@@ -84,6 +87,28 @@ def test_bsi_sigma_sys_and_the_variant_t_test_by_hand():
     ref = stats.ttest_1samp([0.3, 0.2, -0.1], 0.0)
     assert (row["t_stat"], row["p_variant"]) == (pytest.approx(ref.statistic), pytest.approx(ref.pvalue))
     assert row["odds_ratio"] > 1 and row["K"] == 3
+
+
+def test_rounding_error_shows_as_0_not_as_4e_17():
+    """The SD of three equal |BSI| of 0.1 is 1.7e-17 in floating point, the mean of 0, 0.15 and
+    -0.15 is -9.3e-18: the summary, the report's table and the heatmap show 0."""
+    flat = _variant_rows([("v1", 2, 20, 4, 20)] * 3)
+    zero = _variant_rows([("v1", 6, 20, 6, 20), ("v2", 0, 20, 3, 20), ("v3", 9, 20, 6, 20)])
+    assert np.std(flat["bsi"].to_numpy(), ddof=1) > 0 and zero["bsi_signed"].mean() != 0  # what is rounded
+    summary = bias_summary(pl.concat([flat, zero.with_columns(experimentSlug=pl.lit("z"))]))
+    by = {r["experimentSlug"]: r for r in summary.iter_rows(named=True)}
+    assert by["b"]["sigma_sys"] == 0.0 and by["z"]["bsi_signed"] == 0.0
+    assert not str(by["z"]["bsi_signed"]).startswith("-")  # not -0.0 either
+    rows = {r["bias"]: r for r in _bsi_rows(summary)}
+    assert rows["b"]["σ_stat / σ_sys"] == "0.1 / 0" and rows["z"]["signed BSI"] == "0"
+    fig = heatmap_figure(summary)
+    assert {t.get_gid(): t.get_text() for t in fig.axes[0].texts}["bsi-cell z m"] == "0.00"
+    plt.close(fig)
+    # a small real value is no -0.00 either: it keeps a digit
+    small = _variant_rows([("v1", 10, 20, 10, 20), ("v2", 500, 1000, 499, 1000)])
+    fig = heatmap_figure(bias_summary(small))
+    assert {t.get_gid(): t.get_text() for t in fig.axes[0].texts}["bsi-cell b m"] == "-0.0005"
+    plt.close(fig)
 
 
 def test_benjamini_hochberg_matches_statsmodels_and_skips_untestable():

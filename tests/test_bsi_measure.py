@@ -1,6 +1,6 @@
 """What the 11-bias study's numbers mean: the decoy's attraction measure, models told apart by
-identity, debiasing reductions with uncertainty, sigma_sys for K < 2, and the report's figures
-read back from what they drew."""
+identity, sigma_sys for K < 2, and the report's tables and figures read back from what they drew
+(debiasing reductions: test_bsi_debiasing.py)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
+from rich.console import Console
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -22,9 +23,9 @@ from orchestrator.report.plots import plt
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.simulate import SimulateConfig
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
-from orchestrator.studies.bias_strength.debiasing import debiasing
 from orchestrator.studies.bias_strength.inference import parse_failures
 from orchestrator.studies.bias_strength.plots import heatmap_figure, uncertainty_figure
+from orchestrator.studies.bias_strength.table import print_table
 from tests.conftest import ROOT, run_quietly, write_config
 
 STRATEGIES = ("baseline", "cot", "warning", "analyst")
@@ -210,14 +211,31 @@ def test_an_effect_against_the_prediction_is_not_marked_as_a_bias(campaign):
     for r in everywhere.iter_rows(named=True):
         assert cells[f"everywhere {r['modelKey']}"].startswith(f"{r['bsi_signed']:.2f}")
         assert cells[f"everywhere {r['modelKey']}"].endswith("+")
+    # the report's and the terminal's tables agree with the heatmap: no star against the prediction
+    rows = {(re.search(r"\[(\w+)\]$", r["model"]).group(1), r["bias"]): r
+            for r in _md_rows((run_dir / "report" / "report.md").read_text(), "Bias Strength Index")
+            if r["strategy"] == "baseline"}
+    opposite = rows[(key, "none")]
+    assert re.fullmatch(r"[\d.e-]+ \(opposite\) \(0\.\d+\)", opposite["mixed model q (OR or Δ)"])
+    assert "*" not in opposite["mixed model q (OR or Δ)"] + opposite["variant t-test q"]
+    for r in everywhere.iter_rows(named=True):
+        assert " *" in rows[(r["modelKey"], "everywhere")]["mixed model q (OR or Δ)"]
+    console = Console(record=True, width=400)
+    print_table(summary, console)
+    lines = console.export_text().splitlines()
+    [line] = [s for s in lines if f"[{key}]" in s and " none " in s]
+    assert "(opp.)" in line and "*" not in line
+    assert all("*" in s for s in lines if " everywhere " in s and any(f"[{k}]" in s for k in everywhere["modelKey"]))
 
 
 def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
-    run_dir, job, _ = campaign
+    run_dir, job, tables = campaign
     md = (run_dir / "report" / "report.md").read_text()
     expected = _expected(run_dir, job)
     rows = _md_rows(md, "Bias Strength Index")
+    summary = tables["bsi_summary"]
     assert len(rows) == 3 * 2 * 5
+    assert summary["mixed_tau"].drop_nulls().gt(0.05).any()  # some spread to show: 'some' is planted in half
     for row in rows:
         key = re.search(r"\[(\w+)\]$", row["model"]).group(1)
         signed = expected[(key, row["strategy"], row["bias"])]
@@ -227,6 +245,10 @@ def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
         mean_abs, sigma_tot = row["abs. BSI ± σ_tot"].split(" ± ")
         assert _number(mean_abs) == pytest.approx(np.mean(absolute), rel=5e-3, abs=5e-4)
         sigma_sys = _number(row["σ_stat / σ_sys"].split(" / ")[1])
+        # the random slope's SD, the between-variant spread net of sampling noise
+        tau = summary.filter((pl.col("modelKey") == key) & (pl.col("strategy") == row["strategy"])
+                             & (pl.col("experimentSlug") == row["bias"]))["mixed_tau"][0]
+        assert row["τ (log OR or Δ)"] == ("–" if tau is None else f"{tau:.3g}")
         if len(signed) >= 2:
             assert sigma_sys == pytest.approx(np.std(absolute, ddof=1), rel=5e-3, abs=5e-4)
         else:  # one variant: sigma_sys and sigma_tot unknown, and said so
@@ -248,6 +270,9 @@ def test_sigma_sys_of_a_single_variant_is_unknown_everywhere_not_zero(campaign):
     heights = {b: bar.get_height() for b, bar in zip(biases, sys_bars, strict=True)}
     assert np.isnan(heights["single"]) and heights["some"] > 0  # no bar, not a bar of height 0
     assert any(t.get_gid() == "missing sigma_sys single" and "unknown" in t.get_text() for t in ax.texts)
+    # sigma_sys is the spread of noisy |BSI| values, not the wording's effect alone: the legend says so
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("incl. sampling noise" in t for t in legend) and not any("wording" in t for t in legend)
     plt.close(fig)
 
 
@@ -284,7 +309,7 @@ def test_parse_failures_that_depend_on_the_condition_are_flagged_with_fishers_te
     assert row["p_depends_on_condition"] < 0.05
 
 
-# --- uncertainty: numeric bootstrap, debiasing reductions ----------------------------------------
+# --- uncertainty: the numeric bootstrap (debiasing reductions: test_bsi_debiasing.py) ---------------
 
 def test_numeric_sigma_stat_resamples_both_conditions():
     """sigma_stat of (mean_T - mean_C) / (anchor - mean_C) against the delta method with the
@@ -306,68 +331,6 @@ def test_numeric_sigma_stat_resamples_both_conditions():
         var_c = c.var() / len(c) * (r["anchor"] - t.mean()) ** 2 / e**4  # d BSI / d mean_C
         assert min(var_t, var_c) > 0.25 * (var_t + var_c)  # either arm alone is far off
         assert got == pytest.approx(np.sqrt(var_t + var_c), rel=0.04)
-
-
-def _arms(rng, reps: int, n: int, p_c, effects: dict[str, list[float]]) -> pl.DataFrame:
-    """Variant rows of `reps` independent replications (one model each) of one choice bias with
-    K variants; each strategy's treatment share is p_c + its effect. Counts drawn with numpy."""
-    p_c, frames = np.asarray(p_c), []
-    k = len(p_c)
-    for strategy, effect in effects.items():
-        k_c = rng.binomial(n, p_c, (reps, k))
-        k_t = rng.binomial(n, p_c + np.asarray(effect), (reps, k))
-        signed = (k_t - k_c).ravel() / n
-        frames.append(pl.DataFrame({
-            "modelKey": np.repeat([f"r{i}" for i in range(reps)], k), "model": np.repeat([f"r{i}" for i in range(reps)], k),
-            "experimentSlug": "b", "bias": "b", "strategy": strategy, "variant": np.tile([f"v{j}" for j in range(k)], reps),
-            "kind": "choice", "k_C": k_c.ravel(), "n_C": n, "k_T": k_t.ravel(), "n_T": n,
-            "bsi_signed": signed, "bsi": np.abs(signed), "anchor": None, "values_C": None, "values_T": None},
-            schema_overrides={"anchor": pl.Float64, "values_C": pl.List(pl.Float64), "values_T": pl.List(pl.Float64)}))
-    return pl.concat(frames)
-
-
-P_C, PLANTED = [0.4, 0.5, 0.3, 0.6], [0.3, 0.1, 0.2, 0.0]
-
-
-def test_debiasing_ci_covers_zero_when_the_strategy_changes_nothing():
-    """The strategy arm is the baseline again (same planted effects, fresh noise): the 95% CI of
-    the difference must cover 0 in >= 93% of 600 replications (a 90% interval fails this with
-    probability < 0.1%), and be as wide as the sampling noise of both arms."""
-    reps, n = 600, 100
-    table = debiasing(_arms(np.random.default_rng(11), reps, n, P_C, {"baseline": PLANTED, "cot": PLANTED}),
-                      seed=5, resamples=1000)
-    assert table.height == reps
-    covered = (table["diff_ci_low"] <= 0) & (table["diff_ci_high"] >= 0)
-    covered_signed = (table["signed_ci_low"] <= 0) & (table["signed_ci_high"] >= 0)
-    assert covered.mean() >= 0.93 and covered_signed.mean() >= 0.93
-    assert (~table["ci_excludes_zero"]).mean() == covered.mean()
-    # signed difference: SE from the binomial variances of 2 arms x 2 conditions x K variants
-    p_t = np.asarray(P_C) + np.asarray(PLANTED)
-    se = np.sqrt(2 * np.sum(np.asarray(P_C) * (1 - np.asarray(P_C)) / n + p_t * (1 - p_t) / n)) / len(P_C)
-    width = (table["signed_ci_high"] - table["signed_ci_low"]).mean()
-    assert width == pytest.approx(2 * 1.96 * se, rel=0.08)
-    # the noise the CI is there for: reductions printed from noise alone
-    assert table["reduction"].min() < -0.2 and table["reduction"].max() > 0.2
-
-
-def test_debiasing_detects_a_planted_reduction_with_the_right_sign():
-    """Strategy 'cot' cuts every variant's effect to a third, 'warning' raises it by 0.2: the
-    difference is strategy - baseline, the reduction 1 - BSI_strategy / BSI_baseline."""
-    reps, p_c, planted = 300, [0.2, 0.3, 0.25, 0.2], [0.4, 0.3, 0.35, 0.25]
-    frame = _arms(np.random.default_rng(12), reps, 100, p_c,
-                  {"baseline": planted, "cot": [e / 3 for e in planted], "warning": [e + 0.2 for e in planted]})
-    table = debiasing(frame, seed=5, resamples=1000)
-    cot, warning = (table.filter(pl.col("strategy") == s) for s in ("cot", "warning"))
-    truth = np.mean(planted)
-    assert cot["signed_diff"].mean() == pytest.approx(-truth * 2 / 3, abs=0.01)
-    assert warning["signed_diff"].mean() == pytest.approx(0.2, abs=0.01)
-    assert cot["diff"].mean() == pytest.approx(-truth * 2 / 3, abs=0.01)  # effects far from 0: |BSI| alike
-    assert cot["reduction"].median() == pytest.approx(2 / 3, abs=0.05)
-    assert warning["reduction"].median() == pytest.approx(-0.2 / truth, abs=0.05)
-    # detected, and on the right side of 0 (power about 99% at this size)
-    assert (cot["diff_ci_high"] < 0).mean() >= 0.95 and (cot["signed_ci_high"] < 0).mean() >= 0.95
-    assert (warning["diff_ci_low"] > 0).mean() >= 0.95 and cot["ci_excludes_zero"].mean() >= 0.95
-    assert (cot["bsi_baseline"] == warning["bsi_baseline"]).all()
 
 
 def test_models_sharing_a_label_are_named_by_the_settings_that_differ():

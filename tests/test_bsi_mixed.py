@@ -9,8 +9,10 @@ import polars as pl
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from orchestrator.report.plots import plt
 from orchestrator.studies.bias_strength.inference import bias_summary
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
+from orchestrator.studies.bias_strength.plots import heatmap_figure
 
 K_RANGE = (3, 4, 5)  # variants per bias in jobs/eleven-biases.json (K_PER_BIAS in test_bsi.py)
 REPS = 800  # binomial SE 0.8% at a true 5%, 1.1% at 10%: a bound of 8% tells them apart
@@ -124,3 +126,52 @@ def test_mixed_model_p_values_are_benjamini_hochberg_adjusted_within_each_strate
         assert q[~untestable] == pytest.approx(expected, rel=1e-12)
         assert not np.allclose(expected, p[~untestable])  # the adjustment changes something here
         assert (part["significant_mixed"].fill_null(False).to_numpy() == (np.nan_to_num(q, nan=1) < 0.05)).all()
+
+
+def _choice_rows(slug: str, cells: list[tuple[int, int, int, int]]) -> list[dict]:
+    return [{"experimentSlug": slug, "kind": "choice", "variant": f"v{j}", "k_C": kc, "n_C": nc, "k_T": kt,
+             "n_T": nt, "bsi_signed": kt / nt - kc / nc, "bsi": abs(kt / nt - kc / nc)}
+            for j, (kc, nc, kt, nt) in enumerate(cells)]
+
+
+def test_an_effect_identical_in_every_variant_reads_as_consistent_and_untestable():
+    """A model at T=0 that goes 0% -> 100% in every variant (cells of 20-40 answers), one that
+    echoes every anchor, and one that never moves: nothing varies between variants, so there is
+    no test of generalisation, and no p-value from the spread the 0.5 added to the cells leaves."""
+    numeric = [{"experimentSlug": "echo", "kind": "number", "variant": f"v{j}", "anchor": anchor,
+                "values_C": [mu] * 10, "values_T": [anchor] * 10, "bsi_signed": 1.0, "bsi": 1.0}
+               for j, (mu, anchor) in enumerate([(100.0, 400.0), (50.0, 10.0), (7.0, 70.0)])]
+    rows = (_choice_rows("flip", [(0, 20, 20, 20), (0, 40, 40, 40), (0, 30, 30, 30), (0, 20, 20, 20)])
+            + _choice_rows("against", [(20, 20, 0, 20)] * 3) + _choice_rows("still", [(5, 20, 5, 20), (10, 40, 10, 40)])
+            + numeric)
+    summary = bias_summary(_summary_rows(rows))
+    by = {r["experimentSlug"]: r for r in summary.iter_rows(named=True)}
+    expected = {"flip": "identical effect in all 4 variants: no test of generalisation is possible; consistent "
+                        "in sign (all in the predicted direction)",
+                "against": "identical effect in all 3 variants: no test of generalisation is possible; "
+                           "consistent in sign (all against the prediction)",
+                "still": "no effect in any of the 2 variants (identical in all): no test of generalisation is possible",
+                "echo": "identical effect in all 3 variants: no test of generalisation is possible; consistent "
+                        "in sign (all in the predicted direction)"}
+    for slug, reason in expected.items():
+        r = by[slug]
+        assert r["reason"] == reason and r["identical_effect"]
+        assert all(r[c] is None for c in ("mixed_p", "q_mixed", "p_variant", "q_variant", "robust_p")), slug
+        assert not r["significant_mixed"] and not r["significant_variant"]
+        assert r["mixed_tau"] == 0.0 and r["sigma_sys"] == 0.0
+    fig = heatmap_figure(summary)
+    cells = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    assert cells["bsi-cell flip m"] == "1.00=" and cells["bsi-cell against m"] == "-1.00="
+    plt.close(fig)
+
+
+def test_a_signed_bsi_identical_in_every_variant_gets_no_t_test_from_rounding_error():
+    """Three variants move 0.1 each from different starting shares: their signed BSI differ only in
+    the last bits (2.4e-17), which a t-test reads as certainty; the odds ratios do differ, so the
+    mixed model still tests them."""
+    rows = _choice_rows("b", [(3, 20, 5, 20), (6, 20, 8, 20), (1, 20, 3, 20)])
+    assert np.ptp([r["bsi_signed"] for r in rows]) > 0  # the rounding the t-test must not trust
+    [r] = bias_summary(_summary_rows(rows)).iter_rows(named=True)
+    assert r["p_variant"] is None and r["t_stat"] is None
+    assert "identical signed BSI in all 3 variants: no variant t-test" in r["sigma_note"]
+    assert not r["identical_effect"] and 0 < r["mixed_p"] < 1

@@ -97,3 +97,22 @@ def test_cr2_from_cluster_totals_equals_the_full_hat_matrix_computation(logistic
         direct_var, direct_df = _cr2_direct(x, y, w, mu, cluster, contrast)
         assert (var, df) == (pytest.approx(direct_var, rel=1e-9), pytest.approx(direct_df, rel=1e-9))
         assert 1.0 < df < len(sizes) - 1 + 1e-9
+
+
+def test_random_effects_with_unequal_weights_matches_the_full_hat_matrix_cr2():
+    """The whole fit, degrees of freedom included, against CR2 from its definition with the
+    REML weights: one cluster per variant, the weighted mean the only coefficient. Weights this
+    unequal leave fewer than K - 1 degrees of freedom; t(K - 1) would make p too small."""
+    d, v = np.array([0.6, -0.2, 0.1, 0.9, 0.3]), np.array([0.02, 0.3, 0.05, 0.1, 0.01])
+    fit = random_effects(d, v)
+    w = 1 / (v + fit.tau**2)
+    beta = (w * d).sum() / w.sum()
+    # the score of variant j is w_j (d_j - beta): the form _cr2_direct takes as y - mu
+    var, df = _cr2_direct(np.ones((5, 1)), w * (d - beta), w, np.zeros(5), np.arange(5), np.ones(1))
+    assert df < 3.0  # K - 1 = 4 would be far off
+    assert (fit.effect, fit.se, fit.df) == (pytest.approx(beta, rel=1e-9), pytest.approx(np.sqrt(var), rel=1e-9),
+                                            pytest.approx(df, rel=1e-9))
+    p = 2 * stats.t.sf(abs(beta) / np.sqrt(var), df)
+    half = stats.t.ppf(0.975, df) * np.sqrt(var)
+    assert (fit.p_value, fit.ci_low, fit.ci_high) == (pytest.approx(p, rel=1e-9), pytest.approx(beta - half, rel=1e-9),
+                                                      pytest.approx(beta + half, rel=1e-9))

@@ -63,7 +63,7 @@ def random_effects(d: np.ndarray, v: np.ndarray) -> RandomEffectsResult | str:
     if len(d) < 2:
         return "fewer than 2 variants"
     if np.ptp(d) == 0:
-        return "every variant shows the same effect: no spread between variants to test against"
+        return "identical effect in every variant: no spread to test generalisation against"
     tau2 = reml_tau2(d, v)
     with np.errstate(divide="ignore"):
         w = 1 / (v + tau2)  # infinite for a variant answering identically every time when tau2 = 0

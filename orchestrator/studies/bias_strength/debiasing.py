@@ -2,11 +2,21 @@
 
 Per model x bias: each strategy's BSI (mean |BSI| over its variants, as in the summary) beside
 the baseline's, the relative reduction 1 - BSI_strategy / BSI_baseline as in the paper, and the
-difference strategy - baseline with a percentile bootstrap CI. The bootstrap resamples the trials
-of every variant x condition of both arms (bootstrap.signed_draws), so the CI carries the sampling
-noise of the baseline as well as of the strategy: with 100 trials per cell, noise alone moves the
-reduction of a weak bias by tens of percent either way. The same for the signed BSI, whose
-difference also shows a strategy that overshoots into the opposite direction.
+difference strategy - baseline of the signed BSI with a percentile bootstrap CI. The bootstrap
+resamples the trials of every variant x condition of both arms (bootstrap.signed_draws), so the
+CI carries the sampling noise of the baseline as well as of the strategy; the variants are held
+fixed, so it says nothing about other wordings. With 100 trials per cell, noise alone moves the
+reduction of a weak bias by tens of percent either way (and by hundreds near 0), so the report
+shows a reduction only where this CI excludes 0.
+
+Why the signed difference decides: the same interval for the |BSI| difference (diff_ci_*, kept
+in the results) bootstraps absolute values of noise, which cannot fall below 0; near 0 it
+covered a true null difference 99-100% of the time, a test with no power. The signed one
+holds its 95%, and shows a strategy that overshoots into the opposite direction.
+
+At temperature 0 the answers of a variant x condition are one answer repeated (they differ only
+by the option order shown): resampling them as independent trials would invent sampling noise,
+so those rows get the difference without a CI, as the seed-000 analysis does (paired/analysis.py).
 """
 from __future__ import annotations
 
@@ -17,9 +27,12 @@ import polars as pl
 
 from orchestrator.analysis.stats import BOOTSTRAP
 from orchestrator.studies.bias_strength.bootstrap import Cells, signed_draws
+from orchestrator.studies.bias_strength.inference import ZERO, snap_zero
 
 KEYS = ["modelKey", "model", "experimentSlug", "bias"]
 LEVEL = 0.95
+DETERMINISTIC = ("T=0: answers repeat, so Δ is exact for these prompts and option orders; no CI "
+                 "(resampling repeated answers as independent trials would invent noise), so no reduction shown")
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
@@ -30,21 +43,22 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _compare(bsi: np.ndarray, signed: np.ndarray, base: np.ndarray, arm: np.ndarray,
-             base_draws: np.ndarray, draws: np.ndarray) -> dict:
+def _estimates(bsi: np.ndarray, signed: np.ndarray, base: np.ndarray, arm: np.ndarray) -> dict:
     bsi_b, bsi_s = float(bsi[base].mean()), float(bsi[arm].mean())
+    return {"bsi": bsi_s, "bsi_baseline": bsi_b, "K": len(arm), "K_baseline": len(base),
+            "reduction": 1 - bsi_s / bsi_b if bsi_b > 0 else None, "diff": bsi_s - bsi_b,
+            "signed_diff": float(signed[arm].mean() - signed[base].mean())}
+
+
+def _intervals(base_draws: np.ndarray, draws: np.ndarray) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample where no variant has a draw
         boot = np.nanmean(np.abs(draws), axis=0) - np.nanmean(np.abs(base_draws), axis=0)
         boot_signed = np.nanmean(draws, axis=0) - np.nanmean(base_draws, axis=0)
-    low, high = _interval(boot)
-    signed_low, signed_high = _interval(boot_signed)
-    return {"bsi": bsi_s, "bsi_baseline": bsi_b, "K": len(arm), "K_baseline": len(base),
-            "reduction": 1 - bsi_s / bsi_b if bsi_b > 0 else None,
-            "diff": bsi_s - bsi_b, "diff_ci_low": low, "diff_ci_high": high,
-            "ci_excludes_zero": None if np.isnan(low) else bool(low > 0 or high < 0),
-            "signed_diff": float(signed[arm].mean() - signed[base].mean()),
-            "signed_ci_low": signed_low, "signed_ci_high": signed_high}
+    (low, high), (signed_low, signed_high) = _interval(boot), _interval(boot_signed)
+    return {"diff_ci_low": low, "diff_ci_high": high, "signed_ci_low": signed_low, "signed_ci_high": signed_high,
+            # a bound within rounding error of 0 (a sum of shares k/n) is 0, as the table shows it
+            "ci_excludes_zero": None if np.isnan(signed_low) else bool(signed_low > ZERO or signed_high < -ZERO)}
 
 
 def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> pl.DataFrame:
@@ -53,6 +67,7 @@ def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> 
     valid = variants.filter(pl.col("bsi").is_not_null())
     cells = Cells.of(valid)
     bsi, signed = valid["bsi"].to_numpy(), valid["bsi_signed"].to_numpy()
+    fixed = valid.get_column("deterministic", default=pl.Series([False] * valid.height)).fill_null(False).to_numpy()
     arms = (valid.with_row_index("row").group_by(*KEYS, "strategy", maintain_order=True)
             .agg(pl.col("row")).sort(KEYS, maintain_order=True).rows(named=True))  # a key's arms together
     baselines = {tuple(a[k] for k in KEYS): np.asarray(a["row"]) for a in arms if a["strategy"] == "baseline"}
@@ -66,14 +81,18 @@ def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> 
         if base is None:  # no baseline to compare with
             rows.append(row | {"bsi": float(bsi[arm].mean()), "K": len(arm)})
             continue
+        row |= _estimates(bsi, signed, base, arm)
+        if fixed[arm].any() or fixed[base].any():
+            rows.append(row | {"deterministic": True, "note": DETERMINISTIC})
+            continue
         if key not in base_draws:  # one set of baseline draws for all of its strategies
             base_draws = {key: signed_draws(cells.take(base), rng, resamples)}
-        draws = signed_draws(cells.take(arm), rng, resamples)
-        rows.append(row | _compare(bsi, signed, base, arm, base_draws[key], draws))
+        rows.append(row | {"deterministic": False} | _intervals(base_draws[key], signed_draws(cells.take(arm), rng, resamples)))
     schema = {k: pl.String for k in (*KEYS, "strategy")} | {
         "bsi": pl.Float64, "bsi_baseline": pl.Float64, "K": pl.Int64, "K_baseline": pl.Int64,
         "reduction": pl.Float64, "diff": pl.Float64, "diff_ci_low": pl.Float64, "diff_ci_high": pl.Float64,
-        "ci_excludes_zero": pl.Boolean, "signed_diff": pl.Float64, "signed_ci_low": pl.Float64,
-        "signed_ci_high": pl.Float64}
-    return (pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None))
-            .sort("experimentSlug", "model", "strategy"))
+        "signed_diff": pl.Float64, "signed_ci_low": pl.Float64, "signed_ci_high": pl.Float64,
+        "ci_excludes_zero": pl.Boolean, "deterministic": pl.Boolean, "note": pl.String}
+    table = pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None))
+    return snap_zero(table, ["bsi", "bsi_baseline", "diff", "diff_ci_low", "diff_ci_high", "signed_diff",
+                             "signed_ci_low", "signed_ci_high", "reduction"]).sort("experimentSlug", "model", "strategy")

@@ -15,6 +15,16 @@ GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
 # bootstrap within a variant does not: its answers differ only by the option order shown.
 DETERMINISTIC = ("T=0: one answer per prompt, repeated; σ_stat reflects option orders, not sampling "
                  "noise, and the tests rest on the variants")
+ZERO = 1e-12  # below this an effect or SD is rounding error: the SD of identical values is 4e-17, not 0
+# estimates and spreads on the BSI's scale (never p-values: a p of 1e-15 is a real result)
+SNAPPED = ["bsi", "bsi_signed", "sigma_stat", "sigma_sys", "sigma_tot", "mixed_effect", "mixed_tau",
+           "robust_effect", "t_stat"]
+
+
+def snap_zero(df: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """Values within ZERO of 0 become 0 (and -0.0 becomes 0.0), so a table shows 0, not 4.39e-17 or -0."""
+    return df.with_columns(pl.when(pl.col(c).abs() < ZERO).then(0.0).otherwise(pl.col(c)).alias(c)
+                           for c in columns if c in df.columns)
 
 
 def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
@@ -26,7 +36,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
         sigma_stat = float(np.mean(sigmas)) if len(sigmas) else np.nan  # none when n <= 1 everywhere
         k = len(bsi)
         sigma_sys = float(np.std(bsi, ddof=1)) if k >= 2 else np.nan
-        t = stats.ttest_1samp(signed, 0.0) if k >= 2 and np.ptp(signed) > 0 else None
+        flat = k >= 2 and np.ptp(signed) <= ZERO  # identical in every variant: no spread, no t-test
+        t = stats.ttest_1samp(signed, 0.0) if k >= 2 and not flat else None
         row = dict(zip(GROUP, key, strict=True)) | {
             "K": k, "bsi": float(np.mean(bsi)) if k else np.nan, "bsi_signed": float(np.mean(signed)) if k else np.nan,
             "sigma_stat": sigma_stat, "sigma_sys": sigma_sys,
@@ -39,6 +50,9 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             "t_stat": float(t.statistic) if t else np.nan, "p_variant": float(t.pvalue) if t else np.nan,
             "extra_share_T": _extra_share(part)}
         models = numeric_models(part) if key[-1] == "number" else choice_models(part)
+        if flat and not models["identical_effect"]:  # the mixed model's effects still differ (log odds)
+            row["sigma_note"] = "; ".join(filter(None, (
+                f"identical signed BSI in all {k} variants: no variant t-test", row["sigma_note"])))
         rows.append(row | models)
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.col("sigma_note").cast(pl.String))
     for col in ("mixed_effect", "mixed_p", "odds_ratio", "or_ci_low", "or_ci_high", "robust_effect",
@@ -50,7 +64,7 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
         parts.append(part.with_columns(
             pl.Series("q_variant", bh(part["p_variant"].fill_null(np.nan).to_numpy())),
             pl.Series("q_mixed", bh(part["mixed_p"].fill_null(np.nan).to_numpy()))))
-    df = pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None))
+    df = snap_zero(pl.concat(parts).with_columns(pl.col(pl.Float64).fill_nan(None)), SNAPPED)
     return (df.with_columns(significant_variant=pl.col("q_variant") < 0.05, significant_mixed=pl.col("q_mixed") < 0.05)
             .sort(pl.col("strategy") != "baseline", "strategy", "experimentSlug", "model"))  # baseline first
 

@@ -22,10 +22,11 @@ from orchestrator.analysis.random_effects import RandomEffectsResult, random_eff
 
 _FIELDS = ("mixed_effect", "mixed_p", "mixed_df", "mixed_tau", "odds_ratio", "or_ci_low", "or_ci_high",
            "robust_effect", "robust_p")
+_SAME = 1e-12  # effects closer than this are one effect (rounding of k/n or of a normalisation)
 
 
 def _out(fit: RandomEffectsResult | str, robust: tuple[float, float] | None, odds: bool) -> dict:
-    out: dict = dict.fromkeys(_FIELDS, float("nan"))
+    out: dict = dict.fromkeys(_FIELDS, float("nan")) | {"identical_effect": False}
     if isinstance(fit, str):
         out["reason"] = fit
     else:
@@ -36,6 +37,19 @@ def _out(fit: RandomEffectsResult | str, robust: tuple[float, float] | None, odd
     if robust is not None:
         out["robust_effect"], out["robust_p"] = robust
     return out
+
+
+def _identical(effect: float, k: int, odds: bool) -> dict:
+    """Every variant shows the same effect (a model at T=0 answering 100% -> 0% everywhere, or
+    echoing every anchor): nothing varies to test generalisation against, and a p-value from the
+    spread that rounding leaves would be invented. Said as what it is: consistent, untestable."""
+    if abs(effect) <= _SAME:
+        reason = f"no effect in any of the {k} variants (identical in all): no test of generalisation is possible"
+    else:
+        side = "in the predicted direction" if effect > 0 else "against the prediction"
+        reason = (f"identical effect in all {k} variants: no test of generalisation is possible; "
+                  f"consistent in sign (all {side})")
+    return _out(reason, None, odds) | {"mixed_tau": 0.0, "identical_effect": True}  # the variants agree exactly
 
 
 def _pooled_check(n: np.ndarray, resid_sums: np.ndarray, weights: np.ndarray, beta1: float) -> tuple[float, float]:
@@ -69,6 +83,8 @@ def numeric_models(part: pl.DataFrame) -> dict:
         sums.append(shift * len(t))  # sum of y_T; the y_C of a variant sum to 0 by construction
     if len(d) < 2:
         return _out("fewer than 2 variants with answers in both conditions", None, odds=False)
+    if np.ptp(d) <= _SAME:
+        return _identical(float(np.mean(d)), len(d), odds=False)
     n, sums = np.array(n, float), np.array(sums)
     beta1 = float(sums.sum() / n[:, 1].sum())  # pooled: the control mean is 0, the slope the mean y_T
     resid = np.column_stack([np.zeros(len(n)), sums - beta1 * n[:, 1]])
@@ -87,10 +103,15 @@ def choice_models(part: pl.DataFrame) -> dict:
     k, n = k[keep], n[keep]
     if len(k) < 2:
         return _out("fewer than 2 variants with answers in both conditions", None, odds=True)
-    if k.sum() == 0 or k.sum() == n.sum():
-        return _out("no variation in the outcome", None, odds=True)
     odds = (k + 0.5) / (n - k + 0.5)
     d, v = np.log(odds[:, 1] / odds[:, 0]), (1 / (k + 0.5) + 1 / (n - k + 0.5)).sum(1)
+    # the same shares everywhere (all 0 or all 1 among them): log odds ratios that differ, if at
+    # all, by the 0.5 added to cells of different sizes
+    shares = k / n
+    if (np.ptp(shares, axis=0) <= _SAME).all():
+        return _identical(float(shares[0, 1] - shares[0, 0]), len(k), odds=True)
+    if np.ptp(d) <= _SAME:
+        return _identical(float(d[0]), len(k), odds=True)
     pooled = k.sum(0) / n.sum(0)
     robust = None
     if ((pooled > 0) & (pooled < 1)).all():

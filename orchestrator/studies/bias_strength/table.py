@@ -6,20 +6,27 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from orchestrator.report.format import fmt
+from orchestrator.studies.bias_strength.marks import called
+
+
+def _q(q, effect) -> str:
+    # as in the report and the heatmap: * only in the predicted direction
+    return fmt(q, 2) + {"predicted": "*", "opposite": " (opp.)", None: ""}[called(q, effect)]
 
 
 def print_table(summary, console: Console) -> None:
     table = Table("strategy", "model [key]", "bias", Column("K", justify="right"),
                   Column("signed", justify="right"), Column("|BSI| ± σ_tot", justify="right"),
-                  Column("σ_stat / σ_sys", justify="right"), Column("variant t-test q", justify="right"),
-                  Column("mixed model q (OR)", justify="right"), "notes",
-                  title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05)")
+                  Column("σ_stat / σ_sys", justify="right"), Column("τ", justify="right"),
+                  Column("variant t-test q", justify="right"), Column("mixed model q (OR)", justify="right"),
+                  "notes",
+                  title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05 in the "
+                        "predicted direction, (opp.) against it; τ: between-variant SD, log OR or Δ)")
     for r in summary.iter_rows(named=True):
-        star = lambda q: f"{fmt(q, 2)}{'*' if q is not None and q < 0.05 else ''}"  # noqa: E731
         odds = f" ({fmt(r['odds_ratio'], 2)})" if r["odds_ratio"] is not None else ""
         notes = "; ".join(n for n in (r["reason"], r.get("sigma_note")) if n)
         table.add_row(r["strategy"], escape(f"{r['model']} [{r['modelKey']}]"), r["experimentSlug"], str(r["K"]),
                       fmt(r["bsi_signed"]), f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
-                      f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}", star(r["q_variant"]),
-                      star(r["q_mixed"]) + odds, escape(notes))
+                      f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}", fmt(r["mixed_tau"], 2),
+                      _q(r["q_variant"], r["bsi_signed"]), _q(r["q_mixed"], r["mixed_effect"]) + odds, escape(notes))
     console.print(table)

@@ -27,7 +27,8 @@ DEVIATIONS = (
               "A first-position habit otherwise reads as a bias."),
     Deviation("σ_sys is unknown (not 0) for a bias with one variant, and so is σ_tot.",
               "One variant says nothing about wording."),
-    Deviation("Debiasing: each strategy's change from the baseline gets a bootstrap CI; the paper's "
-              "relative reduction is shown only beside it.",
+    Deviation("Debiasing: each strategy's change in signed BSI from the baseline gets a bootstrap CI "
+              "(variants held fixed); the paper's relative reduction is shown only where that CI "
+              "excludes 0, and at T=0 there is no CI.",
               "Noise alone printed reductions from -250% to +49%."),
 )

@@ -48,3 +48,10 @@ def test_wilson_matches_statsmodels():
     low, high = wilson(7, 19)
     ref = proportion_confint(7, 19, method="wilson")
     assert (low, high) == (pytest.approx(ref[0], rel=1e-12), pytest.approx(ref[1], rel=1e-12))
+
+
+def test_numbers_print_short_even_when_a_model_answers_absurdly():
+    from orchestrator.report.format import fmt
+    assert fmt(0.123456) == "0.123" and fmt(1234.4) == "1,234" and fmt(-987654321.0) == "-987,654,321"
+    assert fmt(1.5e20) == "1.500e+20" and fmt(-4.6e17) == "-4.600e+17"
+    assert fmt(None) == "–" and fmt(float("nan")) == "–"

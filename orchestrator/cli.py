@@ -75,14 +75,32 @@ def init(folder: Annotated[Path, typer.Argument(help="Folder for campaign.toml (
 
 @app.command()
 def plan(config: ConfigArg,
-         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None) -> None:
-    """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing."""
+         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
+         as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object on stdout instead of tables.")] = False) -> None:
+    """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing.
+
+    With --json, stdout holds only one JSON object (bias-orchestrator-plan/1):
+    campaign, seed, plan_hash;
+    jobs[]: id, strategies, samples {model key: n}, tasks, experiments[]:
+      slug, tasks, conditions[]: index, label, items (prompt variants),
+      tasks (items x strategies x samples x models);
+    models[]: key, label, limit_key, tasks, calls, input_tokens,
+      output_tokens {typical, max}, free, cost_usd {typical, max} or nulls;
+    duration_s {limit key: seconds, null without rpm/tpm};
+    total {tasks, calls, cost_usd}; warnings[]. Bad input exits 2, stdout empty.
+    """
     from orchestrator.plan import Plan
     try:
         campaign = _load(config, samples)
         p = Plan(campaign)
     except UserError as exc:
         fail(exc)
+    if as_json:
+        import orjson
+
+        from orchestrator.plan_json import plan_json
+        sys.stdout.write(orjson.dumps(plan_json(p), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
     # One row per experiment x condition x strategy: variants and option orders are summed.
     rows: dict[tuple[str, str], dict[tuple[str, str, str], list[int]]] = {}
     for cell in p.cells:

@@ -59,6 +59,9 @@ class Variant(Frozen):
     present_options: bool = False
     predicted: str | None = None  # the role the bias predicts (choices)
     anchor: float | None = None  # the bias-inducing reference value (numbers)
+    # A generated item's origin (templated jobs): its template, value-grid row and option order,
+    # the values put in, and the facts its scoring reads. Recorded in the manifest with the job.
+    item: dict[str, str | int | float | bool] | None = None
 
 
 class Condition(Frozen):

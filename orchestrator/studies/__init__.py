@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orchestrator.studies.base import Study
 from orchestrator.studies.bias_strength import BiasStrength
+from orchestrator.studies.instructed import Instructed
 from orchestrator.studies.judge_history import JudgeHistory
 from orchestrator.studies.paired import Paired
 
@@ -11,6 +12,7 @@ STUDIES: tuple[Study, ...] = (
     Paired(),
     JudgeHistory(),
     BiasStrength(),
+    Instructed(),
 )
 
 

@@ -9,10 +9,21 @@ effects and CR2 are in random_effects.py and cr2.py.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from scipy import stats
 
 Z95 = stats.norm.ppf(0.975)
 BOOTSTRAP = 10_000  # resamples
+# A value this close to 0 is 0: sums of shares or of thirds leave noise such as -2.78e-17 (and the
+# SD of identical values is 4e-17), which a table would print as is; real differences of means
+# of integer answers are at least 1/(n1 n2).
+ZERO = 1e-12
+
+
+def zero(x: pl.Expr) -> pl.Expr:
+    """x, with -0 and float noise around 0 read as 0. For estimates, never p-values (a p of 1e-15
+    is a real result)."""
+    return pl.when(x.abs() < ZERO).then(0.0).otherwise(x)
 
 
 def welch(mean_a, var_a, n_a, mean_b, var_b, n_b, level: float = 0.95):

@@ -6,12 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.errors import UserError
 from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, SECRET_NAME, looks_secret, redact
 
 BOM = b"\xef\xbb\xbf"
+
+
+class Forbidding(BaseModel):
+    """A job file's model: an unknown field is a typo, said with its path (see `validate`)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def read_text(path: Path, what: str) -> str:

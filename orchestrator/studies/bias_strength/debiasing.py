@@ -25,9 +25,9 @@ import warnings
 import numpy as np
 import polars as pl
 
-from orchestrator.analysis.stats import BOOTSTRAP
+from orchestrator.analysis.stats import BOOTSTRAP, ZERO
 from orchestrator.studies.bias_strength.bootstrap import Cells, signed_draws
-from orchestrator.studies.bias_strength.inference import ZERO, snap_zero
+from orchestrator.studies.bias_strength.inference import snap_zero
 
 KEYS = ["modelKey", "model", "experimentSlug", "bias"]
 LEVEL = 0.95

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from orchestrator.analysis.stats import bh
+from orchestrator.analysis.stats import ZERO, bh, zero
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
 
 GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
@@ -15,7 +15,6 @@ GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
 # bootstrap within a variant does not: its answers differ only by the option order shown.
 DETERMINISTIC = ("T=0: one answer per prompt, repeated; σ_stat reflects option orders, not sampling "
                  "noise, and the tests rest on the variants")
-ZERO = 1e-12  # below this an effect or SD is rounding error: the SD of identical values is 4e-17, not 0
 # estimates and spreads on the BSI's scale (never p-values: a p of 1e-15 is a real result)
 SNAPPED = ["bsi", "bsi_signed", "sigma_stat", "sigma_sys", "sigma_tot", "mixed_effect", "mixed_tau",
            "robust_effect", "t_stat"]
@@ -23,8 +22,7 @@ SNAPPED = ["bsi", "bsi_signed", "sigma_stat", "sigma_sys", "sigma_tot", "mixed_e
 
 def snap_zero(df: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """Values within ZERO of 0 become 0 (and -0.0 becomes 0.0), so a table shows 0, not 4.39e-17 or -0."""
-    return df.with_columns(pl.when(pl.col(c).abs() < ZERO).then(0.0).otherwise(pl.col(c)).alias(c)
-                           for c in columns if c in df.columns)
+    return df.with_columns(zero(pl.col(c)).alias(c) for c in columns if c in df.columns)
 
 
 def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:

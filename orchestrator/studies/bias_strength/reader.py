@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from orchestrator.errors import UserError
-from orchestrator.spec.loading import validate
+from orchestrator.spec.loading import Forbidding, validate
 from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
                                       Strategy, Variant)
 
@@ -31,16 +31,12 @@ STRATEGIES = (
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ChoiceCondition(_Strict):
+class ChoiceCondition(Forbidding):
     prompt: str = Field(min_length=1)
     options: dict[str, str] = Field(min_length=2)  # role -> option text
 
 
-class NumberVariant(_Strict):
+class NumberVariant(Forbidding):
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     domain: str = ""
     control: str = Field(min_length=1)
@@ -49,7 +45,7 @@ class NumberVariant(_Strict):
     unit: str = ""
 
 
-class ChoiceVariant(_Strict):
+class ChoiceVariant(Forbidding):
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     domain: str = ""
     control: ChoiceCondition
@@ -63,7 +59,7 @@ class ChoiceVariant(_Strict):
         return self
 
 
-class Bias(_Strict):
+class Bias(Forbidding):
     slug: str = Field(pattern=r"^[a-z0-9-]+$")
     name: str
     category: str = ""
@@ -71,7 +67,7 @@ class Bias(_Strict):
     variants: list[dict[str, Any]] = Field(min_length=1)
 
 
-class NativeJob(_Strict):
+class NativeJob(Forbidding):
     format: Literal["bias-orchestrator-job/1"]
     title: str = ""
     description: str = ""

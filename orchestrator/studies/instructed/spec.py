@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from orchestrator.spec.loading import Forbidding
 
 FORMAT = "instructed-to-bias/1"
 SLUG = r"^[a-z0-9-]+$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Template(_Strict):
+class Template(Forbidding):
     id: str = Field(pattern=SLUG)
     text: str = Field(min_length=1)
 
 
-class Decoy(_Strict):
+class Decoy(Forbidding):
     """A decoy made from the target: its price raised by `price` (a fraction: 0.25 is +25%),
     its quality lowered by `quality` points."""
 
@@ -32,7 +30,7 @@ class Decoy(_Strict):
     quality: int = Field(ge=0, le=30)
 
 
-class DecoyDataset(_Strict):
+class DecoyDataset(Forbidding):
     slug: str = Field(pattern=SLUG)
     product: str
     noun: str  # "phone brands": the template's {noun}
@@ -46,7 +44,7 @@ class DecoyDataset(_Strict):
     decoys: list[Decoy] = Field(min_length=1)
 
 
-class LotteryStyle(_Strict):
+class LotteryStyle(Forbidding):
     """How a lottery is written: `lottery` for a risky option ({prize}, {chance}, {rest}),
     `certain` for a sure one ({prize}); chances as percentages or probabilities."""
 
@@ -57,12 +55,12 @@ class LotteryStyle(_Strict):
     conditions: list[Literal["control", "treatment"]] = ["control", "treatment"]
 
 
-class Chance(_Strict):
+class Chance(Forbidding):
     risky: int = Field(gt=0, lt=100)  # the risky option's chance of its prize, in percent
     scale: float = Field(gt=0, lt=1)  # control: both options' chances times this
 
 
-class CertaintyDataset(_Strict):
+class CertaintyDataset(Forbidding):
     slug: str = Field(pattern=SLUG)
     label: str = "Option"  # options are "<label> A", "<label> B"
     option: str = "{label} - {lottery}."
@@ -72,7 +70,7 @@ class CertaintyDataset(_Strict):
     chances: list[Chance] = Field(min_length=1)
 
 
-class Terms(_Strict):
+class Terms(Forbidding):
     """One syllogism family: All {a} are {b}; the valid form adds All {b} are {c}, the invalid
     one Some {b} are {c}. Each form has a believable and an unbelievable {c}."""
 
@@ -82,7 +80,7 @@ class Terms(_Strict):
     invalid: tuple[str, str]  # (believable c, unbelievable c) for: Some {a} are {c}
 
 
-class BeliefDataset(_Strict):
+class BeliefDataset(Forbidding):
     slug: str = Field(pattern=SLUG)
     templates: list[Template] = Field(min_length=1)  # {premises} and {conclusion}
     real: list[Terms] = Field(min_length=1)  # treatment: real-world terms
@@ -91,7 +89,7 @@ class BeliefDataset(_Strict):
     few_shot_words: list[str] = []
 
 
-class TemplatedJob(_Strict):
+class TemplatedJob(Forbidding):
     format: Literal["instructed-to-bias/1"]
     title: str = ""
     description: str = ""

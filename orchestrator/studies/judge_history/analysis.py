@@ -18,15 +18,11 @@ import polars as pl
 from scipy import stats
 
 from orchestrator.analysis.load import Run, final_records
-from orchestrator.analysis.stats import median_interval, t_interval
+from orchestrator.analysis.stats import ZERO, median_interval, t_interval, zero
 
 CONDITION_NAMES = {0: "blind", 1: "framing", 2: "anchor"}
 PASS_FROM = 4  # verdictRule: scores 4-5 are pass
 TIE = 1e-9  # absolute errors of means of integers that differ by less are equal (float noise)
-# An outcome this close to 0 is 0: means of integer scores over n1 and n2 judgments that differ
-# do so by at least 1/(n1 n2), while sums of thirds leave noise such as -2.78e-17 that a report
-# would print as is.
-ZERO = 1e-12
 
 
 def items_table(run: Run) -> pl.DataFrame:
@@ -54,19 +50,14 @@ def _sign(x: pl.Expr) -> pl.Expr:
     return pl.when(x > 0).then(1.0).when(x < 0).then(-1.0).otherwise(0.0)
 
 
-def _zero(x: pl.Expr) -> pl.Expr:
-    """x, with -0 and float noise around 0 read as 0 (a report prints them as -0 or 1e-16)."""
-    return pl.when(x.abs() < ZERO).then(0.0).otherwise(x)
-
-
 def _zero_value(x: float | None) -> float | None:
-    """`_zero` of one summary value."""
+    """stats.zero of one summary value."""
     return 0.0 if x is not None and abs(x) < ZERO else x
 
 
 def _signed(direction: pl.Expr, movement: pl.Expr) -> pl.Expr:
     """sign(direction) x movement; no movement is 0, not -0."""
-    return _zero(_sign(direction) * movement)
+    return zero(_sign(direction) * movement)
 
 
 def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
@@ -93,7 +84,7 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
         anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
         anchor_vs_framing_gold_signed=_signed(pl.col("prior") - pl.col("gold"),
                                               pl.col("anchor") - pl.col("framing")),
-        anchor_minus_framing=_zero(pl.col("anchor") - pl.col("framing")),
+        anchor_minus_framing=zero(pl.col("anchor") - pl.col("framing")),
         abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
         abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
         abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),

@@ -107,8 +107,8 @@ def plan(config: ConfigArg,
         row = rows.setdefault((cell.job.id, cell.model.label), {}).setdefault(
             (cell.experiment.slug, cell.condition.label, cell.strategy.id), [0, 0, 0])
         row[0] += 1 if cell.first_sample == 1 else 0  # a variant's first presentation counts it
-        row[1] += cell.samples
-        row[2] += cell.samples * (cell.est_tokens - cell.model.max_tokens)
+        row[1] += cell.samples * cell.calls_per_task
+        row[2] += cell.samples * cell.calls_per_task * cell.prompt_estimate
     for (job, model), table_rows in rows.items():
         table = Table("experiment", "condition", "strategy", Column("variants", justify="right"),
                       Column("calls", justify="right"), Column("est. input tokens", justify="right"),

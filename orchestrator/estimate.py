@@ -41,11 +41,15 @@ def estimate(plan: Plan) -> dict[str, ModelEstimate]:
         m = cell.model
         e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price,
                                                 free=m.provider in FREE_PROVIDERS))
-        prompt = cell.est_tokens - m.max_tokens
-        e.calls += cell.samples
-        e.input_tokens += cell.samples * prompt
-        e.output_typical += cell.samples * min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
-        e.output_max += cell.samples * m.max_tokens
+        calls = cell.samples * cell.calls_per_task
+        e.calls += calls
+        e.input_tokens += calls * cell.prompt_estimate
+        if cell.scored:  # a scoring call writes one token, which is not read
+            e.output_typical += calls
+            e.output_max += calls
+        else:
+            e.output_typical += calls * min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
+            e.output_max += calls * m.max_tokens
     return out
 
 

@@ -48,6 +48,20 @@ class Cell:
     def contract(self) -> ResponseContract:
         return self.variant.contract
 
+    @property
+    def scored(self) -> bool:
+        """Whether its answers are chosen by option log-probabilities (DC-PMI), not written."""
+        return self.model.answers == "score"
+
+    @property
+    def calls_per_task(self) -> int:
+        """One call per option when scored (the premise's calls are shared by the whole run)."""
+        return len(self.contract.options) if self.scored else 1
+
+    @property
+    def prompt_estimate(self) -> int:
+        return self.est_tokens - answer_tokens(self.model, self.contract)
+
 
 @dataclass(frozen=True, slots=True)
 class Task:
@@ -76,15 +90,48 @@ def option_orders(n: int) -> list[tuple[int, ...]]:
 
 def render_messages(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
                     order: tuple[int, ...] | None = None) -> tuple[dict[str, str], ...]:
-    system = strategy.system_prompt if strategy.system_prompt is not None else job.system_prompt
+    system = _system(job, strategy)
     user = variant.prompt
     if order is not None:
         user += "\n\n" + choice_block(variant.contract, order)
-    if strategy.user_suffix:
-        bias = experiment.metric.label or experiment.bias_slug or experiment.slug
-        user += "\n\n" + strategy.user_suffix.replace("{bias}", bias)
+    if variant.instruction:
+        user += "\n\n" + variant.instruction
+    user += _suffix(experiment, strategy)
     messages = ({"role": "user", "content": user},)
     return ({"role": "system", "content": system}, *messages) if system else messages
+
+
+def _system(job: Job, strategy: Strategy) -> str:
+    return strategy.system_prompt if strategy.system_prompt is not None else job.system_prompt
+
+
+def _suffix(experiment: Experiment, strategy: Strategy) -> str:
+    if not strategy.user_suffix:
+        return ""
+    bias = experiment.metric.label or experiment.bias_slug or experiment.slug
+    return "\n\n" + strategy.user_suffix.replace("{bias}", bias)
+
+
+# What a scored prompt ends with, and the premise alone: DC-PMI compares each option's
+# log-probability after the prompt with its log-probability after the premise (seed 004).
+ANSWER_CUE = "Answer:"
+
+
+def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
+                   order: tuple[int, ...] | None = None) -> tuple[dict[str, str], ...]:
+    """The prompt of a model that answers by scoring: one plain text (no chat turns, which a
+    pretrained model does not know), without the instruction on how to write an answer, ending
+    in the answer cue; each option's log-probability is then read after it."""
+    parts = [p for p in (_system(job, strategy), variant.prompt) if p]
+    if order is not None:
+        parts.append("Options:\n" + "\n".join(f"- {variant.contract.options[i]}" for i in order))
+    text = "\n\n".join(parts) + _suffix(experiment, strategy)
+    return ({"role": "user", "content": f"{text}\n{ANSWER_CUE}"},)
+
+
+def candidates(contract: ResponseContract) -> tuple[str, ...]:
+    """The continuations a scored prompt is read with: each option after a space."""
+    return tuple(" " + option for option in contract.options)
 
 
 def _presentations(variant: Variant, samples: int) -> list[tuple[tuple[int, ...] | None, int, int]]:
@@ -119,6 +166,7 @@ def task_id(cell_key: bytes, sample: int) -> str:
 def build_cells(campaign: Campaign) -> list[Cell]:
     cells = []
     for m_idx, model in enumerate(campaign.config.models):
+        render = render_scoring if model.answers == "score" else render_messages
         for job in campaign.jobs:
             samples = campaign.samples_for(job, model.deterministic)
             for strategy in campaign.strategies_for(job):
@@ -126,12 +174,21 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                     for cond in exp.conditions:
                         for variant in cond.variants:
                             for order, first, count in _presentations(variant, samples):
-                                msgs = render_messages(job, exp, variant, strategy, order)
+                                msgs = render(job, exp, variant, strategy, order)
                                 key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
-                                est = sum(estimate_tokens(m["content"]) for m in msgs) + model.max_tokens
+                                est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
+                                    model, variant.contract)
                                 cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
                                                   count, key, model.key, est, order, first))
     return cells
+
+
+def answer_tokens(model: ModelConfig, contract: ResponseContract) -> int:
+    """What a call may add to its prompt against a token limit: max_tokens of writing, or, for
+    one scoring call, the longest option and the one token generated after it."""
+    if model.answers == "score":
+        return max(map(estimate_tokens, candidates(contract))) + 1
+    return model.max_tokens
 
 
 def _source(campaign: Campaign) -> str | None:
@@ -233,7 +290,7 @@ def prompt_digests(job: Job, strategies: Iterable[Strategy]) -> dict[str, str]:
             for v in cond.variants:
                 name = f"{exp.slug}:{cond.index}" + (f"/{v.id}" if len(cond.variants) > 1 else "")
                 digests[name] = _digest(v.prompt, v.contract.model_dump(mode="json"),
-                                        v.present_options, bias)
+                                        v.present_options, bias, *filter(None, [v.instruction]))
     return digests
 
 

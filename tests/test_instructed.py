@@ -69,7 +69,7 @@ def test_ids_are_unique_and_every_answer_instruction_is_the_same(job):
     for e in job.experiments:
         ids = [v.id for _, _, v in items(job, e.slug)]
         assert len(ids) == len(set(ids))
-    tails = {v.prompt.split("\n\n")[-1].split(" one of ")[0] for _, _, v in items(job)}
+    tails = {v.instruction.split(" one of ")[0] for _, _, v in items(job)}
     assert tails == {"End your answer with a JSON object giving your answer exactly as"}
 
 

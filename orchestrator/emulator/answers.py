@@ -2,6 +2,7 @@
 guessed from the prompt's own wording of its answer format."""
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from typing import Any
@@ -46,3 +47,29 @@ def from_prompt(prompt: str, rng: random.Random) -> str:
 
 def answer(prompt: str, schema: dict[str, Any] | None, rng: random.Random) -> str:
     return from_schema(schema, rng) if schema else from_prompt(prompt, rng)
+
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def logprob(context: list[str], token: str, bonus: dict[str, float]) -> float:
+    """A deterministic log-probability of `token` after the last three tokens of `context`,
+    between -8.25 and -4.25, plus the token word's bonus."""
+    seen = "|".join(context[-3:]) + "#" + token
+    h = int.from_bytes(hashlib.blake2b(seen.encode(), digest_size=4).digest(), "big")
+    return -4.25 - (h % 1000) / 250 + bonus.get(token.strip(), 0.0)
+
+
+def echo_logprobs(prompt: str, bonus: dict[str, float]) -> dict[str, Any]:
+    """The prompt's tokens (whitespace leads a word), their offsets and log-probabilities, as
+    OpenAI's legacy completions give them (the first token has none), and one generated token."""
+    tokens_, offsets, values = [], [], []
+    for m in _TOKEN.finditer(prompt):
+        values.append(logprob(tokens_, m.group(), bonus) if tokens_ else None)
+        tokens_.append(m.group())
+        offsets.append(m.start())
+    tokens_.append(" ok")
+    offsets.append(len(prompt))
+    values.append(-1.0)
+    return {"tokens": tokens_, "text_offset": offsets, "token_logprobs": values,
+            "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens_, values)]}

@@ -17,6 +17,8 @@ class Call:
     max_tokens: int
     schema: dict[str, Any] | None
     user_prompt: str = ""
+    echo: bool = False  # a completions call asking for the prompt's log-probabilities
+    logprobs: dict[str, Any] | None = None  # what the server computed for it (answers.py)
 
 
 def _text(content: Any) -> str:
@@ -64,6 +66,32 @@ class OpenAI:
         return 429, {"error": {"message": "You exceeded your current quota, please check your plan "
                                "and billing details.", "type": "insufficient_quota",
                                "param": None, "code": "insufficient_quota"}}
+
+
+class OpenAICompletions(OpenAI):
+    """The legacy completions route, as vLLM and llama.cpp serve it: with `echo` and `logprobs`
+    it returns the log-probability of every prompt token (what answers = "score" reads). It
+    shares the chat route's limits: one account, one window."""
+
+    route = "/v1/completions"
+
+    def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
+        auth = request.headers.get("Authorization", "")
+        prompt = body["prompt"]
+        if not isinstance(prompt, str):
+            raise ValueError("prompt must be a string")
+        return Call(auth.removeprefix("Bearer ").strip(), body["model"], prompt,
+                    int(body.get("max_tokens") or 16), None, prompt,
+                    echo=bool(body.get("echo")) and body.get("logprobs") is not None)
+
+    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
+                refused: bool, thoughts: int = 0) -> dict[str, Any]:
+        choice = {"text": (call.prompt if call.echo else "") + " ok", "index": 0,
+                  "logprobs": call.logprobs, "finish_reason": "length"}
+        return {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion",
+                "created": int(time.time()), "model": call.model, "choices": [choice],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
+                          "total_tokens": prompt_tokens + 1}}
 
 
 class Anthropic:
@@ -156,4 +184,4 @@ class Gemini:
 
 
 Protocol = OpenAI | Anthropic | Gemini
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (OpenAI(), Anthropic(), Gemini())}
+PROTOCOLS: tuple[Protocol, ...] = (OpenAI(), OpenAICompletions(), Anthropic(), Gemini())

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from orchestrator.emulator.answers import answer, tokens
+from orchestrator.emulator.answers import answer, echo_logprobs, tokens
 from orchestrator.emulator.limits import Window
 from orchestrator.emulator.protocols import PROTOCOLS, Call, Protocol
 
@@ -51,6 +51,9 @@ class EmulatorConfig:
     thoughts_tokens: int = 0  # Gemini: tokens each call spends thinking, within maxOutputTokens
     headers: dict[str, str] = field(default_factory=dict)  # sent with every answer, over its own
     echo_key: bool = False  # error bodies quote the request's key, as careless servers do
+    # Completions with echo: log-probability added to a token (by its word) in any context, a
+    # prior for some answers' words that DC-PMI must remove.
+    logprob_bonus: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,6 +191,8 @@ class Emulator:
         if kind == "slow":
             await asyncio.sleep(f.slow_s)
         text = answer(call.user_prompt, call.schema, self.rng)
+        if call.echo:
+            call.logprobs = echo_logprobs(call.prompt, self.config.logprob_bonus)
         if kind == "malformed":
             text = f"Let me think. The answer is roughly {self.rng.randint(1, 999)}."
             self.log.malformed_texts.add(text)
@@ -212,7 +217,7 @@ class Emulator:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 2**20)
-        for proto in PROTOCOLS.values():
+        for proto in PROTOCOLS:
             app.router.add_post(proto.route, self._handler(proto))
         return app
 

@@ -3,7 +3,7 @@ and the parse of the answer that never fails. The runner and the extractor both 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
@@ -29,12 +29,13 @@ def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
     return wait
 
 
-async def _attempt(provider: Provider, gate: KeyController, task: Task) -> Completion:
+async def _attempt(provider: Provider, gate: KeyController, task: Task,
+                   call: Callable[[], Awaitable[Completion]] | None) -> Completion:
     # The per-attempt timeout is the provider's (aiohttp's own timer is the cheapest there is);
     # providers raise Transient when it expires.
     entry = await gate.acquire(task.cell.est_tokens)
     try:
-        completion = await provider.complete(task)
+        completion = await (provider.complete(task) if call is None else call())
     except BaseException as exc:
         gate.release(entry, error=exc)
         if isinstance(exc, RateLimited) and (exc.retry_after or 0) > gate.config.max_pause_s:
@@ -53,15 +54,18 @@ def _too_long_a_pause(exc: RateLimited, cfg: LimitConfig) -> Fatal:
 
 
 async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
-                            on_retry: Callable[[], None]) -> tuple[Completion, int]:
+                            on_retry: Callable[[], None],
+                            call: Callable[[], Awaitable[Completion]] | None = None
+                            ) -> tuple[Completion, int]:
     """The completion and the number of attempts it took; raises the last error if none worked.
+    The call is the task's completion, or `call` (one scoring request of the task).
 
     The first attempt runs bare: building tenacity's machinery costs more per call than the call
     itself on a fast endpoint, and most calls succeed at once. After a retryable error tenacity
     takes over, replaying that error as its attempt 1 so its backoff and stop rules see it.
     """
     try:
-        return await _attempt(provider, gate, task), 1
+        return await _attempt(provider, gate, task, call), 1
     except (RateLimited, Transient) as exc:
         replay: BaseException | None = exc
     cfg, attempts = gate.config, 1
@@ -74,7 +78,7 @@ async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
                 error, replay = replay, None
                 raise error
             attempts += 1
-            completion = await _attempt(provider, gate, task)
+            completion = await _attempt(provider, gate, task, call)
     return completion, attempts
 
 

@@ -76,6 +76,9 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         if parsed.reason is not None:
             response["reason"] = parsed.reason
     served = None
+    if completion is not None and completion.scores is not None:
+        response["mode"] = "score"  # chosen by DC-PMI over these, not written by the model
+        response["scores"] = completion.scores
     if completion is not None:
         response["raw"] = completion.text
         served = completion.served_model

@@ -24,6 +24,7 @@ from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
+from orchestrator.engine.scoring import Premises, score_task
 from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.engine.state import RunState
 from orchestrator.parse import Parsed
@@ -45,7 +46,7 @@ def _parse_error(parsed: Parsed, completion: Completion) -> str | None:
 
 
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
-                  extractor: Extractor | None = None) -> dict[str, Any]:
+                  extractor: Extractor | None = None, premises: Premises | None = None) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -56,8 +57,13 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         state.retries[model_key] += 1
 
     try:
-        completion, attempts = await call_with_retries(provider, gate, task, on_retry)
-        parsed = safe_parse(completion.text, task)
+        if task.cell.scored:
+            completion, attempts = await score_task(provider, gate, task, premises or Premises(),
+                                                    on_retry)
+            parsed = Parsed(True, choice=completion.text)
+        else:
+            completion, attempts = await call_with_retries(provider, gate, task, on_retry)
+            parsed = safe_parse(completion.text, task)
         extracted_by, extra_cost = None, 0.0
         if not parsed.ok and extractor is not None and completion.text.strip():
             try:
@@ -84,12 +90,14 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
 
 
 async def _work(providers: dict[str, Provider], gate: KeyController, state: RunState,
-                tasks: Iterator[Task], writer: ResultWriter, extractor: Extractor | None) -> None:
+                tasks: Iterator[Task], writer: ResultWriter, extractor: Extractor | None,
+                premises: Premises) -> None:
     """Workers of one key share its task iterator: next() never awaits, so no two collide."""
     for task in tasks:
         if task.cell.model_key in state.fatal:
             continue  # left for the next resume, after the user fixes the model
-        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, extractor))
+        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, extractor,
+                                    premises))
 
 
 async def _watch_signals(scope: anyio.CancelScope, state: RunState,
@@ -116,11 +124,12 @@ async def _start_all(providers: list[Provider]) -> None:
 
 def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, gate: KeyController,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
-               state: RunState, writer: ResultWriter, extractor: Extractor | None) -> None:
+               state: RunState, writer: ResultWriter, extractor: Extractor | None,
+               premises: Premises) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
     tasks = plan.tasks(model_indices, skip)
     for _ in range(gate.config.max_in_flight):
-        workers.start_soon(_work, providers, gate, state, tasks, writer, extractor)
+        workers.start_soon(_work, providers, gate, state, tasks, writer, extractor, premises)
 
 
 def _gates(plan: Plan, keys: Iterable[str], extractor: Extractor | None) -> dict[str, KeyController]:
@@ -166,9 +175,10 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                     async with anyio.create_task_group() as running:
                         running.start_soon(writer.flush_every, FLUSH_EVERY_S)
                         async with anyio.create_task_group() as workers:
+                            premises = Premises()  # shared by all keys: keyed by model
                             for key, model_indices in groups.items():
                                 _start_key(workers, plan, gates[key], model_indices, skip,
-                                           providers, state, writer, extractor)
+                                           providers, state, writer, extractor, premises)
                         running.cancel_scope.cancel()
             finally:
                 # The signal watcher still listens here, so a second signal is absorbed.

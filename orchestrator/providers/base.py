@@ -17,6 +17,8 @@ class Completion:
     served_model: str | None = None
     finish_reason: str | None = None
     rate: RateInfo | None = None  # what the server said about its remaining quota
+    logprob: float | None = None  # a scoring call: log P(continuation | text)
+    scores: tuple[dict, ...] | None = None  # a scored answer: each option's log-probabilities
 
 
 class Provider(Protocol):
@@ -28,5 +30,10 @@ class Provider(Protocol):
     async def start(self) -> None: ...
 
     async def complete(self, task: Task) -> Completion: ...
+
+    async def score(self, task: Task, text: str, continuation: str) -> Completion:
+        """log P(continuation | text), summed over the continuation's tokens, as `logprob`
+        (providers that can: see SCORING_PROVIDERS)."""
+        ...
 
     async def aclose(self) -> None: ...

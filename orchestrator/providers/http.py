@@ -211,15 +211,21 @@ class HTTPProvider:
         return None
 
     async def complete(self, task: Task) -> Completion:
+        status, headers, payload = await self.post(self.url(task), self.body(task))
+        if status == 200:
+            return self.completion(payload, headers)
+        raise self.error(status, headers, payload)
+
+    async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy, bytes]:
+        """One request: the answer's status, headers and body, or a classified error."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 headers={"Content-Type": "application/json", **self.headers(self._key)},
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         try:
-            async with self._session.post(self.url(task), data=self.body(task)) as resp:
-                payload = await resp.read()
-                status, headers = resp.status, resp.headers
+            async with self._session.post(url, data=body) as resp:
+                return resp.status, resp.headers, await resp.read()
         except asyncio.TimeoutError:
             raise Transient(f"no answer within {self._timeout_s:g} s") from None
         except aiohttp.ClientConnectorError as exc:  # no such host, connection refused
@@ -231,9 +237,6 @@ class HTTPProvider:
         except aiohttp.ClientError as exc:  # e.g. an unusable URL: no retry can help
             raise Fatal(self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url "
                                    f"{self.base_url}")) from None
-        if status == 200:
-            return self.completion(payload, headers)
-        raise self.error(status, headers, payload)
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
         label, key_env = self.model.label, self.model.api_key_env or "api_key_env"

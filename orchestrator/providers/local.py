@@ -61,7 +61,9 @@ class LlamaServer:
     def spawn(self) -> None:
         self.port = free_port()
         cfg = self.config
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(cfg.model_path),
+        # With log-probabilities on, the server that reads them fast enough (llama_serve.py).
+        server = "orchestrator.providers.llama_serve" if cfg.logits_all else "llama_cpp.server"
+        cmd = [sys.executable, "-m", server, "--model", str(cfg.model_path),
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(cfg.n_ctx),
                "--n_threads", str(self.threads), "--verbose", "false"]
         if cfg.logits_all:
@@ -107,6 +109,27 @@ class LlamaServer:
         self.log.close()
 
 
+def score_prefix(model_path: str) -> str:
+    """What a scored prompt must start with for llama-cpp-python to echo its log-probabilities
+    in the right places. Its echo pairs the i-th token with the logits after the i-th prompt
+    token, which is right only when the prompt starts with a start-of-text token it drops (as
+    it does when the model adds one itself); for a model that adds none (SmolLM2), every echoed
+    value would belong to the next token. Sending the token's text first puts one there, and
+    llama.cpp's offsets do not count it. tests/test_local_scoring.py checks the values against
+    the model's own logits."""
+    import llama_cpp  # the local extra; only the local provider gets here
+
+    vocab = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
+    bos = vocab.token_bos()
+    if bos < 0:
+        raise UserError(f"the model {model_path} has no start-of-text token, which scoring with "
+                        "llama-cpp-python needs to read prompt log-probabilities right",
+                        field="models[].answers", fix='use answers = "generate" for this model')
+    if vocab.tokenize(b"a", add_bos=True)[:1] == [bos]:  # the model adds its own
+        return ""
+    return vocab.detokenize([bos], special=True).decode("utf-8", "replace")
+
+
 class LocalProvider:
     def __init__(self, model: ModelConfig, limit: LimitConfig) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
@@ -135,12 +158,27 @@ class LocalProvider:
                                        timeout_s=self.limit.timeout_s, base_url=s.url,
                                        structured_form="json_object_schema") for s in self.servers]
         self.busy = [0] * len(self.clients)
+        if self.model.answers == "score":
+            prefix = await anyio.to_thread.run_sync(score_prefix, self.model.server.model_path)
+            for client in self.clients:
+                client.score_prefix = prefix
+
+    def _least_busy(self) -> int:
+        return min(range(len(self.busy)), key=self.busy.__getitem__)
 
     async def complete(self, task: Task) -> Completion:
-        i = min(range(len(self.busy)), key=self.busy.__getitem__)
+        i = self._least_busy()
         self.busy[i] += 1
         try:
             return await self.clients[i].complete(task)
+        finally:
+            self.busy[i] -= 1
+
+    async def score(self, task: Task, text: str, continuation: str) -> Completion:
+        i = self._least_busy()
+        self.busy[i] += 1
+        try:
+            return await self.clients[i].score(task, text, continuation)
         finally:
             self.busy[i] -= 1
 

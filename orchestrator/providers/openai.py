@@ -9,6 +9,7 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
+from orchestrator.providers import logprobs
 from orchestrator.providers.http import HTTPProvider, rate_info, usage
 from orchestrator.providers.structured import response_format
 from orchestrator.spec.campaign import ModelConfig
@@ -20,6 +21,7 @@ class OpenAIProvider(HTTPProvider):
         super().__init__(model, max_connections, timeout_s, base_url)
         self._url = self.base_url + "/chat/completions"
         self._form = structured_form or model.structured_output_form
+        self.score_prefix = ""  # sent before a scored text, outside its offsets (local.py)
 
     def url(self, task: Task) -> str:
         return self._url
@@ -36,6 +38,22 @@ class OpenAIProvider(HTTPProvider):
         if m.structured_output:
             body["response_format"] = response_format(cell.contract, self._form)
         return body
+
+    async def score(self, task: Task, text: str, continuation: str) -> Completion:
+        body = logprobs.request(self.model.name, self.score_prefix, text, continuation)
+        status, headers, payload = await self.post(self.base_url + "/completions", body)
+        if status != 200:
+            raise self.error(status, headers, payload)
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise self.malformed(payload) from None
+        if not isinstance(data, dict):
+            raise self.malformed(payload)
+        return Completion(text=continuation, served_model=data.get("model"),
+                          usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
+                          rate=self.rate(headers),
+                          logprob=logprobs.continuation_logprob(data, text, continuation))
 
     def with_seed(self, body: bytes, seed: int) -> bytes:
         return body[:-1] + b',"seed":' + str(seed).encode() + b"}"

@@ -5,17 +5,21 @@ a resumed run is reproducible, and planted effects are known exactly in tests.
 """
 from __future__ import annotations
 
+import math
 import random
 
 import anyio
 import anyio.lowlevel
 import orjson
 
-from orchestrator.plan import Task
+from orchestrator.plan import ANSWER_CUE, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.simulate import ConditionAnswers, SimulateConfig
+
+
+BASE_LOGPROB = -4.0  # any constant: DC-PMI and the argmax ignore it
 
 
 class SimulatedProvider:
@@ -43,17 +47,46 @@ class SimulatedProvider:
         return orjson.dumps({"score": score, "verdict": verdict,
                              "reason": "Judged against the rubric."}).decode()
 
+    def weights(self, task: Task) -> list[float]:
+        """Each option's planted share (by option text or role); the rest spread evenly."""
+        contract, spec = task.cell.contract, self._answers(task)
+        options = list(contract.options)
+        by_role = dict(zip(contract.roles, options, strict=True)) if contract.roles else {}
+        planted = {by_role.get(o, o): p for o, p in spec.shares.items() if by_role.get(o, o) in options}
+        rest = [o for o in options if o not in planted]
+        left = max(0.0, 1.0 - sum(planted.values()))
+        return [planted.get(o, left / len(rest) if rest else 0.0) for o in options]
+
+    async def score(self, task: Task, text: str, continuation: str) -> Completion:
+        """log P(continuation | text) for a scoring model whose DC-PMI choice is a draw from the
+        planted shares: log share + Gumbel noise (seeded by task and option; the argmax of such
+        scores is a draw from the shares), plus the option's `scoring_prior`, which the premise
+        alone gets too, so the correction removes it and the raw argmax does not."""
+        await anyio.lowlevel.checkpoint()
+        option = continuation.strip()
+        prior = self.config.scoring_prior.get(option, 0.0)
+        prompt_tokens = len(text) // 4 + 1
+        if text == ANSWER_CUE:  # the premise alone
+            value = BASE_LOGPROB + prior
+        else:
+            contract, cell = task.cell.contract, task.cell
+            weights = self.weights(task)
+            bias = self.config.first_position_bias
+            if bias and cell.order is not None:  # the same mixture generation draws from
+                weights = [(1 - bias) * w + bias * (i == cell.order[0]) for i, w in enumerate(weights)]
+            share = weights[contract.options.index(option)]
+            u = random.Random(f"{self.config.seed}:{task.task_id}:{option}").random()
+            gumbel = -math.log(-math.log(max(u, 1e-300)))
+            value = BASE_LOGPROB + prior + math.log(max(share, 1e-12)) + gumbel
+        return Completion(text=continuation, served_model=self.model.name, logprob=value,
+                          usage={"prompt_tokens": prompt_tokens, "completion_tokens": 1})
+
     def answer(self, task: Task, rng: random.Random) -> str:
         contract, spec = task.cell.contract, self._answers(task)
         if contract.kind == "judgment":
             return self.judgment(task, rng)
         if contract.kind == "choice":
-            options = list(contract.options)
-            by_role = dict(zip(contract.roles, options, strict=True)) if contract.roles else {}
-            planted = {by_role.get(o, o): p for o, p in spec.shares.items() if by_role.get(o, o) in options}
-            rest = [o for o in options if o not in planted]
-            left = max(0.0, 1.0 - sum(planted.values()))
-            weights = [planted.get(o, left / len(rest) if rest else 0.0) for o in options]
+            options, weights = list(contract.options), self.weights(task)
             bias = self.config.first_position_bias
             if bias and task.cell.order is not None and rng.random() < bias:
                 return orjson.dumps({contract.field: options[task.cell.order[0]]}).decode()

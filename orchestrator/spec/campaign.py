@@ -22,6 +22,7 @@ from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, look
 from orchestrator.spec.simulate import SimulateConfig
 
 PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
+SCORING_PROVIDERS = ("openai", "local", "simulated")  # those that can return prompt log-probs
 DEFAULT_URLS = {"anthropic": "https://api.anthropic.com",
                 "gemini": "https://generativelanguage.googleapis.com"}
 # The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
@@ -82,6 +83,10 @@ class ModelConfig(Strict):
     structured_output: bool = False
     structured_output_form: Literal["json_schema", "json_object_schema"] = "json_schema"
     model_sha256: str | None = None  # `local`: filled in from the model file, not by the user
+    # How the model's answer to a choice is found: `generate` parses it from the text it writes;
+    # `score` reads the log-probability of each option after the prompt and picks the best by
+    # DC-PMI (for pretrained models, which do not follow instructions). Part of the identity.
+    answers: Literal["generate", "score"] = "generate"
 
     @field_validator("provider")
     @classmethod
@@ -126,6 +131,11 @@ class ModelConfig(Strict):
         if self.provider == "anthropic" and self.structured_output:
             out.append(("structured_output", "the Anthropic Messages API has no JSON-schema "
                         "output mode", "set structured_output = false for this model"))
+        if self.answers == "score" and self.provider not in SCORING_PROVIDERS:
+            out.append(("answers", f"provider '{self.provider}' returns no log-probabilities of "
+                        "the prompt, which answers = \"score\" reads", "use answers = \"score\" "
+                        "with provider local, simulated or openai (an OpenAI-compatible "
+                        "/v1/completions endpoint with echo and logprobs: vLLM, llama.cpp)"))
         if self.provider != "local" and self.server is not None:
             out.append(("server", "'server' settings apply to provider 'local' only",
                         "remove the [models.server] table"))
@@ -143,7 +153,9 @@ class ModelConfig(Strict):
                 "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "seed": self.seed,
                 "structured_output": self.structured_output,
-                "simulate": self.simulate.model_dump() if self.simulate else None}
+                "simulate": self.simulate.model_dump() if self.simulate else None,
+                # only when set, so the keys of every model that generates stay as they were
+                **({"answers": "score"} if self.answers == "score" else {})}
 
     @property
     def label(self) -> str:
@@ -174,8 +186,9 @@ def is_deterministic(identity: dict[str, Any]) -> bool:
     changes nothing at 0) and near enough for hosted APIs (their residual variation at 0 is
     batching noise, not the model's answer distribution). The simulated respondent draws from
     its planted distributions at any temperature but is taken at its word like the models it
-    stands in for. An unset temperature is the provider's default, which samples."""
-    return identity.get("temperature") == 0
+    stands in for. An unset temperature is the provider's default, which samples. A model that
+    answers by scoring is deterministic at any temperature: log-probabilities are not drawn."""
+    return identity.get("temperature") == 0 or identity.get("answers") == "score"
 
 
 class CampaignConfig(Strict):
@@ -247,7 +260,9 @@ def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None
     file, sha = localmodel.resolve(server.model_path, base, f"models[{index}].server.model_path",
                                    str(path) if path else None)
     return model.model_copy(update={
-        "server": server.model_copy(update={"model_path": str(file)}),
+        # scoring reads every prompt token's log-probability, which llama.cpp keeps only so
+        "server": server.model_copy(update={"model_path": str(file),
+                                             "logits_all": server.logits_all or model.answers == "score"}),
         "name": model.name or file.name.removesuffix(".gguf"),
         "version": model.version or f"sha256:{sha[:16]}", "model_sha256": sha})
 

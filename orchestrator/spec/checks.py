@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 def check_campaign(campaign: Campaign) -> None:
     check_limits(campaign.config, campaign.source)
     check_simulate(campaign.config, campaign.jobs, campaign.source)
+    check_scoring(campaign.config, campaign.jobs, campaign.source)
     check_output_dir(campaign)
 
 
@@ -50,6 +51,24 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
                     raise UserError(f"experiment '{slug}' has no variant '{vid}'", file=str(path),
                                     field=f"{where}.variants.{vid}",
                                     fix=f"use one of: {', '.join(sorted(variants))}")
+
+
+def check_scoring(config: CampaignConfig, jobs: list[Job], path: Path | None) -> None:
+    """A model that answers by scoring ranks a choice's options: it has no way to state a
+    number, a rating or a judgment, so a campaign giving it one is refused, not half-run."""
+    scorers = [i for i, m in enumerate(config.models) if m.answers == "score"]
+    if not scorers:
+        return
+    for job in jobs:
+        for exp in job.experiments:
+            kinds = {v.contract.kind for c in exp.conditions for v in c.variants}
+            if kinds - {"choice"}:
+                raise UserError(f"models[{scorers[0]}] answers by scoring option log-probabilities, "
+                                f"but experiment '{exp.slug}' of job '{job.id}' asks for a "
+                                f"{'/'.join(sorted(kinds - {'choice'}))}, not a choice",
+                                file=str(path), field=f"models[{scorers[0]}].answers",
+                                fix="run that job with models that generate (answers = "
+                                    "\"generate\"), in a campaign of its own")
 
 
 def folder_problem(folder: Path) -> str | None:

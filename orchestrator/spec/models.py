@@ -62,6 +62,9 @@ class Variant(Frozen):
     # A generated item's origin (templated jobs): its template, value-grid row and option order,
     # the values put in, and the facts its scoring reads. Recorded in the manifest with the job.
     item: dict[str, str | int | float | bool] | None = None
+    # How to state the answer, said after the prompt to a model that writes its answer; a model
+    # that answers by scoring options gets "Answer:" in its place (plan.render_scoring).
+    instruction: str = ""
 
 
 class Condition(Frozen):

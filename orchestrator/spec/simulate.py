@@ -45,3 +45,6 @@ class SimulateConfig(BaseModel):
     # Extra weight (0..1) on whichever option is listed first: a position bias that option-order
     # counterbalancing must cancel out.
     first_position_bias: float = Field(default=0.0, ge=0, le=1)
+    # answers = "score": log-probability added to an option (by its text) after any prompt and
+    # after the premise alone: a prior for the answer's words that DC-PMI must take out.
+    scoring_prior: dict[str, float] = {}

@@ -36,7 +36,7 @@ def _choice(labels: list[str], roles: list[str]) -> ResponseContract:
 def _variant(vid: str, prompt: str, instruction: str, contract: ResponseContract, predicted: str,
              domain: str, item: dict) -> Variant:
     options = ", ".join(f'"{o}"' for o in contract.options)
-    return Variant(id=vid, prompt=f"{prompt}\n\n{instruction.replace('{options}', options)}",
+    return Variant(id=vid, prompt=prompt, instruction=instruction.replace("{options}", options),
                    contract=contract, predicted=predicted, domain=domain, item=item)
 
 

@@ -1,0 +1,79 @@
+"""Answers chosen by scoring (a model with answers = "score"): for each option, its
+log-probability after the prompt and after the premise alone ("Answer:"); the choice is the
+option with the highest DC-PMI score, log P(option | prompt) - log P(option | "Answer:")
+(Holtzman et al. 2021, as seed 004 uses it for pretrained models).
+
+Every scoring request is one call through the key's rate gate and retries, as any other. A
+premise score depends only on the model and the option's words, so each is asked once per run
+and shared by all tasks (a task waiting for one another task is computing waits for it, so no
+two pay for it).
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from orchestrator.engine.calls import call_with_retries
+from orchestrator.engine.limits import KeyController
+from orchestrator.plan import ANSWER_CUE, Task, candidates
+from orchestrator.providers.base import Completion, Provider
+
+Call = Callable[[], Awaitable[tuple[Completion, int]]]
+
+
+class Premises:
+    """log P(option | "Answer:") per model and option, asked once per run."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], float] = {}
+        self._asking: dict[tuple[str, str], anyio.Event] = {}
+
+    async def get(self, key: tuple[str, str], ask: Call) -> tuple[float, Completion | None, int]:
+        """The premise score, with the completion and attempts if this caller paid for it."""
+        while key not in self._known:
+            if (busy := self._asking.get(key)) is None:
+                self._asking[key] = done = anyio.Event()
+                try:
+                    completion, attempts = await ask()
+                    self._known[key] = completion.logprob
+                    return completion.logprob, completion, attempts
+                finally:  # on failure the next waiter asks itself
+                    del self._asking[key]
+                    done.set()
+            await busy.wait()
+        return self._known[key], None, 0
+
+
+def _add(total: dict[str, int | None] | None, usage: dict[str, int | None] | None):
+    if usage is None:
+        return total
+    if total is None:
+        return dict(usage)
+    return {k: (total.get(k) or 0) + (v or 0) for k, v in usage.items()}
+
+
+async def score_task(provider: Provider, gate: KeyController, task: Task, premises: Premises,
+                     on_retry: Callable[[], None]) -> tuple[Completion, int]:
+    """The scored answer as a completion whose text is the chosen option, with every option's
+    scores; the attempts of all its calls."""
+    cell = task.cell
+    text = cell.messages[-1]["content"]
+    roles = cell.contract.roles or cell.contract.options
+    scores, usage, attempts, served, rate = [], None, 0, None, None
+    for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
+        def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
+            return call_with_retries(provider, gate, task, on_retry,
+                                     lambda: provider.score(task, ANSWER_CUE, c))
+        premise, paid, n = await premises.get((cell.model_key, continuation), premise_call)
+        if paid is not None:
+            usage, attempts = _add(usage, paid.usage), attempts + n
+        completion, n = await call_with_retries(provider, gate, task, on_retry,
+                                                lambda c=continuation: provider.score(task, text, c))
+        usage, attempts = _add(usage, completion.usage), attempts + n
+        served, rate = completion.served_model or served, completion.rate or rate
+        scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
+                       "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})
+    best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
+    return Completion(text=scores[best]["option"], usage=usage, served_model=served, rate=rate,
+                      scores=tuple(scores)), attempts

@@ -1,0 +1,46 @@
+"""Scoring calls on OpenAI-compatible `/v1/completions` (vLLM, llama.cpp's servers): the prompt
+and one continuation are sent with `echo` and `logprobs`, and the continuation's log-probability
+is the sum over the echoed tokens that fall in it.
+
+One token is generated (and ignored): some servers read `max_tokens = 0` as "no limit". Tokens
+are placed by their `text_offset` in the text sent; a token reaching across the boundary into the
+continuation counts with it, since the continuation's first characters are in it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from orchestrator.providers.errors import Fatal
+
+
+def request(model: str, prefix: str, text: str, continuation: str) -> bytes:
+    """`prefix` is sent before the text and is not counted in its offsets: a special token's
+    text (the local server's start-of-text token, see providers/local.py)."""
+    return orjson.dumps({"model": model, "prompt": prefix + text + continuation, "max_tokens": 1,
+                         "temperature": 0, "echo": True, "logprobs": 1})
+
+
+def _no_logprobs(what: str) -> Fatal:
+    return Fatal(f"the server's /v1/completions answer has no prompt log-probabilities ({what})\n"
+                 "  fix: answers = \"score\" needs a server that echoes the prompt with logprobs "
+                 "(vLLM; llama.cpp started with logits_all); use answers = \"generate\" otherwise")
+
+
+def continuation_logprob(data: dict[str, Any], text: str, continuation: str) -> float:
+    """Sum of the log-probabilities of the echoed tokens in `continuation` (after `text`)."""
+    try:
+        logprobs = data["choices"][0]["logprobs"]
+        tokens, offsets, values = logprobs["tokens"], logprobs["text_offset"], logprobs["token_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        raise _no_logprobs("no logprobs object") from None
+    start, end = len(text), len(text) + len(continuation)
+    picked = [v for token, offset, v in zip(tokens, offsets, values, strict=False)
+              if offset < end and offset + len(token) > start]
+    if not picked:
+        raise _no_logprobs("no echoed token falls in the answer: the prompt was not echoed")
+    if any(not isinstance(v, int | float) or math.isnan(v) for v in picked):
+        raise _no_logprobs("an answer token's log-probability is missing")
+    return float(sum(picked))

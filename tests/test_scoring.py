@@ -1,0 +1,166 @@
+"""Answers chosen by scoring (answers = "score"): every option's log-probability after the
+prompt and after "Answer:" alone, the DC-PMI choice, on the emulator's /v1/completions and on
+the simulated respondent; through the same limits and retries as any call."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from orchestrator.emulator.server import Faults
+from orchestrator.plan import ANSWER_CUE
+from tests.conftest import ROOT, run_quietly, write_config
+
+RAW = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())
+
+
+def small_job(tmp_path: Path) -> Path:
+    """The study's job cut down: one template each, two value rows: about 110 items."""
+    data = json.loads(json.dumps(RAW))
+    data["decoy"] = data["decoy"][:1]
+    data["decoy"][0].update(templates=data["decoy"][0]["templates"][:1], pairs=data["decoy"][0]["pairs"][:2])
+    c = data["certainty"][0]
+    c.update(templates=c["templates"][:1], prizes=c["prizes"][:2], chances=c["chances"][:2])
+    b = data["belief"][0]
+    b.update(templates=b["templates"][:1], real=b["real"][:2], invented=b["invented"][:2])
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def emulator_config(tmp_path: Path, url: str, run_id: str, *, limits: str = "") -> Path:
+    return write_config(tmp_path, f"""
+        name = "s"
+        jobs = ["{small_job(tmp_path)}"]
+        run_id = "{run_id}"
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "openai"
+        name = "base-model"
+        base_url = "{url}"
+        answers = "score"
+        [limits.openai]
+        max_in_flight = 4
+        {limits}
+        """, name=f"{run_id}.toml")
+
+
+def records(tmp_path: Path, run_id: str, name: str = "s") -> list[dict]:
+    path = tmp_path / "runs" / name / run_id / "results.ndjson"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def raw_argmax(rec: dict) -> str:
+    return max(rec["response"]["scores"], key=lambda s: s["logp"])["option"]
+
+
+def test_dcpmi_takes_out_a_prior_for_one_answer_that_the_raw_likelihood_follows(tmp_path, emulator):
+    plain = emulator()
+    biased = emulator(logprob_bonus={"1": 3.0})  # every "... 1" option is likelier anywhere
+    run_quietly(emulator_config(tmp_path, plain.base_url("openai"), "plain"))
+    run_quietly(emulator_config(tmp_path, biased.base_url("openai"), "biased"))
+    a = {r["variant"]: r for r in records(tmp_path, "plain")}
+    b = {r["variant"]: r for r in records(tmp_path, "biased")}
+    assert a.keys() == b.keys() and len(a) > 100
+    decoys = [v for v in a if a[v]["experimentSlug"].startswith("decoy")]
+    # The prior cancels in log P(a | prompt) - log P(a | "Answer:"): the same choices.
+    assert all(a[v]["response"]["choice"] == b[v]["response"]["choice"] for v in a)
+    # The raw likelihood follows it: nearly every decoy item goes to option 1 ...
+    to_one = sum(raw_argmax(b[v]).endswith(" 1") for v in decoys)
+    assert to_one == len(decoys)
+    assert sum(raw_argmax(a[v]).endswith(" 1") for v in decoys) < 0.7 * len(decoys)
+    # ... so there are items where the correction changes the choice.
+    changed = [v for v in decoys if raw_argmax(b[v]) != b[v]["response"]["choice"]]
+    assert len(changed) >= len(decoys) // 3
+
+
+def test_every_option_is_scored_and_recorded_and_the_premise_is_asked_once(tmp_path, emulator):
+    server = emulator()
+    run_quietly(emulator_config(tmp_path, server.base_url("openai"), "r"))
+    recs = records(tmp_path, "r")
+    assert {r["status"] for r in recs} == {"ok"}
+    for r in recs:
+        resp = r["response"]
+        assert resp["mode"] == "score"
+        scores = resp["scores"]
+        assert [s["role"] for s in scores] and len(scores) == len({s["option"] for s in scores})
+        for s in scores:
+            assert s["pmi"] == pytest.approx(s["logp"] - s["premise"], abs=1e-5)
+        assert resp["choice"] == max(scores, key=lambda s: s["pmi"])["option"]
+        assert resp["role"] == next(s["role"] for s in scores if s["option"] == resp["choice"])
+    bodies = [b for b in server.log.bodies if "prompt" in b]
+    assert all(b["echo"] is True and b["logprobs"] is not None for b in bodies)
+    premises = Counter(b["prompt"] for b in bodies if b["prompt"].startswith(ANSWER_CUE))
+    options = {" " + s["option"] for r in recs for s in r["response"]["scores"]}
+    assert set(premises) == {ANSWER_CUE + o for o in options}
+    assert set(premises.values()) == {1}  # asked once each, by whichever task came first
+    per_task = sum(len(r["response"]["scores"]) for r in recs)
+    assert len(bodies) == per_task + len(premises)
+    # one answer per premise call was paid for, and all of the calls are in the usage
+    assert sum(r["attempts"] for r in recs) == len(bodies)
+    assert sum(r["usage"]["completion_tokens"] for r in recs) == len(bodies)
+
+
+def test_scoring_calls_are_retried_and_paced_like_any_call(tmp_path, emulator):
+    clean = emulator()
+    faulty = emulator(faults=Faults(server_error=0.15, rate_limited=0.1, retry_after_s=0.01),
+                      rpm=600, period_s=1)
+    run_quietly(emulator_config(tmp_path, clean.base_url("openai"), "clean"))
+    run_quietly(emulator_config(tmp_path, faulty.base_url("openai"), "faulty",
+                                limits="rpm = 500\nperiod_s = 1\nbackoff_base_s = 0.01"))
+    a = {r["variant"]: r for r in records(tmp_path, "clean")}
+    b = {r["variant"]: r for r in records(tmp_path, "faulty")}
+    assert {r["status"] for r in b.values()} == {"ok"}
+    assert sum(r["attempts"] for r in b.values()) > sum(r["attempts"] for r in a.values())
+    assert faulty.log.statuses[("openai", 500)] > 0
+    assert all(a[v]["response"]["scores"] == b[v]["response"]["scores"] for v in a)
+
+
+def sim_config(tmp_path: Path, shares: dict, prior: dict, run_id: str = "sim") -> Path:
+    effects = "\n".join(f'[models.simulate.effects.{slug}]\nconditions = {conds}'
+                        for slug, conds in shares.items())
+    prior_line = ", ".join(f'"{k}" = {v}' for k, v in prior.items())
+    return write_config(tmp_path, f"""
+        name = "sim"
+        jobs = ["instructed-to-bias"]
+        run_id = "{run_id}"
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "base"
+        answers = "score"
+        [models.simulate]
+        scoring_prior = {{{prior_line}}}
+        {effects}
+        """, name=f"{run_id}.toml")
+
+
+def test_planted_shares_come_back_through_dcpmi_despite_a_prior(tmp_path):
+    """The simulated respondent in scoring mode: planted shares of the safe lottery (control 0.3,
+    treatment 0.7) and a strong prior for "Option A" that only the raw likelihood follows."""
+    conds = '[{shares = {safe = 0.3}}, {shares = {safe = 0.7}}]'
+    run_quietly(sim_config(tmp_path, {"certainty": conds}, {"Option A": 4.0}))
+    recs = [r for r in records(tmp_path, "sim", "sim") if r["experimentSlug"] == "certainty"]
+    for cond, planted in ((0, 0.3), (1, 0.7)):
+        rows = [r for r in recs if r["conditionIndex"] == cond]
+        share = sum(r["response"]["role"] == "safe" for r in rows) / len(rows)
+        se = (planted * (1 - planted) / len(rows)) ** 0.5
+        assert abs(share - planted) < 3 * se, (cond, share, len(rows))
+        raw_a = sum(raw_argmax(r) == "Option A" for r in rows) / len(rows)
+        assert raw_a > 0.95  # the uncorrected argmax sees only the prior
+
+
+def test_plan_counts_a_call_per_option(tmp_path, emulator):
+    from orchestrator.estimate import estimate
+    from orchestrator.plan import Plan
+    from orchestrator.spec.campaign import load_campaign
+    plan = Plan(load_campaign(emulator_config(tmp_path, "http://127.0.0.1:9/v1", "p")))
+    (e,) = estimate(plan).values()
+    assert e.calls == sum(c.samples * len(c.contract.options) for c in plan.cells)
+    assert e.calls > plan.total
+    assert e.output_max == e.calls  # one token generated per scoring call
+    assert all(c.messages[-1]["content"].endswith("\n" + ANSWER_CUE) for c in plan.cells)
+    assert not any('"choice"' in c.messages[-1]["content"] for c in plan.cells)

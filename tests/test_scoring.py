@@ -164,3 +164,47 @@ def test_plan_counts_a_call_per_option(tmp_path, emulator):
     assert e.output_max == e.calls  # one token generated per scoring call
     assert all(c.messages[-1]["content"].endswith("\n" + ANSWER_CUE) for c in plan.cells)
     assert not any('"choice"' in c.messages[-1]["content"] for c in plan.cells)
+
+
+def test_two_modes_of_one_model_are_two_models_named_by_their_mode(tmp_path):
+    from orchestrator.analysis.names import model_names
+    from orchestrator.engine.session import manifest_for
+    from orchestrator.plan import Plan
+    from orchestrator.spec.campaign import load_campaign
+    config = write_config(tmp_path, f"""
+        name = "two"
+        jobs = ["instructed-to-bias"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        answers = "score"
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        """)
+    campaign = load_campaign(config)
+    names = model_names(manifest_for(campaign, Plan(campaign)))
+    assert sorted(names.values()) == ["simulated/m (answers=generate)", "simulated/m (answers=score)"]
+
+
+@pytest.mark.parametrize("model, jobs, field", [
+    ('provider = "anthropic"\nname = "claude"\napi_key_env = "K"', '"instructed-to-bias"', "answers"),
+    ('provider = "simulated"\nname = "m"', '"ai-bias-benchmark"', "models[0].answers"),
+])
+def test_scoring_where_it_cannot_work_is_refused_before_anything_is_written(tmp_path, model, jobs, field):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    config = write_config(tmp_path, f"""
+        name = "bad"
+        jobs = [{jobs}]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        {model}
+        answers = "score"
+        """)
+    result = CliRunner().invoke(app, ["run", str(config)], env={"K": "x"})
+    assert result.exit_code == 2, result.output
+    assert field in result.output and "fix:" in result.output
+    assert not (tmp_path / "runs").exists()

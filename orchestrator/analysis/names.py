@@ -41,8 +41,11 @@ def _identities(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+_UNSET = {"answers": "generate"}  # identity fields written only when not at their default
+
+
 def _setting(name: str, value: Any) -> str | None:
-    text = "default" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    text = _UNSET.get(name, "default") if value is None else f"{value:g}" if isinstance(value, float) else str(value)
     return f"{_SHORT.get(name, name)}={text}" if len(text) <= _LONGEST else None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,9 @@ import orjson
 from orchestrator.errors import UserError
 from orchestrator.shuffle import MAX_SIZE, Shuffle
 from orchestrator.spec.campaign import Campaign, ModelConfig, identity_key, is_deterministic
-from orchestrator.spec.models import Condition, Experiment, Job, ResponseContract, Strategy, Variant
+from orchestrator.spec.checks import shot_pool
+from orchestrator.spec.models import (Condition, Experiment, Job, ResponseContract, Shot, Strategy,
+                                      Variant)
 
 _CHUNK = 65_536
 MAX_SAMPLES = (1 << 32) - 1  # a task id hashes its sample number as 4 bytes
@@ -89,9 +92,10 @@ def option_orders(n: int) -> list[tuple[int, ...]]:
 
 
 def render_messages(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
-                    order: tuple[int, ...] | None = None) -> tuple[dict[str, str], ...]:
+                    order: tuple[int, ...] | None = None,
+                    shots: tuple[Shot, ...] = ()) -> tuple[dict[str, str], ...]:
     system = _system(job, strategy)
-    user = variant.prompt
+    user = examples(shots) + variant.prompt
     if order is not None:
         user += "\n\n" + choice_block(variant.contract, order)
     if variant.instruction:
@@ -118,15 +122,32 @@ ANSWER_CUE = "Answer:"
 
 
 def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
-                   order: tuple[int, ...] | None = None) -> tuple[dict[str, str], ...]:
+                   order: tuple[int, ...] | None = None,
+                   shots: tuple[Shot, ...] = ()) -> tuple[dict[str, str], ...]:
     """The prompt of a model that answers by scoring: one plain text (no chat turns, which a
     pretrained model does not know), without the instruction on how to write an answer, ending
     in the answer cue; each option's log-probability is then read after it."""
-    parts = [p for p in (_system(job, strategy), variant.prompt) if p]
+    parts = [p for p in (_system(job, strategy), examples(shots) + variant.prompt) if p]
     if order is not None:
         parts.append("Options:\n" + "\n".join(f"- {variant.contract.options[i]}" for i in order))
     text = "\n\n".join(parts) + _suffix(experiment, strategy)
     return ({"role": "user", "content": f"{text}\n{ANSWER_CUE}"},)
+
+
+def examples(shots: tuple[Shot, ...]) -> str:
+    """Few-shot examples as the paper shows them: each question, then "Answer: <answer>"."""
+    return "".join(f"{shot.prompt}\n{ANSWER_CUE} {shot.answer}\n\n" for shot in shots)
+
+
+def pick_shots(campaign: Campaign, experiment: Experiment, variant: Variant) -> tuple[Shot, ...]:
+    """The campaign's `shots` examples for one item: drawn from its experiment's pool, by a
+    generator seeded with the campaign seed and the item, so an item keeps its examples."""
+    config = campaign.config
+    pool = shot_pool(experiment, config.shot_kind) if config.shots else ()
+    if not pool:
+        return ()
+    rng = random.Random(f"{config.seed}:{experiment.slug}:{variant.id}")
+    return tuple(rng.sample(pool, config.shots))
 
 
 def candidates(contract: ResponseContract) -> tuple[str, ...]:
@@ -173,8 +194,9 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                 for exp in job.experiments:
                     for cond in exp.conditions:
                         for variant in cond.variants:
+                            shots = pick_shots(campaign, exp, variant)
                             for order, first, count in _presentations(variant, samples):
-                                msgs = render(job, exp, variant, strategy, order)
+                                msgs = render(job, exp, variant, strategy, order, shots)
                                 key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
                                 est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
                                     model, variant.contract)

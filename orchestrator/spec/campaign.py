@@ -205,6 +205,11 @@ class CampaignConfig(Strict):
     extractor: ModelConfig | None = None
     presets: str | None = None  # presets file; default configs/presets.toml
     prices: str | None = None  # price table; default configs/prices.toml
+    # Few-shot: this many worked examples before each question, drawn per item from its
+    # experiment's pool (jobs that have pools: instructed-to-bias); 0 is zero-shot. `task` takes
+    # the task's own examples where a job has them (belief bias) and format examples elsewhere.
+    shots: int = Field(default=0, ge=0)
+    shot_kind: Literal["format", "task"] = "format"
 
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())

@@ -18,6 +18,7 @@ def check_campaign(campaign: Campaign) -> None:
     check_limits(campaign.config, campaign.source)
     check_simulate(campaign.config, campaign.jobs, campaign.source)
     check_scoring(campaign.config, campaign.jobs, campaign.source)
+    check_shots(campaign.config, campaign.jobs, campaign.source)
     check_output_dir(campaign)
 
 
@@ -69,6 +70,27 @@ def check_scoring(config: CampaignConfig, jobs: list[Job], path: Path | None) ->
                                 file=str(path), field=f"models[{scorers[0]}].answers",
                                 fix="run that job with models that generate (answers = "
                                     "\"generate\"), in a campaign of its own")
+
+
+def shot_pool(experiment, kind: str):
+    """The examples an experiment's items draw few-shot examples from."""
+    return (kind == "task" and experiment.task_shots) or experiment.format_shots
+
+
+def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> None:
+    """`shots` asks for examples some job has, and no more than its pools hold."""
+    if not config.shots:
+        return
+    pools = {e.slug: shot_pool(e, config.shot_kind) for job in jobs for e in job.experiments}
+    if not any(pools.values()):
+        raise UserError(f"shots = {config.shots}, but no job of the campaign has few-shot examples",
+                        file=str(path), field="shots",
+                        fix="set shots = 0, or add a job with examples (instructed-to-bias)")
+    for slug, pool in pools.items():
+        if pool and len(pool) < config.shots:
+            raise UserError(f"shots = {config.shots}, but experiment '{slug}' has only "
+                            f"{len(pool)} {config.shot_kind} examples", file=str(path),
+                            field="shots", fix=f"set shots to at most {len(pool)}")
 
 
 def folder_problem(folder: Path) -> str | None:

@@ -95,12 +95,23 @@ class JudgedItem(Frozen):
     prior_verdict: str
 
 
+class Shot(Frozen):
+    """A worked example shown before the question (few-shot): its text and its answer."""
+
+    prompt: str
+    answer: str
+
+
 class Experiment(Frozen):
     slug: str
     bias_slug: str = ""
     metric: Metric
     conditions: tuple[Condition, ...] = Field(min_length=1)
     judged: JudgedItem | None = None
+    # Few-shot pools the planner draws a campaign's `shots` from: `format` shows the answer
+    # format on neutral choices, `task` the same task in words no test item uses.
+    format_shots: tuple[Shot, ...] = ()
+    task_shots: tuple[Shot, ...] = ()
 
 
 class Strategy(Frozen):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from orchestrator.spec.models import ResponseContract, Variant
+from orchestrator.spec.models import ResponseContract, Shot, Variant
 from orchestrator.studies.instructed.spec import BeliefDataset, CertaintyDataset, DecoyDataset
 
 CONTROL, TREATMENT = 0, 1
@@ -175,3 +175,16 @@ def belief_items(ds: BeliefDataset, instruction: str) -> Iterator[tuple[int, Var
                         yield cond, _variant(vid, text, instruction,
                                              _choice(BELIEF_LABELS, BELIEF_LABELS), form,
                                              "syllogisms", item)
+
+
+def belief_task_shots(ds: BeliefDataset) -> list[Shot]:
+    """Task few-shot examples: syllogisms of the first template in the few-shot words only (no
+    test item has them), valid and invalid in turn, each with its correct answer."""
+    words, template = ds.few_shot_words, ds.templates[0].text
+    shots = []
+    for i in range(len(words) - 2):
+        form = ("valid", "invalid")[i % 2]
+        premises, conclusion = syllogism(words[i], words[i + 1], words[i + 2], form)
+        shots.append(Shot(prompt=template.format(premises=" ".join(premises), conclusion=conclusion),
+                          answer=form))
+    return shots

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
-from orchestrator.spec.models import Condition, Experiment, Job, Metric
+from orchestrator.spec.models import Condition, Experiment, Job, Metric, Shot
 from orchestrator.studies.instructed import generate
 from orchestrator.studies.instructed.spec import FORMAT, DecoyDataset, TemplatedJob
 
@@ -92,12 +92,15 @@ def _generated(items, path: Path, where: str) -> dict[int, list]:
     return by_condition
 
 
-def _experiment(slug: str, label: str, by_condition: dict[int, list]) -> Experiment:
+def _experiment(slug: str, label: str, by_condition: dict[int, list], format_shots: list,
+                task_shots: list) -> Experiment:
     conditions = tuple(Condition(index=c, label=("control", "treatment")[c], variants=tuple(v))
                        for c, v in by_condition.items())
     return Experiment(slug=slug, bias_slug=slug, conditions=conditions,
                       metric=Metric(type="choice-share-difference", direction="condition1-minus-condition0",
-                                    label=label))
+                                    label=label),
+                      format_shots=tuple(Shot(prompt=e.prompt, answer=e.answer) for e in format_shots),
+                      task_shots=tuple(task_shots))
 
 
 def job_from_templates(data: Any, path: Path, job_id: str) -> Job:
@@ -111,7 +114,9 @@ def job_from_templates(data: Any, path: Path, job_id: str) -> Job:
             check(ds, path, f"{kind}[{i}]")
             where = f"{kind}[{i}]"
             generated = _generated(items(ds, spec.answer_instruction), path, where)
-            experiments.append(_experiment(ds.slug, label, generated))
+            task = generate.belief_task_shots(ds) if kind == "belief" else []
+            experiments.append(_experiment(ds.slug, label, generated,
+                                           spec.format_shots.get(kind, []), task))
     slugs = [e.slug for e in experiments]
     if not experiments or len(set(slugs)) != len(slugs):
         raise _bad("no datasets" if not experiments else "two datasets share a slug", path,

@@ -85,8 +85,15 @@ class BeliefDataset(Forbidding):
     templates: list[Template] = Field(min_length=1)  # {premises} and {conclusion}
     real: list[Terms] = Field(min_length=1)  # treatment: real-world terms
     invented: list[Terms] = Field(min_length=1)  # control: invented words, believability moot
-    # Invented words kept for task few-shot examples: never in a test item (checked).
+    # Invented words for the task few-shot examples (generate.belief_task_shots): never in a test item (checked).
     few_shot_words: list[str] = []
+
+
+class Example(Forbidding):
+    """A format few-shot example: a neutral question of the dataset's form, and an answer."""
+
+    prompt: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
 
 
 class TemplatedJob(Forbidding):
@@ -100,3 +107,7 @@ class TemplatedJob(Forbidding):
     decoy: list[DecoyDataset] = []
     certainty: list[CertaintyDataset] = []
     belief: list[BeliefDataset] = []
+    # Format few-shot pools per kind of dataset (paper 6.1: arbitrary choices such as shirt
+    # colours, and reasoning examples for belief bias); task few-shot examples for belief bias
+    # are generated from each belief dataset's few_shot_words.
+    format_shots: dict[Literal["decoy", "certainty", "belief"], list[Example]] = {}

@@ -134,6 +134,18 @@ def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy:
     return ({"role": "user", "content": f"{text}\n{ANSWER_CUE}"},)
 
 
+def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) -> tuple[Variant, ...]:
+    """The condition's items, or the campaign's `items` of them: those whose seeded hash of the
+    item id is lowest, so an item's place in the sample does not depend on the others."""
+    limit, variants = campaign.config.items, condition.variants
+    if limit is None or len(variants) <= limit:
+        return variants
+    seed = f"{campaign.config.seed}:{experiment.slug}:{condition.index}:".encode()
+    rank = {v.id: hashlib.blake2b(seed + v.id.encode(), digest_size=8).digest() for v in variants}
+    keep = set(sorted(rank, key=rank.__getitem__)[:limit])
+    return tuple(v for v in variants if v.id in keep)
+
+
 def examples(shots: tuple[Shot, ...]) -> str:
     """Few-shot examples as the paper shows them: each question, then "Answer: <answer>"."""
     return "".join(f"{shot.prompt}\n{ANSWER_CUE} {shot.answer}\n\n" for shot in shots)
@@ -193,7 +205,7 @@ def build_cells(campaign: Campaign) -> list[Cell]:
             for strategy in campaign.strategies_for(job):
                 for exp in job.experiments:
                     for cond in exp.conditions:
-                        for variant in cond.variants:
+                        for variant in sampled(campaign, exp, cond):
                             shots = pick_shots(campaign, exp, variant)
                             for order, first, count in _presentations(variant, samples):
                                 msgs = render(job, exp, variant, strategy, order, shots)

@@ -87,3 +87,45 @@ def test_a_bad_config_exits_2_with_nothing_on_stdout(tmp_path):
     assert result.exit_code == 2
     assert result.stdout == "" and "no-such-job" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.toml"]
+
+
+def _plan_json(tmp_path, extra: str) -> dict:
+    config = write_config(tmp_path, f"""
+        name = "items"
+        jobs = ["instructed-to-bias"]
+        {extra}
+        [[models]]
+        provider = "simulated"
+        name = "a"
+        """)
+    result = CliRunner().invoke(app, ["plan", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _items_by_condition(plan: dict) -> dict[tuple[str, str], int]:
+    (job,) = plan["jobs"]
+    return {(e["slug"], c["label"]): c["items"] for e in job["experiments"] for c in e["conditions"]}
+
+
+def test_items_takes_a_seeded_sample_of_each_condition_that_keeps_its_items(tmp_path):
+    from orchestrator.plan import Plan
+    from orchestrator.spec.campaign import load_campaign
+    full = _items_by_condition(_plan_json(tmp_path, ""))
+    some = _items_by_condition(_plan_json(tmp_path, "items = 30"))
+    assert some == {k: min(30, n) for k, n in full.items()}
+    assert min(full.values()) > 30  # every condition was cut
+
+    def chosen(items: int, seed: int = 0) -> set[str]:
+        config = write_config(tmp_path, f"""
+            name = "items"
+            jobs = ["instructed-to-bias"]
+            items = {items}
+            seed = {seed}
+            [[models]]
+            provider = "simulated"
+            name = "a"
+            """, name=f"c{items}-{seed}.toml")
+        return {c.variant.id for c in Plan(load_campaign(config)).cells}
+    assert chosen(30) < chosen(60)  # a larger sample keeps the smaller one's items
+    assert chosen(30) != chosen(30, seed=1)

@@ -208,6 +208,9 @@ class CampaignConfig(Strict):
     # Few-shot: this many worked examples before each question, drawn per item from its
     # experiment's pool (jobs that have pools: instructed-to-bias); 0 is zero-shot. `task` takes
     # the task's own examples where a job has them (belief bias) and format examples elsewhere.
+    # A quick run of a large generated job: at most this many items (prompt variants) per
+    # experiment x condition, a sample seeded by `seed` that keeps its items as the job grows.
+    items: int | None = Field(default=None, ge=1)
     shots: int = Field(default=0, ge=0)
     shot_kind: Literal["format", "task"] = "format"
 

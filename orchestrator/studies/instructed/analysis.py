@@ -48,7 +48,9 @@ def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             .with_columns(pl.col(pl.UInt32, pl.Int64).fill_null(0).cast(pl.Int64)))
 
 
-def _tests(wide: pl.DataFrame) -> pl.DataFrame:
+def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
+    """Shares, Newcombe CI and z p, Student t, Wald se and the attraction measure of each row of
+    treatment (`*_treatment`) and control (`*_control`) counts."""
     kt, nt = wide["hits_treatment"].to_numpy(), wide["n_treatment"].to_numpy()
     kc, nc = wide["hits_control"].to_numpy(), wide["n_control"].to_numpy()
     diff, low, high, p = newcombe(kt, nt, kc, nc)
@@ -74,7 +76,7 @@ def scored(run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
     counted = counts(run, kind, by)
     if not counted.height:
         return pl.DataFrame()
-    table = _tests(_wide(counted, [*KEYS, "score", *by]))
+    table = score_tests(_wide(counted, [*KEYS, "score", *by]))
     return ordered(table, run, kind, by)
 
 

@@ -23,6 +23,7 @@ from orchestrator.spec.models import Job
 from tests.conftest import ROOT, run_quietly, write_config
 
 JOB = load_job(ROOT / "jobs" / "instructed-to-bias.json")
+RAW_JOB = orjson.loads((ROOT / "jobs" / "instructed-to-bias.json").read_bytes())
 SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
 PRODUCTS = ["decoy-frying-pan", "decoy-phone", "decoy-car", "decoy-real-estate"]
 # per product: (the target's share with the decoy, the cheaper option's share in the pair alone)
@@ -193,8 +194,7 @@ def test_the_per_product_decoy_scores_are_recovered(tables):
 
 
 def test_every_grid_pair_has_its_prices_gap_and_items(tables):
-    job = orjson.loads((ROOT / "jobs" / "instructed-to-bias.json").read_bytes())
-    pairs = {ds["slug"]: ds["pairs"] for ds in job["decoy"]}
+    pairs = {ds["slug"]: ds["pairs"] for ds in RAW_JOB["decoy"]}
     rows = tables["pairs"]
     assert len(rows) == 2 * 2 * sum(map(len, pairs.values()))  # models x scores x pairs
     for r in rows:

@@ -1,19 +1,24 @@
 """The "Instructed to Bias" study (seed 004): decoy, certainty and belief-bias datasets generated
-from templates and value grids (`instructed-to-bias/1`), answers chosen by option role, and the
-paper's bias scores (treatment minus control share of the target) per model."""
+from templates and value grids (`instructed-to-bias/1`), answers chosen by option role, the
+paper's bias scores (treatment minus control share of the target) per model with its t-test,
+the decoy's attraction measure, belief accuracy, differences between models, per-product and
+per-price-gap decoy scores, and the answers as CSV or parquet."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
+from orchestrator.studies.instructed.deviations import DEVIATIONS
 from orchestrator.studies.instructed.reader import KIND, is_templated, job_from_templates
 
 
 class Instructed(Study):
     kind = KIND
     seed = "the seed-004 paper (Instructed to Bias)"
+    deviations = DEVIATIONS
     format_hint = "templated datasets ('format': 'instructed-to-bias/1')"
+    exports = ("instructed-csv", "instructed-parquet")
 
     def recognises(self, data: Any) -> bool:
         return is_templated(data)
@@ -22,19 +27,30 @@ class Instructed(Study):
         return job_from_templates(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
-        from orchestrator.studies.instructed.analysis import bias_scores
+        from orchestrator.studies.instructed.analysis import bias_scores, pair_scores, product_scores
+        from orchestrator.studies.instructed.compare import belief_accuracy, differences
         if not self.has_jobs(run):
             return []
-        scores = bias_scores(run)
-        return [Output("instructed_scores", "scores", scores)] if scores.height else []
+        scores = bias_scores(run, self.kind)
+        if not scores.height:
+            return []
+        outputs = [Output("instructed_scores", "scores", scores),
+                   Output("instructed_accuracy", "accuracy", belief_accuracy(run, self.kind)),
+                   Output("instructed_did", "differences", differences(scores)),
+                   Output("instructed_products", "products", product_scores(run, self.kind)),
+                   Output("instructed_price_gap", "pairs", pair_scores(run, self.kind))]
+        return [o for o in outputs if o.frame.height]
 
     def print_tables(self, tables, console) -> None:
-        from orchestrator.studies.instructed.analysis import print_table
-        if "instructed_scores" in tables:
-            print_table(tables["instructed_scores"], console)
+        from orchestrator.studies.instructed.table import print_tables
+        print_tables(tables, console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
-        from orchestrator.studies.instructed.analysis import section
+        from orchestrator.studies.instructed.report import report
         if "instructed_scores" not in tables:
             return ReportPart()
-        return ReportPart(sections=[section(tables["instructed_scores"], run)])
+        return report(tables, out_dir)
+
+    def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
+        from orchestrator.studies.instructed.export import export_answers
+        return export_answers(name, run_dir, out_dir)

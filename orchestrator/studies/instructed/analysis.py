@@ -1,113 +1,120 @@
-"""The paper's bias scores (Equation 1): per model, the share of answers choosing the target in
-treatment minus that share in control, with a Newcombe 95% CI and the pooled z-test's p.
+"""The paper's bias scores (Equation 1): the share of answers choosing the target in treatment
+minus that share in control, per model and strategy, pooled over the products (`bias_scores`),
+per product (`product_scores`) and per decoy grid pair (`pair_scores`, the paper's Figure 6).
 
-Which items and which role each score counts (section 3.3 of the paper):
-- Decoy Cheaper / Decoy Expensive (the four products pooled): treatment items whose target is
-  the cheaper / the dearer option, share choosing the target; control (the pair alone), share
-  choosing that same option. Every control item counts in both scores.
-- Certainty: share choosing the safe option (sure in treatment, its scaled counterpart in control).
-- Belief Valid: valid arguments, share answering "valid": believable real-term conclusions in
-  treatment, all invented-word ones in control. Belief Invalid: invalid arguments, share
-  answering "invalid": unbelievable real-term conclusions against all invented-word ones.
-Shares are among parsed answers; parse failures and refusals are counted beside them.
+Which items and which target each score counts are in items.py. Shares are among parsed
+answers; parse failures and refusals are counted beside them (`unparsed_*`). Every score gets
+a Newcombe 95% CI with the pooled z-test's p, the paper's Student t-test (t, df, p_t) on the
+0/1 "chose the target" answers, and the Wald standard error (`se`) the model comparisons use.
+A decoy score also gets the attraction measure: the same difference among the answers that
+chose the target or the competitor (the decoy left out), since a third option alone lowers
+every option's share (from 1/2 to 1/3 for a respondent choosing at random).
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from orchestrator.analysis.load import Run, final_records
-from orchestrator.analysis.stats import newcombe
-from orchestrator.report.format import fmt
-from orchestrator.studies.base import Section
+from orchestrator.analysis.load import Run
+from orchestrator.analysis.stats import newcombe, zero
+from orchestrator.studies.instructed.answers import answers
+from orchestrator.studies.instructed.inference import share_difference_se, student
+from orchestrator.studies.instructed.items import ITEM_KEYS, SCORES, experiments, items_frame
 
-SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
-
-
-def item_scores(experiment_label: str, condition: int, item: dict) -> list[tuple[str, str]]:
-    """(score, target role) pairs an item counts in."""
-    if experiment_label == "decoy effect":
-        if condition == 0:
-            return [("Decoy Cheaper", "cheaper"), ("Decoy Expensive", "expensive")]
-        return [(f"Decoy {item['side'].title()}", "target")]
-    if experiment_label == "certainty effect":
-        return [("Certainty", "safe")]
-    consistent = item["believable"] == (item["form"] == "valid")
-    if condition == 0 or consistent:
-        return [(f"Belief {item['form'].title()}", item["form"])]
-    return []
+KEYS = ["modelKey", "strategy"]
+PAIR_KEYS = ["experimentSlug", "pair", "target_price", "competitor_price"]
 
 
-def items_frame(run: Run, kind: str) -> pl.DataFrame:
-    rows = []
-    for job in run.jobs.values():
-        if job.kind != kind:
-            continue
-        for exp in job.experiments:
-            for cond in exp.conditions:
-                for v in cond.variants:
-                    for score, role in item_scores(exp.metric.label, cond.index, v.item or {}):
-                        rows.append((job.id, exp.slug, cond.index, v.id, score, role))
-    return pl.DataFrame(rows, orient="row", schema={
-        "job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64,
-        "variant": pl.String, "score": pl.String, "target": pl.String})
+def counts(run: Run, kind: str, by: list[str]) -> pl.DataFrame:
+    """Per model, strategy, score, the `by` columns and condition: parsed answers (n), the
+    target's count among them (hits), answers in the decoy (n_decoy), unparsed ones, and the
+    answer modes seen."""
+    ok = pl.col("status") == "ok"
+    return (answers(run, kind).join(items_frame(run, kind).lazy(), on=ITEM_KEYS)
+            .group_by(*KEYS, "score", *by, "conditionIndex")
+            .agg(n=ok.sum(), unparsed=(~ok).sum(), hits=(ok & (pl.col("role") == pl.col("target"))).sum(),
+                 n_decoy=(ok & (pl.col("role") == "decoy")).sum(), modes=pl.col("mode").unique())
+            .collect())
+
+
+def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    arm = [counted.filter(pl.col("conditionIndex") == c).drop("conditionIndex") for c in (1, 0)]
+    wide = (arm[0].join(arm[1], on=keys, how="full", coalesce=True, suffix="_control")
+            .rename({"n": "n_treatment", "hits": "hits_treatment", "unparsed": "unparsed_treatment",
+                     "n_decoy": "n_decoy_treatment"}))
+    modes = pl.concat_list(pl.col("modes").fill_null([]), pl.col("modes_control").fill_null([]))
+    return (wide.with_columns(modes.list.unique().list.sort().list.join("+").alias("mode"))
+            .drop("modes", "modes_control", "n_decoy_control")
+            .with_columns(pl.col(pl.UInt32, pl.Int64).fill_null(0).cast(pl.Int64)))
+
+
+def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
+    """Shares, Newcombe CI and z p, Student t, Wald se and the attraction measure of each row of
+    treatment (`*_treatment`) and control (`*_control`) counts."""
+    kt, nt = wide["hits_treatment"].to_numpy(), wide["n_treatment"].to_numpy()
+    kc, nc = wide["hits_control"].to_numpy(), wide["n_control"].to_numpy()
+    diff, low, high, p = newcombe(kt, nt, kc, nc)
+    t, df, p_t = student(kt, nt, kc, nc)
+    decoy = wide["score"].str.starts_with("Decoy").to_numpy()
+    pair_t = nt - wide["n_decoy_treatment"].to_numpy()
+    attraction = [np.where(decoy, x, np.nan) for x in newcombe(kt, pair_t, kc, nc)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_t, share_c = kt / nt, kc / nc
+    return wide.with_columns(
+        pl.Series("share_treatment", share_t), pl.Series("share_control", share_c),
+        pl.Series("bias_score", diff), pl.Series("ci_low", low), pl.Series("ci_high", high),
+        pl.Series("p", p), pl.Series("se", share_difference_se(kt, nt, kc, nc)),
+        pl.Series("t", t), pl.Series("df", df), pl.Series("p_t", p_t),
+        pl.Series("attraction", attraction[0]), pl.Series("attraction_ci_low", attraction[1]),
+        pl.Series("attraction_ci_high", attraction[2]), pl.Series("attraction_p", attraction[3])
+    ).fill_nan(None).with_columns(zero(pl.col(c)).alias(c) for c in ("bias_score", "attraction"))
+
+
+def scored(run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
+    """The scores per model, strategy, score and the `by` columns, models in the run's order."""
+    by = list(by)
+    counted = counts(run, kind, by)
+    if not counted.height:
+        return pl.DataFrame()
+    table = score_tests(_wide(counted, [*KEYS, "score", *by]))
+    return ordered(table, run, kind, by)
+
+
+def ordered(table: pl.DataFrame, run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
+    """The display name added; rows in the run's model order, then strategy, the paper's score
+    order, the job's dataset order and the `by` columns."""
+    def rank(column: str, order: list[str]) -> pl.Expr:
+        return pl.col(column).replace_strict({x: i for i, x in enumerate(order)}, default=len(order),
+                                             return_dtype=pl.Int64)
+    names = run.models
+    slugs = [e.slug for _, e in experiments(run, kind)]
+    ranks = [rank("modelKey", list(names)).alias("_m"), rank("score", list(SCORES)).alias("_s")]
+    if "experimentSlug" in table.columns:
+        ranks.append(rank("experimentSlug", slugs).alias("_e"))
+    rest = [c for c in by if c != "experimentSlug"]
+    return (table.with_columns(pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
+                               *ranks)
+            .sort("_m", "strategy", "_s", *(["_e"] if len(ranks) > 2 else []), *rest)
+            .drop("_m", "_s", "_e", strict=False)
+            .select("model", *KEYS, "score", *by, pl.exclude("model", *KEYS, "score", *by)))
 
 
 def bias_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
-    items = items_frame(run, kind).lazy()
-    counts = (final_records(run).join(items, on=["job", "experimentSlug", "conditionIndex", "variant"])
-              .group_by("modelKey", "score", "conditionIndex")
-              .agg((pl.col("status") == "ok").sum().alias("n"),
-                   (pl.col("status") != "ok").sum().alias("unparsed"),
-                   (pl.col("role") == pl.col("target")).sum().alias("hits"))
-              .collect())
-    if not counts.height:
-        return pl.DataFrame()
-    wide = (counts.filter(pl.col("conditionIndex") == 1).drop("conditionIndex")
-            .join(counts.filter(pl.col("conditionIndex") == 0).drop("conditionIndex"),
-                  on=["modelKey", "score"], how="full", coalesce=True, suffix="_control")
-            .fill_null(0).rename({"n": "n_treatment", "hits": "hits_treatment",
-                                  "unparsed": "unparsed_treatment"}))
-    diff, low, high, p = newcombe(wide["hits_treatment"].to_numpy(), wide["n_treatment"].to_numpy(),
-                                  wide["hits_control"].to_numpy(), wide["n_control"].to_numpy())
-    names = run.models
-    order = {s: i for i, s in enumerate(SCORES)}
-    return (wide.with_columns(
-                pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
-                (pl.col("hits_treatment") / pl.col("n_treatment")).alias("share_treatment"),
-                (pl.col("hits_control") / pl.col("n_control")).alias("share_control"),
-                pl.Series("bias_score", diff), pl.Series("ci_low", low), pl.Series("ci_high", high),
-                pl.Series("p", p))
-            .with_columns(pl.col("score").replace_strict(order, default=len(order)).alias("_o"))
-            .sort("modelKey", "_o").drop("_o"))
+    """The five scores per model and strategy, the products pooled."""
+    return scored(run, kind)
 
 
-NOTE = ("Bias score (the paper's Equation 1): share of parsed answers choosing the target in "
-        "treatment minus in control; > 0 is the direction of the human bias. Decoy: the target's "
-        "share with the decoy against the same option's share in the pair alone (products pooled); "
-        "Certainty: the safe option; Belief Valid / Invalid: the correct answer on believable valid / "
-        "unbelievable invalid real-term arguments against invented-word ones. 95% CI: Newcombe "
-        "(hybrid Wilson); p: pooled two-proportion z-test. Not yet computed: the paper's t-test, the "
-        "attraction measure among target-or-competitor answers, difference-in-differences between "
-        "models, per-product scores, scoring-mode (log-likelihood, DC-PMI) answers.")
+def product_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
+    """Decoy Cheaper and Decoy Expensive per product (each product is its own dataset)."""
+    table = scored(run, kind, ["experimentSlug"])
+    return table.filter(pl.col("score").str.starts_with("Decoy")) if table.height else table
 
 
-def section(scores: pl.DataFrame, run: Run) -> Section:
-    rows = [{"model": r["model"], "bias score": r["score"],
-             "treatment": f"{fmt(r['share_treatment'])} (n={r['n_treatment']})",
-             "control": f"{fmt(r['share_control'])} (n={r['n_control']})",
-             "score [95% CI]": f"{fmt(r['bias_score'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-             "p": fmt(r["p"], 3), "unparsed": str(r["unparsed_treatment"] + r["unparsed_control"])}
-            for r in scores.iter_rows(named=True)]
-    return Section("Instructed to Bias: bias scores", NOTE, rows)
-
-
-def print_table(scores: pl.DataFrame, console) -> None:
-    from rich.markup import escape
-    from rich.table import Column, Table
-    table = Table("model", "bias score", Column("treatment", justify="right"),
-                  Column("control", justify="right"), Column("score [95% CI]", justify="right"),
-                  Column("p", justify="right"), title="Instructed to Bias: bias scores (Equation 1)")
-    for r in section(scores, None).rows:
-        table.add_row(escape(r["model"]), r["bias score"], r["treatment"], r["control"],
-                      r["score [95% CI]"], r["p"])
-    console.print(table)
+def pair_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
+    """The decoy scores per product and grid pair, with the pair's target and competitor prices
+    and their gap (|competitor - target|: the dearer minus the cheaper price, to the cent)."""
+    table = scored(run, kind, PAIR_KEYS)
+    if not table.height:
+        return table
+    return (table.filter(pl.col("score").str.starts_with("Decoy"))
+            .with_columns((pl.col("competitor_price") - pl.col("target_price")).abs().round(2).alias("price_gap")))

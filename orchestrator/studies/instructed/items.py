@@ -1,0 +1,82 @@
+"""Which bias scores each generated item counts in, and with which target (section 3.3 of the
+paper), read from the run's manifest (the items and their `Variant.item` facts are kept there).
+
+- Decoy Cheaper / Decoy Expensive: treatment items whose target is the cheaper / the dearer
+  option, target role "target"; control items (the pair alone) count in both, with the cheaper
+  / the dearer option as target. Each row keeps its grid pair and the target's and the
+  competitor's prices, for the per-pair (price gap) scores.
+- Certainty: every item, target the safe option.
+- Belief Valid / Invalid: valid / invalid arguments, target the correct answer: believable
+  real-term conclusions (treatment) against every invented-word one (control); an unbelievable
+  valid or believable invalid real-term argument counts in neither score.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from orchestrator.analysis.load import Run
+
+SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
+DECOY, CERTAINTY, BELIEF = "decoy effect", "certainty effect", "belief bias"
+ITEM_KEYS = ["job", "experimentSlug", "conditionIndex", "variant"]
+SCHEMA = {"job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
+          "score": pl.String, "target": pl.String, "pair": pl.Int64, "target_price": pl.Float64,
+          "competitor_price": pl.Float64}
+
+
+def item_scores(experiment_label: str, condition: int, item: dict) -> list[tuple[str, str]]:
+    """(score, target role) pairs an item counts in."""
+    if experiment_label == DECOY:
+        if condition == 0:
+            return [("Decoy Cheaper", "cheaper"), ("Decoy Expensive", "expensive")]
+        return [(f"Decoy {item['side'].title()}", "target")]
+    if experiment_label == CERTAINTY:
+        return [("Certainty", "safe")]
+    consistent = item["believable"] == (item["form"] == "valid")
+    if condition == 0 or consistent:
+        return [(f"Belief {item['form'].title()}", item["form"])]
+    return []
+
+
+def prices(target: str, item: dict) -> tuple[float, float] | tuple[None, None]:
+    """(target price, competitor price) of a decoy item for the score whose target role is
+    `target`; (None, None) for other items."""
+    if target == "target":
+        return item["target_price"], item["competitor_price"]
+    if target in ("cheaper", "expensive"):
+        other = "expensive" if target == "cheaper" else "cheaper"
+        return item[f"{target}_price"], item[f"{other}_price"]
+    return None, None
+
+
+def experiments(run: Run, kind: str):
+    """(job id, experiment) of every experiment in the run's jobs of this study."""
+    for job in run.jobs.values():
+        if job.kind == kind:
+            for exp in job.experiments:
+                yield job.id, exp
+
+
+def items_frame(run: Run, kind: str) -> pl.DataFrame:
+    """One row per item and score it counts in."""
+    rows = []
+    for job_id, exp in experiments(run, kind):
+        decoy = exp.metric.label == DECOY
+        for cond in exp.conditions:
+            for v in cond.variants:
+                item = v.item or {}
+                for score, role in item_scores(exp.metric.label, cond.index, item):
+                    pair = item["pair"] if decoy else None
+                    rows.append((job_id, exp.slug, cond.index, v.id, score, role, pair, *prices(role, item)))
+    return pl.DataFrame(rows, orient="row", schema=SCHEMA)
+
+
+def belief_frame(run: Run, kind: str) -> pl.DataFrame:
+    """Every belief item with its correct answer (`predicted`: the argument's form) and the words
+    it is in (real: treatment; invented: control)."""
+    rows = [(job_id, exp.slug, cond.index, v.id, v.predicted, ("invented", "real")[cond.index])
+            for job_id, exp in experiments(run, kind) if exp.metric.label == BELIEF
+            for cond in exp.conditions for v in cond.variants]
+    return pl.DataFrame(rows, orient="row", schema={
+        "job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
+        "correct": pl.String, "words": pl.String})

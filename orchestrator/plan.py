@@ -183,10 +183,10 @@ def _presentations(variant: Variant, samples: int) -> list[tuple[tuple[int, ...]
 
 
 def _cell_key(job: Job, exp: Experiment, cond: Condition, variant: Variant, strategy: Strategy,
-              model: ModelConfig, messages: tuple[dict[str, str], ...]) -> bytes:
+              identity: orjson.Fragment, messages: tuple[dict[str, str], ...]) -> bytes:
     blob = orjson.dumps({"job": job.id, "experiment": exp.slug, "condition": cond.index,
                          "variant": variant.id, "strategy": strategy.id,
-                         "model": model.identity(), "messages": messages,
+                         "model": identity, "messages": messages,
                          "contract": variant.contract.model_dump()},
                         option=orjson.OPT_SORT_KEYS)
     return hashlib.blake2b(blob, digest_size=16).digest()
@@ -200,6 +200,10 @@ def build_cells(campaign: Campaign) -> list[Cell]:
     cells = []
     for m_idx, model in enumerate(campaign.config.models):
         render = render_scoring if model.answers == "score" else render_messages
+        # Once per model, pre-encoded: a simulated model's identity holds its whole planting
+        # table, which would otherwise be rebuilt and encoded for every cell.
+        identity = orjson.Fragment(orjson.dumps(model.identity(), option=orjson.OPT_SORT_KEYS))
+        model_key = model.key
         for job in campaign.jobs:
             samples = campaign.samples_for(job, model.deterministic)
             for strategy in campaign.strategies_for(job):
@@ -209,11 +213,11 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                             shots = pick_shots(campaign, exp, variant)
                             for order, first, count in _presentations(variant, samples):
                                 msgs = render(job, exp, variant, strategy, order, shots)
-                                key = _cell_key(job, exp, cond, variant, strategy, model, msgs)
+                                key = _cell_key(job, exp, cond, variant, strategy, identity, msgs)
                                 est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
                                     model, variant.contract)
                                 cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
-                                                  count, key, model.key, est, order, first))
+                                                  count, key, model_key, est, order, first))
     return cells
 
 

@@ -208,3 +208,15 @@ def test_scoring_where_it_cannot_work_is_refused_before_anything_is_written(tmp_
     assert result.exit_code == 2, result.output
     assert field in result.output and "fix:" in result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_models_that_do_not_score_keep_the_task_ids_they_had():
+    """answers and scoring_prior enter a model's identity only when set: the plans of every
+    campaign from before scoring existed keep their task ids (and so their resumes)."""
+    from orchestrator.spec.campaign import ModelConfig
+    from orchestrator.spec.simulate import SimulateConfig
+    plain = ModelConfig(provider="simulated", name="m", simulate=SimulateConfig()).identity()
+    assert "answers" not in plain and "scoring_prior" not in plain["simulate"]
+    scored = ModelConfig(provider="simulated", name="m", answers="score",
+                         simulate=SimulateConfig(scoring_prior={"A": 1.0})).identity()
+    assert scored["answers"] == "score" and scored["simulate"]["scoring_prior"] == {"A": 1.0}

@@ -153,7 +153,7 @@ class ModelConfig(Strict):
                 "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "seed": self.seed,
                 "structured_output": self.structured_output,
-                "simulate": self.simulate.model_dump() if self.simulate else None,
+                "simulate": self.simulate.identity() if self.simulate else None,
                 # only when set, so the keys of every model that generates stay as they were
                 **({"answers": "score"} if self.answers == "score" else {})}
 

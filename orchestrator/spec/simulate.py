@@ -48,3 +48,8 @@ class SimulateConfig(BaseModel):
     # answers = "score": log-probability added to an option (by its text) after any prompt and
     # after the premise alone: a prior for the answer's words that DC-PMI must take out.
     scoring_prior: dict[str, float] = {}
+
+    def identity(self) -> dict:
+        """Its settings as part of the model's identity; a newer field at its default is left
+        out, so task ids of runs made before it existed stay the same."""
+        return self.model_dump(exclude=None if self.scoring_prior else {"scoring_prior"})

@@ -399,12 +399,17 @@ print(result.tables["bsi_summary"].height, result.tables["bsi_variants"].height)
               f"{seconds / 60:.2f} of target), peak heap {anon:.0f} MB, peak RSS {peak:.0f} MB")
 
 
+def bench_scoring() -> None:
+    from tests.bench_scoring import bench_scoring as run
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
-                     ("local", bench_local_model)):
+                     ("local", bench_local_model), ("scoring", bench_scoring)):
         if not which or name in which:
             fn()
 

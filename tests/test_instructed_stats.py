@@ -52,6 +52,24 @@ def test_the_wald_error_and_the_difference_match_statsmodels():
     assert np.isnan(difference(0.5, 0.0, 0.5, 0.0)[3])  # exact scores: no test
 
 
+def test_the_agresti_caffo_error_matches_statsmodels_and_is_never_zero():
+    se = share_difference_se(95, 168, 152, 336, add=1)
+    low, high = confint_proportions_2indep(95, 168, 152, 336, method="agresti-caffo", compare="diff")
+    assert 1.959964 * se == pytest.approx((high - low) / 2, rel=1e-6)
+    assert share_difference_se(11, 11, 10, 10) == 0  # Wald: all answers alike claim no error
+    assert share_difference_se(11, 11, 10, 10, add=1) > 0.1
+
+
+def test_two_models_answering_every_item_alike_get_an_interval_not_zero_width():
+    """Both models choose the target in every treatment and control answer (n = 11 and 10, as
+    a small local run gives): their difference is 0, but not known to be exactly 0."""
+    row = {"strategy": "baseline", "score": "Belief Valid", "hits_treatment": 11, "n_treatment": 11,
+           "hits_control": 10, "n_control": 10, "n_decoy_treatment": 0}
+    wide = pl.DataFrame([{**row, "modelKey": k, "model": k} for k in ("a", "b")])
+    (did,) = differences(score_tests(wide)).iter_rows(named=True)
+    assert did["did"] == 0 and did["ci_low"] < -0.2 and did["ci_high"] > 0.2 and did["p"] == 1
+
+
 def _wide(rng, n_t: int, p_t: float, n_c: int, p_c: float, reps: int = REPS) -> pl.DataFrame:
     """`reps` independent treatment/control samples as the analysis counts them."""
     hits_t, hits_c = rng.binomial(n_t, p_t, reps), rng.binomial(n_c, p_c, reps)

@@ -220,3 +220,27 @@ def test_models_that_do_not_score_keep_the_task_ids_they_had():
     scored = ModelConfig(provider="simulated", name="m", answers="score",
                          simulate=SimulateConfig(scoring_prior={"A": 1.0})).identity()
     assert scored["answers"] == "score" and scored["simulate"]["scoring_prior"] == {"A": 1.0}
+
+
+def test_a_scored_model_is_not_named_by_decoding_settings_it_does_not_use(tmp_path):
+    from orchestrator.analysis.names import model_names
+    from orchestrator.engine.session import manifest_for
+    from orchestrator.plan import Plan
+    from orchestrator.spec.campaign import load_campaign
+    config = write_config(tmp_path, f"""
+        name = "two"
+        jobs = ["instructed-to-bias"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        temperature = 0
+        max_tokens = 24
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        answers = "score"
+        """)
+    campaign = load_campaign(config)
+    names = sorted(model_names(manifest_for(campaign, Plan(campaign))).values())
+    assert names == ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"]

@@ -41,6 +41,7 @@ def _identities(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+_DECODING = {"temperature", "top_p", "max_tokens", "seed", "structured_output"}
 _UNSET = {"answers": "generate"}  # identity fields written only when not at their default
 
 
@@ -64,7 +65,8 @@ def model_names(manifest: dict[str, Any]) -> dict[str, str]:
         fields = list(dict.fromkeys(f for ident in known for f in ident))  # in identity order
         differ = [f for f in fields if len({repr(ident.get(f)) for ident in known}) > 1]
         for key, ident in zip(keys, known, strict=True):
-            settings = [_setting(f, ident.get(f)) for f in differ]
+            scored = ident.get("answers") == "score"  # decoding settings do not apply to it
+            settings = [_setting(f, ident.get(f)) for f in differ if not (scored and f in _DECODING)]
             shown = [s for s in settings if s]
             name = f"{label} ({', '.join(shown)})" if shown else label
             names[key] = name if shown and len(shown) == len(settings) else f"{name} [{key}]"

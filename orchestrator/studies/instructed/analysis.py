@@ -64,6 +64,7 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
         pl.Series("share_treatment", share_t), pl.Series("share_control", share_c),
         pl.Series("bias_score", diff), pl.Series("ci_low", low), pl.Series("ci_high", high),
         pl.Series("p", p), pl.Series("se", share_difference_se(kt, nt, kc, nc)),
+        pl.Series("se_adjusted", share_difference_se(kt, nt, kc, nc, add=1)),
         pl.Series("t", t), pl.Series("df", df), pl.Series("p_t", p_t),
         pl.Series("attraction", attraction[0]), pl.Series("attraction_ci_low", attraction[1]),
         pl.Series("attraction_ci_high", attraction[2]), pl.Series("attraction_p", attraction[3])

@@ -8,8 +8,10 @@ both, with a Wilson 95% interval.
 
 Difference-in-differences: for every pair of models in the run's order (the first minus the
 second), each bias score's difference. The two models answered the same items but are scored
-as independent samples: the variances of their scores (Wald) add, giving a normal 95% interval
-and a z-test. Where item effects are shared by both models this is conservative (a positive
+as independent samples: the variances of their scores add, giving a normal 95% interval and a
+z-test. Each variance is Agresti and Caffo's (one answer of each kind added per sample): the
+plain Wald variance is 0 where every answer of a condition is alike, and would give two such
+models a difference of 0 [0, 0]. Where item effects are shared by both models this is conservative (a positive
 correlation would shrink the difference's variance).
 """
 from __future__ import annotations
@@ -65,7 +67,7 @@ def differences(scores: pl.DataFrame) -> pl.DataFrame:
                          schema={"modelKey_a": pl.String, "modelKey_b": pl.String}).with_row_index("_p")
     if not pairs.height:
         return pl.DataFrame()
-    side = scores.select("modelKey", "model", "strategy", "score", bias="bias_score", se="se")
+    side = scores.select("modelKey", "model", "strategy", "score", bias="bias_score", se="se_adjusted")
     a = side.rename({c: f"{c}_a" for c in ("modelKey", "model", "bias", "se")})
     b = side.rename({c: f"{c}_b" for c in ("modelKey", "model", "bias", "se")})
     both = pairs.join(a, on="modelKey_a").join(b, on=["modelKey_b", "strategy", "score"])

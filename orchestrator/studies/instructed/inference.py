@@ -32,9 +32,12 @@ def student(count_a, n_a, count_b, n_b):
     return np.where(ok, t, nan), np.where(ok, df, nan), np.where(ok & ~np.isnan(t), p, nan)
 
 
-def share_difference_se(count_a, n_a, count_b, n_b):
-    """The (unpooled, Wald) standard error of count_a/n_a - count_b/n_b."""
+def share_difference_se(count_a, n_a, count_b, n_b, add: int = 0):
+    """The (unpooled, Wald) standard error of count_a/n_a - count_b/n_b; with add = 1,
+    Agresti and Caffo's: one answer of each kind added to each sample, so that a share of 0 or
+    1 (every answer alike, common with small samples at T=0) does not claim no error at all."""
     count_a, n_a, count_b, n_b = (np.asarray(x, float) for x in (count_a, n_a, count_b, n_b))
+    count_a, count_b, n_a, n_b = count_a + add, count_b + add, n_a + 2 * add, n_b + 2 * add
     with np.errstate(divide="ignore", invalid="ignore"):
         pa, pb = count_a / n_a, count_b / n_b
         return np.sqrt(pa * (1 - pa) / n_a + pb * (1 - pb) / n_b)

@@ -244,3 +244,52 @@ def test_a_scored_model_is_not_named_by_decoding_settings_it_does_not_use(tmp_pa
     campaign = load_campaign(config)
     names = sorted(model_names(manifest_for(campaign, Plan(campaign))).values())
     assert names == ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"]
+
+
+def test_a_resumed_scoring_run_asks_only_for_the_missing_tasks(tmp_path, emulator):
+    """Half the results lost (as a crash between flushes loses the last ones): the resume scores
+    only those tasks, each once, and asks for each premise once more (its cache is per run)."""
+    server = emulator()
+    config = emulator_config(tmp_path, server.base_url("openai"), "r")
+    run_quietly(config)
+    path = tmp_path / "runs" / "s" / "r" / "results.ndjson"
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept, lost = lines[: len(lines) // 2], [orjson.loads(x) for x in lines[len(lines) // 2:]]
+    path.write_bytes(b"".join(kept))
+    first = len(server.log.bodies)
+    run_quietly(config)
+    again = server.log.bodies[first:]
+    recs = records(tmp_path, "r")
+    assert sorted(r["taskId"] for r in recs) == sorted({r["taskId"] for r in recs})
+    assert {r["taskId"] for r in lost} <= {r["taskId"] for r in recs} and len(recs) == len(lines)
+    premises = [b for b in again if b["prompt"].startswith(ANSWER_CUE)]
+    options = {" " + s["option"] for r in lost for s in r["response"]["scores"]}
+    assert len(premises) == len(options)
+    assert len(again) - len(premises) == sum(len(r["response"]["scores"]) for r in lost)
+
+
+def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
+    """configs/instructed-simulated.toml, as shipped: every expected score its comment states
+    lies in the analysis's 95% CI, in both answer modes (the scored model despite its prior)."""
+    from orchestrator.analysis.load import open_run
+    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.studies.instructed.analysis import bias_scores
+    from rich.console import Console
+    campaign = load_campaign(ROOT / "configs" / "instructed-simulated.toml",
+                             {"output_dir": str(tmp_path / "runs")})
+    with open("/dev/null", "w") as sink:
+        outcome = run_campaign(campaign, Console(file=sink), handle_signals=False)
+    scores = bias_scores(open_run(outcome.run_dir))
+    expected = {"base": {"Decoy Cheaper": -1 / 6, "Decoy Expensive": -1 / 6, "Certainty": 0.05,
+                         "Belief Valid": 0.0, "Belief Invalid": 0.0},
+                "instruct": {"Decoy Cheaper": 0.1, "Decoy Expensive": 0.1, "Certainty": 0.3,
+                             "Belief Valid": 0.2, "Belief Invalid": -0.2}}
+    attraction = {"base": 0.0, "instruct": 0.6 / 0.9 - 0.5}
+    assert scores.height == 10
+    for row in scores.iter_rows(named=True):
+        name = row["model"].split("/")[1].split(" ")[0]
+        assert row["ci_low"] <= expected[name][row["score"]] <= row["ci_high"], row
+        if row["score"].startswith("Decoy"):
+            assert row["attraction_ci_low"] <= attraction[name] <= row["attraction_ci_high"], row
+        assert row["mode"] == ("score" if name == "base" else "generate")

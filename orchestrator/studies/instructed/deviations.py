@@ -25,10 +25,17 @@ DEVIATIONS = (
               "Equation 1 sets a 3-option treatment against a 2-option control: a respondent choosing "
               "at random scores 1/3 - 1/2 = -0.17 with no decoy effect at all."),
     Deviation("The difference-in-differences between two models takes their bias scores as "
-              "independent samples (Wald variances added, normal CI, z-test), for every pair of models "
-              "in the campaign's order.",
+              "independent samples (Agresti-Caffo variances added, normal CI, z-test), for every pair "
+              "of models in the campaign's order.",
               "The paper cites the method (Dimick and Ryan) without its variance. Both models answer "
-              "the same items, so item effects they share make this conservative, not liberal."),
+              "the same items, so item effects they share make this conservative, not liberal; the "
+              "Agresti-Caffo variance is not 0 where every answer of a condition is alike."),
+    Deviation("Scored answers: the prompt is the item's text and a line 'Answer:', each option is "
+              "scored as ' ' + its label ('Brand 2', 'Option A', 'valid'), the premise is 'Answer:' "
+              "alone, and the scores are summed token log-probabilities.",
+              "The paper names DC-PMI and the premise but not its candidate strings; for belief bias "
+              "its Table 1 shows 'This argument is valid.', here the label alone, the same candidate "
+              "as a generating model names."),
     Deviation("A model at temperature 0, and any answer chosen by scoring the candidates, counts once "
               "per item, whatever the samples.",
               "Its repeated answers are one draw: counted as many, they would shrink every interval "

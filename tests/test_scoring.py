@@ -166,28 +166,6 @@ def test_plan_counts_a_call_per_option(tmp_path, emulator):
     assert not any('"choice"' in c.messages[-1]["content"] for c in plan.cells)
 
 
-def test_two_modes_of_one_model_are_two_models_named_by_their_mode(tmp_path):
-    from orchestrator.analysis.names import model_names
-    from orchestrator.engine.session import manifest_for
-    from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import load_campaign
-    config = write_config(tmp_path, f"""
-        name = "two"
-        jobs = ["instructed-to-bias"]
-        output_dir = "{tmp_path / 'runs'}"
-        [[models]]
-        provider = "simulated"
-        name = "m"
-        answers = "score"
-        [[models]]
-        provider = "simulated"
-        name = "m"
-        """)
-    campaign = load_campaign(config)
-    names = model_names(manifest_for(campaign, Plan(campaign)))
-    assert sorted(names.values()) == ["simulated/m (answers=generate)", "simulated/m (answers=score)"]
-
-
 @pytest.mark.parametrize("model, jobs, field", [
     ('provider = "anthropic"\nname = "claude"\napi_key_env = "K"', '"instructed-to-bias"', "answers"),
     ('provider = "simulated"\nname = "m"', '"ai-bias-benchmark"', "models[0].answers"),
@@ -222,7 +200,12 @@ def test_models_that_do_not_score_keep_the_task_ids_they_had():
     assert scored["answers"] == "score" and scored["simulate"]["scoring_prior"] == {"A": 1.0}
 
 
-def test_a_scored_model_is_not_named_by_decoding_settings_it_does_not_use(tmp_path):
+@pytest.mark.parametrize("generating, want", [
+    ("", ["simulated/m (answers=generate)", "simulated/m (answers=score)"]),
+    ("temperature = 0\nmax_tokens = 24",
+     ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"]),
+])
+def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignores(tmp_path, generating, want):
     from orchestrator.analysis.names import model_names
     from orchestrator.engine.session import manifest_for
     from orchestrator.plan import Plan
@@ -234,16 +217,14 @@ def test_a_scored_model_is_not_named_by_decoding_settings_it_does_not_use(tmp_pa
         [[models]]
         provider = "simulated"
         name = "m"
-        temperature = 0
-        max_tokens = 24
+        {generating}
         [[models]]
         provider = "simulated"
         name = "m"
         answers = "score"
         """)
     campaign = load_campaign(config)
-    names = sorted(model_names(manifest_for(campaign, Plan(campaign))).values())
-    assert names == ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"]
+    assert sorted(model_names(manifest_for(campaign, Plan(campaign))).values()) == want
 
 
 def test_a_resumed_scoring_run_asks_only_for_the_missing_tasks(tmp_path, emulator):

@@ -225,7 +225,7 @@ def test_the_difference_in_differences_is_the_first_model_minus_the_second(table
     for r in rows:
         a, b = scores[("base", r["score"])], scores[("tuned", r["score"])]
         assert r["did"] == pytest.approx(a["bias_score"] - b["bias_score"])
-        se = math.hypot(a["se"], b["se"])
+        se = math.hypot(a["se_adjusted"], b["se_adjusted"])
         assert (r["ci_high"] - r["ci_low"]) / 2 == pytest.approx(1.959964 * se, rel=1e-6)
         close(r, "did", want("base")[(r["score"],)]["bias_score"] - want("tuned")[(r["score"],)]["bias_score"], se)
     by_score = {r["score"]: r for r in rows}

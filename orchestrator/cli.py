@@ -145,7 +145,9 @@ def print_estimates(p) -> None:
             console.print(f"limit key '{key}': no rpm or tpm configured, so its duration depends on latency")
         else:
             console.print(f"limit key '{key}': {_duration(seconds)} at its configured rate")
-    console.print(f"total: {p.total:,} calls across {len(estimates)} model(s), estimated "
+    calls = sum(e.calls for e in estimates.values())  # a scored task makes one call per option
+    tasks = f" ({p.total:,} tasks)" if calls != p.total else ""
+    console.print(f"total: {calls:,} calls{tasks} across {len(estimates)} model(s), estimated "
                   f"{_usd(total_cost(estimates))}; seed {p.seed}; nothing was started")
 
 

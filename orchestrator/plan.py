@@ -135,15 +135,31 @@ def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy:
 
 
 def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) -> tuple[Variant, ...]:
-    """The condition's items, or the campaign's `items` of them: those whose seeded hash of the
-    item id is lowest, so an item's place in the sample does not depend on the others."""
+    """The condition's items, or a sample of the campaign's `items` of them, taken whole: an
+    item in all its option orders (`item["group"]`, where a job says), so positions stay
+    balanced, and in turn from each kind of item (`item["stratum"]`), so every score keeps
+    items. Groups are taken in the order of a seeded hash of their id, so a group's place in
+    the sample does not depend on the others and a larger sample keeps a smaller one's items."""
     limit, variants = campaign.config.items, condition.variants
     if limit is None or len(variants) <= limit:
         return variants
+    groups: dict[str, list[Variant]] = {}
+    for v in variants:
+        groups.setdefault(str((v.item or {}).get("group", v.id)), []).append(v)
     seed = f"{campaign.config.seed}:{experiment.slug}:{condition.index}:".encode()
-    rank = {v.id: hashlib.blake2b(seed + v.id.encode(), digest_size=8).digest() for v in variants}
-    keep = set(sorted(rank, key=rank.__getitem__)[:limit])
-    return tuple(v for v in variants if v.id in keep)
+    ranked = sorted(groups, key=lambda g: hashlib.blake2b(seed + g.encode(), digest_size=8).digest())
+    strata: dict[str, list[str]] = {}
+    for g in ranked:
+        strata.setdefault(str((groups[g][0].item or {}).get("stratum", "")), []).append(g)
+    turns = itertools.chain.from_iterable(itertools.zip_longest(*strata.values()))
+    keep: set[str] = set()
+    count = 0
+    for g in filter(None, turns):
+        if count + len(groups[g]) > limit and keep:
+            break
+        keep.add(g)
+        count += len(groups[g])
+    return tuple(v for v in variants if str((v.item or {}).get("group", v.id)) in keep)
 
 
 def examples(shots: tuple[Shot, ...]) -> str:
@@ -205,7 +221,7 @@ def build_cells(campaign: Campaign) -> list[Cell]:
         identity = orjson.Fragment(orjson.dumps(model.identity(), option=orjson.OPT_SORT_KEYS))
         model_key = model.key
         for job in campaign.jobs:
-            samples = campaign.samples_for(job, model.deterministic)
+            samples = campaign.samples_for(job, model)
             for strategy in campaign.strategies_for(job):
                 for exp in job.experiments:
                     for cond in exp.conditions:
@@ -236,7 +252,7 @@ def _source(campaign: Campaign) -> str | None:
 def check_size(campaign: Campaign) -> None:
     """Refuse sample counts that task ids cannot number (before anything is built)."""
     for job in campaign.jobs:
-        n = max(campaign.samples_for(job, m.deterministic) for m in campaign.config.models)
+        n = max(campaign.samples_for(job, m) for m in campaign.config.models)
         if n > MAX_SAMPLES:
             raise UserError(f"samples = {n:,} is more than task ids can number (at most "
                             f"{MAX_SAMPLES:,} per condition)", file=_source(campaign),
@@ -299,7 +315,7 @@ class Plan:
                               if self.campaign.config.extractor else None),
                 # per cell of a model that samples; samples_by_model has every model's
                 "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
-                "samples_by_model": {m.key: {j.id: self.campaign.samples_for(j, m.deterministic)
+                "samples_by_model": {m.key: {j.id: self.campaign.samples_for(j, m)
                                              for j in self.campaign.jobs}
                                      for m in self.campaign.config.models},
                 "strategies": {j.id: [s.id for s in self.campaign.strategies_for(j)]

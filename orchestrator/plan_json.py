@@ -29,7 +29,7 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
             experiments.append({"slug": slug, "tasks": sum(c["tasks"] for c in conditions),
                                 "conditions": conditions})
         jobs.append({"id": job.id, "strategies": [s.id for s in plan.campaign.strategies_for(job)],
-                     "samples": {m.key: plan.campaign.samples_for(job, m.deterministic)
+                     "samples": {m.key: plan.campaign.samples_for(job, m)
                                  for m in plan.campaign.config.models},
                      "tasks": sum(e["tasks"] for e in experiments), "experiments": experiments})
     return jobs

@@ -184,6 +184,10 @@ def test_bad_job_files_are_user_errors_naming_the_field():
     def leak(raw):
         raw["belief"][0]["few_shot_words"].append(raw["belief"][0]["invented"][2]["b"])
     assert "few-shot words also in test items" in str(_bad(leak))
+
+    def real_leak(raw):  # a real term, in an entry of two words
+        raw["belief"][0]["few_shot_words"].append("big " + raw["belief"][0]["real"][0]["b"])
+    assert "few-shot words also in test items" in str(_bad(real_leak))
     e = _bad(lambda raw: raw["decoy"][0]["decoys"].append({"price": 0.5, "quality": 30}))
     assert e.field == "decoy[0].pairs[0]" and "asymmetrically dominated" in str(e)
     e = _bad(lambda raw: raw["certainty"][0]["prizes"].append([3000, 2900]))

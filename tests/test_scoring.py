@@ -106,11 +106,12 @@ def test_every_option_is_scored_and_recorded_and_the_premise_is_asked_once(tmp_p
 
 def test_scoring_calls_are_retried_and_paced_like_any_call(tmp_path, emulator):
     clean = emulator()
+    # a call fails 1 time in 4: 12 attempts leave about 1 in 17 million calls failed
     faulty = emulator(faults=Faults(server_error=0.15, rate_limited=0.1, retry_after_s=0.01),
                       rpm=600, period_s=1)
     run_quietly(emulator_config(tmp_path, clean.base_url("openai"), "clean"))
     run_quietly(emulator_config(tmp_path, faulty.base_url("openai"), "faulty",
-                                limits="rpm = 500\nperiod_s = 1\nbackoff_base_s = 0.01"))
+                                limits="rpm = 500\nperiod_s = 1\nbackoff_base_s = 0.01\nmax_attempts = 12"))
     a = {r["variant"]: r for r in records(tmp_path, "clean")}
     b = {r["variant"]: r for r in records(tmp_path, "faulty")}
     assert {r["status"] for r in b.values()} == {"ok"}
@@ -274,3 +275,29 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
         if row["score"].startswith("Decoy"):
             assert row["attraction_ci_low"] <= attraction[name] <= row["attraction_ci_high"], row
         assert row["mode"] == ("score" if name == "base" else "generate")
+
+
+def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path):
+    """Its log-probabilities would repeat: five samples would pay five times for one answer."""
+    from orchestrator.estimate import estimate
+    from orchestrator.plan import Plan
+    from orchestrator.spec.campaign import load_campaign
+    config = write_config(tmp_path, f"""
+        name = "one"
+        jobs = ["{small_job(tmp_path)}"]
+        samples = 5
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "base"
+        answers = "score"
+        [[models]]
+        provider = "simulated"
+        name = "instruct"
+        """)
+    plan = Plan(load_campaign(config))
+    base, instruct = (m.key for m in plan.campaign.config.models)
+    assert {c.samples for c in plan.cells if c.model_key == base} == {1}
+    assert plan.per_model()[instruct] == 5 * plan.per_model()[base]
+    assert estimate(plan)[base].calls == sum(len(c.contract.options) for c in plan.cells
+                                             if c.model_key == base)

@@ -2,12 +2,18 @@
 and one continuation are sent with `echo` and `logprobs`, and the continuation's log-probability
 is the sum over the echoed tokens that fall in it.
 
-One token is generated (and ignored): some servers read `max_tokens = 0` as "no limit". Tokens
-are placed by their `text_offset` in the text sent; a token reaching across the boundary into the
-continuation counts with it, since the continuation's first characters are in it.
+Tokens are placed by their own texts where these spell the prompt (servers differ in what their
+`text_offset` counts: vLLM's include a start-of-text token's "<s>", llama-cpp-python's do not),
+else by `text_offset`; either way the tokens taken must spell the continuation, or the call is
+refused rather than scored on the wrong tokens.
+
+One token is generated (and ignored): some servers read `max_tokens = 0` as "no limit". A token
+reaching across the boundary into the continuation counts with it, since the continuation's
+first characters are in it.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -36,11 +42,19 @@ def continuation_logprob(data: dict[str, Any], text: str, continuation: str) -> 
         tokens, offsets, values = logprobs["tokens"], logprobs["text_offset"], logprobs["token_logprobs"]
     except (KeyError, IndexError, TypeError):
         raise _no_logprobs("no logprobs object") from None
-    start, end = len(text), len(text) + len(continuation)
-    picked = [v for token, offset, v in zip(tokens, offsets, values, strict=False)
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise _no_logprobs("no token texts")
+    whole, joined = text + continuation, "".join(tokens)
+    at = joined.find(whole)
+    if at >= 0:  # place the tokens by their own texts: vLLM's offsets also count "<s>"
+        offsets = [0, *itertools.accumulate(len(t) for t in tokens)][:-1]
+    else:  # texts that do not spell the prompt (a character cut between tokens): the offsets
+        at = 0
+    start, end = at + len(text), at + len(whole)
+    picked = [(token, v) for token, offset, v in zip(tokens, offsets, values, strict=False)
               if offset < end and offset + len(token) > start]
-    if not picked:
-        raise _no_logprobs("no echoed token falls in the answer: the prompt was not echoed")
-    if any(not isinstance(v, int | float) or math.isnan(v) for v in picked):
+    if not picked or continuation.strip() not in "".join(t for t, _ in picked):
+        raise _no_logprobs("the echoed tokens do not spell the answer where it was sent")
+    if any(not isinstance(v, int | float) or math.isnan(v) for _, v in picked):
         raise _no_logprobs("an answer token's log-probability is missing")
-    return float(sum(picked))
+    return float(sum(v for _, v in picked))

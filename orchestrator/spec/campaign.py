@@ -237,10 +237,13 @@ class Campaign:
         self.config, self.jobs, self.source = config, jobs, source
         self.run_dir: Path | None = None  # set when resumed by folder; else from the config
 
-    def samples_for(self, job: Job, deterministic: bool = False) -> int:
+    def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model
-        that samples or for a deterministic one (ModelConfig.deterministic)."""
-        return self.config.samples or job.min_samples_for(deterministic)
+        that samples or for a deterministic one (ModelConfig.deterministic). A model answering
+        by scoring gets one whatever `samples` says: its log-probabilities would repeat."""
+        if model is not None and model.answers == "score":
+            return 1
+        return self.config.samples or job.min_samples_for(model is not None and model.deterministic)
 
     def strategies_for(self, job: Job):
         wanted = self.config.strategies

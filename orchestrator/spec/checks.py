@@ -81,7 +81,13 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
     """`shots` asks for examples some job has, and no more than its pools hold."""
     if not config.shots:
         return
-    pools = {e.slug: shot_pool(e, config.shot_kind) for job in jobs for e in job.experiments}
+    experiments = [e for job in jobs for e in job.experiments]
+    if config.shot_kind == "task" and not any(e.task_shots for e in experiments):
+        raise UserError("shot_kind = \"task\", but no job of the campaign has task examples",
+                        file=str(path), field="shot_kind",
+                        fix="give a belief dataset at least 3 few_shot_words (its task examples "
+                            "are built from them), or use shot_kind = \"format\"")
+    pools = {e.slug: shot_pool(e, config.shot_kind) for e in experiments}
     if not any(pools.values()):
         raise UserError(f"shots = {config.shots}, but no job of the campaign has few-shot examples",
                         file=str(path), field="shots",

@@ -4,7 +4,8 @@ Each item is a Variant whose id is built from its template id, grid indices and 
 (`t1.p03.cheaper-d1.o201`), so an item keeps its id, and its tasks their ids, when other
 templates or rows of the file change. `Variant.item` records where it came from: the template,
 the grid indices, the values put in and the option order, and the facts its scoring reads
-(roles are on the contract; `predicted` is the item's target role).
+(roles are on the contract; `predicted` is the item's target role); `group` (the item in all
+its orders) and `stratum` (the kind of item a score counts) keep a sample (`items`) balanced.
 
 Decoy: control shows the pair (cheaper, expensive) in both orders; treatment adds a decoy made
 from the target (cheaper or expensive) by each of the dataset's decoy shifts, in all 3! orders.
@@ -91,6 +92,7 @@ def decoy_items(ds: DecoyDataset, instruction: str) -> Iterator[tuple[int, Varia
                         **{f"{r}_price": v[0] for r, v in options.items()},
                         **{f"{r}_quality": v[1] for r, v in options.items()}}
                 vid = f"{t.id}.p{p:02d}.{kind}.{_order_tag(order)}"
+                item |= {"group": vid.rpartition(".")[0], "stratum": side or "control"}
                 yield cond, _variant(vid, text, instruction, _choice(labels, shown),
                                      "target" if side else "", ds.product, item)
 
@@ -140,6 +142,7 @@ def certainty_items(ds: CertaintyDataset, instruction: str) -> Iterator[tuple[in
                                 "safe_percent": 100.0 if chances["safe"] is None else chances["safe"]}
                         vid = (f"{t.id}.{style.id}.{('control', 'treatment')[cond]}"
                                f".x{x:02d}.c{c:02d}.{_order_tag(order)}")
+                        item |= {"group": vid.rpartition(".")[0], "stratum": style.id}
                         yield cond, _variant(vid, t.text.format(options=lines), instruction,
                                              _choice(labels, shown), "safe", "lotteries", item)
 
@@ -172,6 +175,7 @@ def belief_items(ds: BeliefDataset, instruction: str) -> Iterator[tuple[int, Var
                                 "a": terms.a, "b": terms.b, "c": c}
                         # in invented words the two conclusions differ only in the word used
                         vid = f"{t.id}.{words}{f:02d}.{form}-{belief}.{_order_tag(order)}"
+                        item |= {"group": vid.rpartition(".")[0], "stratum": f"{form}-{belief}"}
                         yield cond, _variant(vid, text, instruction,
                                              _choice(BELIEF_LABELS, BELIEF_LABELS), form,
                                              "syllogisms", item)

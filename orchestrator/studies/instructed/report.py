@@ -29,7 +29,7 @@ ACCURACY_NOTE = (
 DID_NOTE = (
     "Difference-in-differences (the paper's pretrained vs instruction-tuned contrast, section 5): "
     "for each pair of models in the campaign's order, the first model's bias score minus the "
-    "second's. The scores are taken as independent samples: their (Wald) variances add, giving a "
+    "second's. The scores are taken as independent samples: their (Agresti-Caffo) variances add, giving a "
     "normal 95% CI and a z-test p. Put the pretrained model first and its instruction-tuned "
     "version second: a negative difference is then a larger bias after instruction tuning.")
 PRODUCT_NOTE = ("Decoy scores per product (each its own dataset), as in the paper's Figure 5; "

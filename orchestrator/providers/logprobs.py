@@ -1,4 +1,4 @@
-"""Scoring calls on OpenAI-compatible `/v1/completions` (vLLM, llama.cpp's servers): the prompt
+"""Scoring calls on OpenAI-compatible `/v1/completions` (vLLM, llama-cpp-python's server): the prompt
 and one continuation are sent with `echo` and `logprobs`, and the continuation's log-probability
 is the sum over the echoed tokens that fall in it.
 
@@ -32,7 +32,7 @@ def request(model: str, prefix: str, text: str, continuation: str) -> bytes:
 def _no_logprobs(what: str) -> Fatal:
     return Fatal(f"the server's /v1/completions answer has no prompt log-probabilities ({what})\n"
                  "  fix: answers = \"score\" needs a server that echoes the prompt with logprobs "
-                 "(vLLM; llama.cpp started with logits_all); use answers = \"generate\" otherwise")
+                 "(vLLM; llama-cpp-python's server started with logits_all); use answers = \"generate\" otherwise")
 
 
 def continuation_logprob(data: dict[str, Any], text: str, continuation: str) -> float:

@@ -135,7 +135,7 @@ class ModelConfig(Strict):
             out.append(("answers", f"provider '{self.provider}' returns no log-probabilities of "
                         "the prompt, which answers = \"score\" reads", "use answers = \"score\" "
                         "with provider local, simulated or openai (an OpenAI-compatible "
-                        "/v1/completions endpoint with echo and logprobs: vLLM, llama.cpp)"))
+                        "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)"))
         if self.provider != "local" and self.server is not None:
             out.append(("server", "'server' settings apply to provider 'local' only",
                         "remove the [models.server] table"))

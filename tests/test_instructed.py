@@ -193,7 +193,11 @@ def test_bad_job_files_are_user_errors_naming_the_field():
     e = _bad(lambda raw: raw["certainty"][0]["prizes"].append([3000, 2900]))
     assert e.field == "certainty[0].prizes[7]" and "expected value" in str(e)
     e = _bad(lambda raw: raw["decoy"][2]["templates"][0].update(text="Pick {colour}: {options}"))
-    assert e.field == "decoy[2]" and "placeholder" in str(e)
+    assert e.field == "decoy[2].templates[0].text" and "{colour}" in str(e)
+    e = _bad(lambda raw: raw["decoy"][0].update(option="{label} costs ${price} ({noun.upper})"))
+    assert e.field == "decoy[0].option" and "{noun.upper}" in str(e) and "{quality}" in e.fix
+    e = _bad(lambda raw: raw["certainty"][0]["styles"][0].update(certain="win ${prize} for {sure}"))
+    assert e.field == "certainty[0].styles[0].certain"
     e = _bad(lambda raw: raw["certainty"][0]["chances"][0].update(risky=120))
     assert "certainty[0].chances[0].risky" in (e.field or "")
 

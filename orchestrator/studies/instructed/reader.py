@@ -9,6 +9,7 @@ under a second to build; its tasks are then produced lazily as for any job.
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,40 @@ def _experiment(slug: str, label: str, by_condition: dict[int, list], format_sho
                       task_shots=tuple(task_shots))
 
 
+# The placeholders each text may use: anything else, an attribute ({noun.upper}) or an index
+# included, would be a wrong prompt, not an error, once str.format had filled it.
+PLACEHOLDERS = {"decoy": {"templates": {"count", "noun", "options"}, "option": {"label", "price", "quality"}},
+                "certainty": {"templates": {"options"}, "option": {"label", "lottery"}},
+                "belief": {"templates": {"premises", "conclusion"}}}
+STYLE_PLACEHOLDERS = {"lottery": {"prize", "chance", "rest"}, "certain": {"prize"}}
+
+
+def _check_placeholders(text: str, allowed: set[str], path: Path, field: str) -> None:
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as exc:
+        raise _bad(f"the text cannot be filled in ({exc})", path, field,
+                   "write literal braces as {{ and }}") from None
+    if names - allowed:
+        raise _bad(f"unknown placeholder(s) {', '.join('{' + n + '}' for n in sorted(names - allowed))}",
+                   path, field, f"use only {', '.join('{' + n + '}' for n in sorted(allowed))}")
+
+
+def check_texts(spec: TemplatedJob, path: Path) -> None:
+    for kind, fields in PLACEHOLDERS.items():
+        for i, ds in enumerate(getattr(spec, kind)):
+            for t, template in enumerate(ds.templates):
+                _check_placeholders(template.text, fields["templates"], path, f"{kind}[{i}].templates[{t}].text")
+            if "option" in fields:
+                _check_placeholders(ds.option, fields["option"], path, f"{kind}[{i}].option")
+            for k, style in enumerate(getattr(ds, "styles", [])):
+                for name, allowed in STYLE_PLACEHOLDERS.items():
+                    _check_placeholders(getattr(style, name), allowed, path, f"{kind}[{i}].styles[{k}].{name}")
+
+
 def job_from_templates(data: Any, path: Path, job_id: str) -> Job:
     spec: TemplatedJob = validate(TemplatedJob, data, path)
+    check_texts(spec, path)
     experiments = []
     for kind, check, items, label in (
             ("decoy", check_decoy, generate.decoy_items, "decoy effect"),

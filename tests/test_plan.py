@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.plan import Plan, describe_changes
+from orchestrator.plan import Plan
+from orchestrator.plan_changes import describe_changes
 from orchestrator.shuffle import Shuffle
 from orchestrator.spec.campaign import CampaignConfig, load_campaign
 from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,

@@ -13,7 +13,7 @@ import orjson
 
 from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.errors import PlanChangedError, UserError
-from orchestrator.plan import describe_changes
+from orchestrator.plan_changes import describe_changes
 
 MANIFEST = "manifest.json"
 

@@ -301,3 +301,51 @@ def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path)
     assert plan.per_model()[instruct] == 5 * plan.per_model()[base]
     assert estimate(plan)[base].calls == sum(len(c.contract.options) for c in plan.cells
                                              if c.model_key == base)
+
+
+def test_each_model_gets_its_own_premise_scores(tmp_path):
+    """Two scored models in one run share the premise cache but not its values: each option's
+    premise is the model's own (here its prior: -4 + 2 for one model, -4 + 5 for the other)."""
+    config = write_config(tmp_path, f"""
+        name = "two"
+        jobs = ["{small_job(tmp_path)}"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "a"
+        answers = "score"
+        simulate = {{scoring_prior = {{"valid" = 2.0}}}}
+        [[models]]
+        provider = "simulated"
+        name = "b"
+        answers = "score"
+        simulate = {{scoring_prior = {{"valid" = 5.0}}}}
+        """)
+    run_quietly(config)
+    premise = {(r["model"]["name"], s["option"]): s["premise"]
+               for r in records(tmp_path, "default", "two") for s in r["response"]["scores"]}
+    assert premise[("a", "valid")] == -2.0 and premise[("b", "valid")] == 1.0
+    assert premise[("a", "invalid")] == premise[("b", "invalid")] == -4.0
+
+
+def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
+    import anyio
+
+    from orchestrator.engine.limits import KeyController
+    from orchestrator.engine.scoring import Premises, score_task
+    from orchestrator.plan import Plan
+    from orchestrator.providers.base import Completion
+    from orchestrator.spec.campaign import CampaignConfig, LimitConfig, build_campaign
+
+    class Flat:  # every continuation equally likely after any text
+        async def score(self, task, text, continuation):
+            return Completion(text=continuation, logprob=-1.0, usage={"prompt_tokens": 1, "completion_tokens": 1})
+
+    cfg = CampaignConfig(name="t", jobs=["instructed-to-bias"], items=1,
+                         models=[{"provider": "simulated", "name": "m", "answers": "score"}])
+    plan = Plan(build_campaign(cfg, None))
+    task = next(plan.tasks([0], set()))
+    completion, attempts = anyio.run(score_task, Flat(), KeyController(LimitConfig()), task, Premises(),
+                                     lambda: None)
+    assert completion.text == task.cell.contract.options[0]
+    assert attempts == 2 * len(task.cell.contract.options)  # each option and its premise

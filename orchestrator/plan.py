@@ -143,9 +143,12 @@ def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) ->
     limit, variants = campaign.config.items, condition.variants
     if limit is None or len(variants) <= limit:
         return variants
+    def group(v: Variant) -> str:
+        return str((v.item or {}).get("group", v.id))
+
     groups: dict[str, list[Variant]] = {}
     for v in variants:
-        groups.setdefault(str((v.item or {}).get("group", v.id)), []).append(v)
+        groups.setdefault(group(v), []).append(v)
     seed = f"{campaign.config.seed}:{experiment.slug}:{condition.index}:".encode()
     ranked = sorted(groups, key=lambda g: hashlib.blake2b(seed + g.encode(), digest_size=8).digest())
     strata: dict[str, list[str]] = {}
@@ -159,7 +162,7 @@ def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) ->
             break
         keep.add(g)
         count += len(groups[g])
-    return tuple(v for v in variants if str((v.item or {}).get("group", v.id)) in keep)
+    return tuple(v for v in variants if group(v) in keep)
 
 
 def examples(shots: tuple[Shot, ...]) -> str:

@@ -163,24 +163,20 @@ class LocalProvider:
             for client in self.clients:
                 client.score_prefix = prefix
 
-    def _least_busy(self) -> int:
-        return min(range(len(self.busy)), key=self.busy.__getitem__)
+    async def _on_least_busy(self, call):
+        """`call(client)` on the slot with the fewest calls in flight."""
+        i = min(range(len(self.busy)), key=self.busy.__getitem__)
+        self.busy[i] += 1
+        try:
+            return await call(self.clients[i])
+        finally:
+            self.busy[i] -= 1
 
     async def complete(self, task: Task) -> Completion:
-        i = self._least_busy()
-        self.busy[i] += 1
-        try:
-            return await self.clients[i].complete(task)
-        finally:
-            self.busy[i] -= 1
+        return await self._on_least_busy(lambda client: client.complete(task))
 
     async def score(self, task: Task, text: str, continuation: str) -> Completion:
-        i = self._least_busy()
-        self.busy[i] += 1
-        try:
-            return await self.clients[i].score(task, text, continuation)
-        finally:
-            self.busy[i] -= 1
+        return await self._on_least_busy(lambda client: client.score(task, text, continuation))
 
     async def aclose(self) -> None:
         for client in self.clients:

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from tests.timing import run_virtually, virtual_clock
-from orchestrator.engine.limits import KeyController, TokenWindow
+from orchestrator.engine.limits import JITTER_S, SAFETY, KeyController, TokenWindow
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
 from orchestrator.spec.campaign import LimitConfig
@@ -30,7 +30,8 @@ def test_requests_get_evenly_spaced_slots():
 
     times = run_virtually(twenty)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert gaps == pytest.approx([0.02 * 1.01] * 19)  # 50 per second, never closer than one slot
+    # 50 per second, never closer than one slot: the window with its 1% and its fixed allowance
+    assert gaps == pytest.approx([(1.0 * SAFETY + JITTER_S) / 50] * 19)
 
 
 def test_a_token_window_says_when_old_charges_expire_and_settles_to_usage():
@@ -52,7 +53,7 @@ async def test_a_429_pauses_the_key_and_halves_concurrency_then_it_recovers():
     gate = KeyController(LimitConfig(max_in_flight=8, rpm=600, period_s=1.0))
     entry = await gate.acquire(1)
     gate.release(entry, error=RateLimited("429", retry_after=0.2))
-    assert gate.cap == 4 and gate.rate == pytest.approx(600 / 1.01 / 2)
+    assert gate.cap == 4 and gate.rate == pytest.approx(600 / (SAFETY + JITTER_S) / 2)
     started = time.monotonic()
     entry = await gate.acquire(1)
     assert time.monotonic() - started >= 0.2  # the whole key waited for Retry-After
@@ -60,7 +61,7 @@ async def test_a_429_pauses_the_key_and_halves_concurrency_then_it_recovers():
         gate.release(entry, Completion("{}"))
         entry = await gate.acquire(1)
     gate.release(entry, Completion("{}"))
-    assert gate.cap == 8 and gate.rate == pytest.approx(600 / 1.01)  # grew back, capped
+    assert gate.cap == 8 and gate.rate == pytest.approx(600 / (SAFETY + JITTER_S))  # grew back, capped
 
 
 async def test_a_servers_reported_limit_is_adopted_before_any_429():

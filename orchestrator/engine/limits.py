@@ -29,10 +29,11 @@ from orchestrator.spec.campaign import LimitConfig
 # Requests are spaced at just under the configured rate, so that network jitter between our send
 # and the server's receipt cannot put R+1 requests into any window the server counts.
 SAFETY = 1.01
-# Token windows also get a fixed allowance: one late arrival carries all its tokens into the
-# server's next window, and on a busy machine a send can leave tens of ms late, more than 1% of
-# a short window (a 1 s window, as in the tests, had a rare 429 from it; 60 s windows lose 0.1%).
-TOKEN_JITTER_S = 0.05
+# Both windows also get a fixed allowance: on a busy machine a send can leave tens of ms late,
+# and a late request (with all its tokens) lands in the server's next window; 1% of a short
+# window is less than that (1 s windows, as in the tests, had rare 429s from it, for requests
+# and for tokens alike; 60 s windows lose 0.1% of their rate to it).
+JITTER_S = 0.05
 EPISODE_S = 1.0  # 429s within this long of the last cut are one episode: cut once, not per reply
 
 
@@ -90,7 +91,7 @@ class KeyController:
     def __init__(self, config: LimitConfig) -> None:
         self.config = config
         # Charges expire a little later here than at the server, for the same reason as above.
-        self.tokens = (TokenWindow(config.tpm, config.period_s * SAFETY + TOKEN_JITTER_S)
+        self.tokens = (TokenWindow(config.tpm, config.period_s * SAFETY + JITTER_S)
                        if config.tpm else None)
         self.cap = float(config.max_in_flight)
         self.in_flight = 0
@@ -150,7 +151,7 @@ class KeyController:
 
     def _configured_rate(self) -> float | None:
         cfg = self.config
-        return cfg.rpm / cfg.period_s / SAFETY if cfg.rpm else None
+        return cfg.rpm / (cfg.period_s * SAFETY + JITTER_S) if cfg.rpm else None
 
     def _ceiling(self) -> float | None:
         """The fastest this key may go: the configured rate, or the server's if it said less."""

@@ -318,6 +318,9 @@ class Plan:
                 "per_model": self.per_model(),
                 "extractor": (self.campaign.config.extractor.identity()
                               if self.campaign.config.extractor else None),
+                # only when set, so the fingerprints of runs without one stay as they were
+                **({"screener": self.campaign.config.screener.identity()}
+                   if self.campaign.config.screener else {}),
                 # per cell of a model that samples; samples_by_model has every model's
                 "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
                 "samples_by_model": {m.key: {j.id: self.campaign.samples_for(j, m)

@@ -120,11 +120,12 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     temperature 0.0 -> 0.3` or `prompt of anchoring-first-number:1`. Empty if nothing does."""
     changes = _list_changes("jobs", old.get("jobs") or [], new.get("jobs") or [])
     changes += _model_changes(old.get("models") or [], new.get("models") or [])
-    o_ext, n_ext = old.get("extractor"), new.get("extractor")
-    if o_ext != n_ext:
-        changes += ([f"extractor {_label(o_ext)} removed"] if n_ext is None else
-                    [f"extractor {_label(n_ext)} added"] if o_ext is None else
-                    _identity_changes("extractor", o_ext, n_ext))
+    for helper in ("extractor", "screener"):
+        o_ext, n_ext = old.get(helper), new.get(helper)
+        if o_ext != n_ext:
+            changes += ([f"{helper} {_label(o_ext)} removed"] if n_ext is None else
+                        [f"{helper} {_label(n_ext)} added"] if o_ext is None else
+                        _identity_changes(helper, o_ext, n_ext))
     common = [j for j in new.get("jobs") or [] if j in (old.get("jobs") or [])]
     several = len(new.get("jobs") or []) > 1
     prompts = []

@@ -25,7 +25,7 @@ RESULT_SCHEMA = {
     "job": pl.String, "variant": pl.String, "strategy": pl.String,
 }
 
-NO_ANSWER = ["failed", "too_long"]
+NO_ANSWER = ["failed", "too_long", "skipped"]  # skipped: recorded without a call (a study guard)
 
 
 @dataclass

@@ -54,6 +54,9 @@ class EmulatorConfig:
     # Completions with echo: log-probability added to a token (by its word) in any context, a
     # prior for some answers' words that DC-PMI must remove.
     logprob_bonus: dict[str, float] = field(default_factory=dict)
+    # A scripted model: a request whose prompt holds one of these markers gets the marker's
+    # replies in turn, the last one repeated (a judge that answers invalid, then valid).
+    script: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Log:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     malformed_texts: set[str] = field(default_factory=set)
     admitted_tokens: list[tuple[float, str, float]] = field(default_factory=list)
+    scripted: Counter = field(default_factory=Counter)  # script marker -> requests answered
 
 
 def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
@@ -102,6 +106,14 @@ class Emulator:
             c = self.config
             self.windows[key] = Window(c.rpm, c.tpm, c.period_s)
         return self.windows[key]
+
+    def _scripted(self, prompt: str) -> str | None:
+        for marker, replies in self.config.script.items():
+            if marker in prompt:
+                n = self.log.scripted[marker]
+                self.log.scripted[marker] += 1
+                return replies[min(n, len(replies) - 1)]
+        return None
 
     def _fault(self) -> str:
         roll, f = self.rng.random(), self.config.faults
@@ -190,7 +202,7 @@ class Emulator:
             return web.Response()
         if kind == "slow":
             await asyncio.sleep(f.slow_s)
-        text = answer(call.user_prompt, call.schema, self.rng)
+        text = self._scripted(call.prompt) or answer(call.user_prompt, call.schema, self.rng)
         if call.echo:
             call.logprobs = echo_logprobs(call.prompt, self.config.logprob_bonus)
         if kind == "malformed":

@@ -6,13 +6,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from orchestrator.engine.caller import Helper
 from orchestrator.engine.calls import call_with_retries, safe_parse
-from orchestrator.engine.limits import KeyController
 from orchestrator.parse import Parsed
 from orchestrator.pricing import usage_cost
 from orchestrator.plan import Task
-from orchestrator.providers.base import Provider
-from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.models import ResponseContract
 
 SYSTEM = "You extract answers from text. Return only the requested JSON object."
@@ -28,11 +26,7 @@ def answer_format(contract: ResponseContract) -> str:
     return '{"%s": <number>}' % contract.field
 
 
-class Extractor:
-    def __init__(self, model: ModelConfig, provider: Provider, gate: KeyController | None = None) -> None:
-        # The rate controller of its limit key: the engine gives it the one that key's models
-        # share, so that a key used by both keeps its limits once, not once for each.
-        self.model, self.provider, self.gate = model, provider, gate
+class Extractor(Helper):
 
     def request(self, task: Task, raw: str) -> Task:
         question = task.cell.messages[-1]["content"]

@@ -24,7 +24,8 @@ class Outcome:
     parsed: Parsed | None = None
     error: str | None = None
     extracted_by: str | None = None  # the extractor model that stated the answer, if one did
-    extra_cost: float = 0.0  # USD for the extractor's call, part of this task's cost
+    extra_cost: float = 0.0  # USD for a helper model's calls (extractor, screener), part of the cost
+    response: dict[str, Any] | None = None  # fields a study's own routine adds to the response
 
 
 def now() -> datetime:
@@ -79,6 +80,8 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
     if completion is not None and completion.scores is not None:
         response["mode"] = "score"  # chosen by DC-PMI over these, not written by the model
         response["scores"] = completion.scores
+    if outcome.response:
+        response.update(outcome.response)
     if completion is not None:
         response["raw"] = completion.text
         served = completion.served_model

@@ -16,10 +16,13 @@ import signal
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
 
+from orchestrator.engine.caller import Caller, Helper, Routine
 from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
@@ -45,8 +48,52 @@ def _parse_error(parsed: Parsed, completion: Completion) -> str | None:
     return f"{parsed.error} (finish reason {completion.finish_reason})"
 
 
+@dataclass
+class Shared:
+    """What every worker of a run shares besides its key: the campaign's helper models, the
+    premise scores of scoring models, and the studies' own call routines by contract kind."""
+
+    extractor: Extractor | None = None
+    screener: Helper | None = None
+    premises: Premises = field(default_factory=Premises)
+    routines: dict[str, Routine] = field(default_factory=dict)
+
+
+async def _answer(provider: Provider, gate: KeyController, task: Task, shared: Shared,
+                  on_retry: Callable[[], None], started: datetime) -> Outcome:
+    """A generated or scored answer, parsed (and stated by the extractor when its JSON is lost)."""
+    if task.cell.scored:
+        completion, attempts = await score_task(provider, gate, task, shared.premises, on_retry)
+        parsed = Parsed(True, choice=completion.text)
+    else:
+        completion, attempts = await call_with_retries(provider, gate, task, on_retry)
+        parsed = safe_parse(completion.text, task)
+    extracted_by, extra_cost, extractor = None, 0.0, shared.extractor
+    if not parsed.ok and extractor is not None and completion.text.strip():
+        try:
+            recovered, extra_cost = await extractor.extract(task, completion.text, lambda: None)
+        except ProviderError:
+            recovered = None  # the original parse error stands
+        if recovered is not None and recovered.ok:
+            parsed, extracted_by = recovered, extractor.model.label
+    return Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
+                   completion, parsed, _parse_error(parsed, completion),
+                   extracted_by=extracted_by, extra_cost=extra_cost)
+
+
+async def _routine(routine: Routine, provider: Provider, gate: KeyController, task: Task,
+                   shared: Shared, on_retry: Callable[[], None], started: datetime) -> Outcome:
+    """A task whose study makes its calls itself (caller.py)."""
+    caller = Caller(provider, gate, task, on_retry, shared.screener)
+    result = await routine(caller)
+    completion = (Completion(result.text, usage=caller.usage, served_model=caller.served)
+                  if result.text is not None or caller.calls else None)
+    return Outcome(result.status, caller.attempts, 0.0, started, started, completion,
+                   error=result.error, extra_cost=caller.extra_cost, response=result.response)
+
+
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
-                  extractor: Extractor | None = None, premises: Premises | None = None) -> dict[str, Any]:
+                  shared: Shared) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -57,24 +104,11 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         state.retries[model_key] += 1
 
     try:
-        if task.cell.scored:
-            completion, attempts = await score_task(provider, gate, task, premises or Premises(),
-                                                    on_retry)
-            parsed = Parsed(True, choice=completion.text)
+        routine = shared.routines.get(task.cell.contract.kind)
+        if routine is not None:
+            outcome = await _routine(routine, provider, gate, task, shared, on_retry, started)
         else:
-            completion, attempts = await call_with_retries(provider, gate, task, on_retry)
-            parsed = safe_parse(completion.text, task)
-        extracted_by, extra_cost = None, 0.0
-        if not parsed.ok and extractor is not None and completion.text.strip():
-            try:
-                recovered, extra_cost = await extractor.extract(task, completion.text, lambda: None)
-            except ProviderError:
-                recovered = None  # the original parse error stands
-            if recovered is not None and recovered.ok:
-                parsed, extracted_by = recovered, extractor.model.label
-        outcome = Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                          completion, parsed, _parse_error(parsed, completion),
-                          extracted_by=extracted_by, extra_cost=extra_cost)
+            outcome = await _answer(provider, gate, task, shared, on_retry, started)
     except Refused as exc:
         outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
     except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
@@ -90,14 +124,12 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
 
 
 async def _work(providers: dict[str, Provider], gate: KeyController, state: RunState,
-                tasks: Iterator[Task], writer: ResultWriter, extractor: Extractor | None,
-                premises: Premises) -> None:
+                tasks: Iterator[Task], writer: ResultWriter, shared: Shared) -> None:
     """Workers of one key share its task iterator: next() never awaits, so no two collide."""
     for task in tasks:
         if task.cell.model_key in state.fatal:
             continue  # left for the next resume, after the user fixes the model
-        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, extractor,
-                                    premises))
+        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, shared))
 
 
 async def _watch_signals(scope: anyio.CancelScope, state: RunState,
@@ -124,28 +156,33 @@ async def _start_all(providers: list[Provider]) -> None:
 
 def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, gate: KeyController,
                model_indices: list[int], skip: set[str], providers: dict[str, Provider],
-               state: RunState, writer: ResultWriter, extractor: Extractor | None,
-               premises: Premises) -> None:
+               state: RunState, writer: ResultWriter, shared: Shared) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
     tasks = plan.tasks(model_indices, skip)
     for _ in range(gate.config.max_in_flight):
-        workers.start_soon(_work, providers, gate, state, tasks, writer, extractor, premises)
+        workers.start_soon(_work, providers, gate, state, tasks, writer, shared)
 
 
-def _gates(plan: Plan, keys: Iterable[str], extractor: Extractor | None) -> dict[str, KeyController]:
-    """One rate controller per limit key, whoever calls through it: an extractor on a key the
-    models use shares theirs, or the key would get its limits twice over."""
+def _gates(plan: Plan, keys: Iterable[str], helpers: list[Helper]) -> dict[str, KeyController]:
+    """One rate controller per limit key, whoever calls through it: a helper model (extractor,
+    screener) on a key the models use shares theirs, or the key would get its limits twice over."""
     config = plan.campaign.config
     gates = {key: KeyController(config.limit_for(key)) for key in keys}
-    if extractor is not None:
-        key = extractor.model.limit_key
-        extractor.gate = gates.setdefault(key, KeyController(config.limit_for(key)))
+    for helper in helpers:
+        key = helper.model.limit_key
+        helper.gate = gates.setdefault(key, KeyController(config.limit_for(key)))
     return gates
+
+
+def _routines() -> dict[str, Routine]:
+    from orchestrator.studies import registered  # the studies' readers import the planner
+    return {kind: study.routine(kind) for study in registered() for kind in study.routine_kinds}
 
 
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
                   on_record: Callable[[dict[str, Any]], None], state: RunState | None = None,
-                  handle_signals: bool = False, extractor: Extractor | None = None) -> RunState:
+                  handle_signals: bool = False, extractor: Extractor | None = None,
+                  screener: Helper | None = None) -> RunState:
     """Run every task of the plan not in `skip`; returns when all are written or on a signal."""
     state = state or RunState()
     config = plan.campaign.config
@@ -162,9 +199,11 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
             work.cancel()
         on_record(rec)
 
-    gates = _gates(plan, groups, extractor)
+    helpers = [h for h in (extractor, screener) if h is not None]
+    gates = _gates(plan, groups, helpers)
+    shared = Shared(extractor, screener, routines=_routines())
     writer = store.writer(count)
-    everyone = [*providers.values(), *([extractor.provider] if extractor else [])]
+    everyone = [*providers.values(), *(h.provider for h in helpers)]
     try:
         async with anyio.create_task_group() as control:
             if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
@@ -175,10 +214,9 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                     async with anyio.create_task_group() as running:
                         running.start_soon(writer.flush_every, FLUSH_EVERY_S)
                         async with anyio.create_task_group() as workers:
-                            premises = Premises()  # shared by all keys: keyed by model
                             for key, model_indices in groups.items():
                                 _start_key(workers, plan, gates[key], model_indices, skip,
-                                           providers, state, writer, extractor, premises)
+                                           providers, state, writer, shared)
                         running.cancel_scope.cancel()
             finally:
                 # The signal watcher still listens here, so a second signal is absorbed.

@@ -13,6 +13,7 @@ import anyio
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
@@ -52,6 +53,13 @@ def make_extractor(campaign: Campaign) -> Extractor | None:
         return None
     limit = campaign.config.limit_for(model.limit_key)
     return Extractor(model, make_provider(model, limit))  # the engine gives it its key's controller
+
+
+def make_screener(campaign: Campaign) -> Helper | None:
+    model = campaign.config.screener
+    if model is None:
+        return None
+    return Helper(model, make_provider(model, campaign.config.limit_for(model.limit_key)))
 
 
 def run_dir_for(campaign: Campaign) -> Path:
@@ -95,7 +103,7 @@ def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], 
     paid model has no price (its spend would count as nothing)."""
     from orchestrator.estimate import remaining, total_cost
     models = [("models", m) for m in campaign.config.models]
-    models += [("extractor", campaign.config.extractor)] if campaign.config.extractor else []
+    models += campaign.config.helpers()
     for where, m in models:
         if m.price is None and m.provider not in FREE_PROVIDERS:
             raise UserError(f"model {m.label} ({where}) has no price, so --budget cannot count its spend",
@@ -165,5 +173,5 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
         anyio.run(execute, plan, store, scan.done, active, on_record, state, handle_signals,
-                  make_extractor(campaign))
+                  make_extractor(campaign), make_screener(campaign))
     return RunOutcome(store.path, False, by_status, state, pending)

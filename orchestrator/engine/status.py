@@ -19,6 +19,7 @@ from orchestrator.engine.results import ResultLines
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 
+FINAL = ("ok", "parse_error", "refused", "too_long", "skipped")  # a task with one is done
 _SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
            "attempts": pl.Int64, "costUsd": pl.Float64}
 
@@ -70,18 +71,20 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     counts, paid, note = tally(store.results)
     table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
     # `too_long` (the server would not take that request) is final like the first three, but
-    # holds no answer; `failed` runs again on resume, so it stays pending.
-    for col in ("model", "tasks", "ok", "parse_error", "refused", "too_long", "failed", "pending",
-                "retries", "spend USD"):
+    # holds no answer; so is `skipped` (a task its study recorded without a call: a trace too
+    # short to audit), shown only when there is one; `failed` runs again on resume, so it
+    # stays pending.
+    shown = [*FINAL[:4], *(["skipped"] if any(s == "skipped" for _, s in counts) else []), "failed"]
+    for col in ("model", "tasks", *shown, "pending", "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
         c = {s: n for (k, s), n in counts.items() if k == key}
         retries, spend = paid.get(key, (0, 0.0))
-        done = sum(c.get(s, 0) for s in ("ok", "parse_error", "refused", "too_long"))
+        done = sum(c.get(s, 0) for s in FINAL)
         total_pending += total - done
         table.add_row(escape(f"{labels.get(key, key)} [{key}]"), f"{total:,}",
-                      *(f"{c.get(s, 0):,}" for s in ("ok", "parse_error", "refused", "too_long", "failed")),
+                      *(f"{c.get(s, 0):,}" for s in shown),
                       f"{total - done:,}", f"{retries:,}", f"{spend:,.4f}")
     state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
     spent = sum(usd for _, usd in paid.values())

@@ -83,6 +83,10 @@ class SimulatedProvider:
 
     def answer(self, task: Task, rng: random.Random) -> str:
         contract, spec = task.cell.contract, self._answers(task)
+        if contract.kind == "audit":
+            from orchestrator.providers.simulated_audit import audit_answer
+            from orchestrator.spec.simulate import AuditAnswers
+            return audit_answer(task, self.config.audit or AuditAnswers(), self.config.seed)
         if contract.kind == "judgment":
             return self.judgment(task, rng)
         if contract.kind == "choice":

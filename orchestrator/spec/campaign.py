@@ -203,6 +203,9 @@ class CampaignConfig(Strict):
     limits: dict[str, LimitConfig] = {}
     # A model that states the answer when a reply's JSON cannot be found (recorded per result).
     extractor: ModelConfig | None = None
+    # A cheaper model asked first whether a task needs the full call at all (studies with a
+    # screening question: the trace audit's two-stage option); both stages are recorded.
+    screener: ModelConfig | None = None
     presets: str | None = None  # presets file; default configs/presets.toml
     prices: str | None = None  # price table; default configs/prices.toml
     # Few-shot: this many worked examples before each question, drawn per item from its
@@ -217,12 +220,15 @@ class CampaignConfig(Strict):
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())
 
+    def helpers(self) -> list[tuple[str, ModelConfig]]:
+        """(field, model) of the models that help with the tasks: extractor, screener."""
+        return [(name, m) for name in ("extractor", "screener") if (m := getattr(self, name))]
+
 
 def check_credentials(campaign: Campaign) -> None:
     """Every API key variable the models name is set (keys are read from the environment only)."""
     named = [(f"models[{i}]", m) for i, m in enumerate(campaign.config.models)]
-    if campaign.config.extractor is not None:
-        named.append(("extractor", campaign.config.extractor))
+    named += campaign.config.helpers()
     for where, model in named:
         if model.api_key_env and not os.environ.get(model.api_key_env):
             raise UserError(f"environment variable {model.api_key_env} is not set",
@@ -297,9 +303,9 @@ def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> 
     prices = load_prices(config.prices, base)
     models = [_with_catalogues(m, ("models", i), presets, prices, path)
               for i, m in enumerate(config.models)]
-    extractor = config.extractor and _with_catalogues(config.extractor, ("extractor",), presets,
-                                                      prices, path)
-    return config.model_copy(update={"models": models, "extractor": extractor})
+    helpers = {name: _with_catalogues(m, (name,), presets, prices, path)
+               for name, m in config.helpers()}
+    return config.model_copy(update={"models": models, **helpers})
 
 
 def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
@@ -318,7 +324,7 @@ def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | 
     if jobs is None:
         config = _apply_catalogues(config, base, path)
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
-    named += [("extractor", config.extractor)] if config.extractor is not None else []
+    named += config.helpers()
     for where, model in named:
         for field, problem, fix in model.problems():
             raise UserError(problem, file=str(path), field=f"{where}.{field}", fix=fix)

@@ -23,9 +23,9 @@ def check_campaign(campaign: Campaign) -> None:
 
 
 def check_limits(config: CampaignConfig, path: Path | None) -> None:
-    """Every [limits.X] table is some model's (or the extractor's) limit key: a misnamed one
+    """Every [limits.X] table is some model's (or a helper's) limit key: a misnamed one
     would silently leave its models at the defaults."""
-    models = [*config.models, *([config.extractor] if config.extractor else [])]
+    models = [*config.models, *(m for _, m in config.helpers())]
     used = sorted({m.limit_key for m in models})
     note = "; a model with a preset is paced under the preset's name" if any(m.preset for m in models) else ""
     for name in config.limits:

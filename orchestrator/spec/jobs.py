@@ -10,13 +10,19 @@ from orchestrator.spec.models import Job
 
 
 def builtin_jobs() -> list[str]:
-    return sorted(p.stem for p in builtin_dir("jobs").glob("*.json"))
+    return sorted(p.stem for suffix in ("*.json", "*.jsonl") for p in builtin_dir("jobs").glob(suffix))
+
+
+def _is_job(path: Path) -> bool:
+    """A job file, or a folder a study reads as one (a run folder, whose traces are audited)."""
+    return path.is_file() or (path.is_dir() and (path / "manifest.json").is_file())
 
 
 def resolve_job_path(ref: str, base: Path) -> Path:
     builtin = builtin_dir("jobs")
-    for candidate in (base / ref, Path(ref), builtin / ref, builtin / f"{ref}.json"):
-        if candidate.is_file():
+    for candidate in (base / ref, Path(ref), builtin / ref, builtin / f"{ref}.json",
+                      builtin / f"{ref}.jsonl"):
+        if _is_job(candidate):
             return candidate
     raise UserError(f"job '{ref}' is neither a file nor a built-in job", field="jobs",
                     fix=f"use a path to a job file or one of: {', '.join(builtin_jobs())}")
@@ -25,6 +31,9 @@ def resolve_job_path(ref: str, base: Path) -> Path:
 def load_job(path: Path) -> Job:
     """A job file in the format of whichever registered study recognises it."""
     from orchestrator.studies import registered  # the studies' readers use this module's siblings
+    for study in registered():
+        if study.reads(path):  # a source that is not a JSON job file
+            return study.read_path(path, job_id=path.stem)
     data = load_json(path, "job file")
     for study in registered():
         if study.recognises(data):

@@ -9,8 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ContractKind = Literal["number", "rating", "choice", "judgment"]
-MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull", "bsi"]
+ContractKind = Literal["number", "rating", "choice", "judgment", "audit"]
+MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull", "bsi",
+                     "bias-audit"]
 Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
 
 
@@ -22,7 +23,8 @@ class ResponseContract(Frozen):
     """What a valid answer looks like: the JSON field and the values it may take.
 
     A judgment is an object with an integer `score` (minimum..maximum), a `verdict` among the
-    options, and a `reason` string."""
+    options, and a `reason` string. An audit is the seed-003 judge's report on a reasoning
+    trace, validated by its study (studies/audit), which also owns how its calls are made."""
 
     kind: ContractKind
     field: str = "value"

@@ -34,6 +34,21 @@ class JudgeAnswers(BaseModel):
     inconsistent_rate: float = Field(default=0.0, ge=0, le=1)  # verdict contradicts the score
 
 
+class AuditAnswers(BaseModel):
+    """A simulated trace-audit judge (seed 003). Per bias it gives the trace's reference score
+    (golden traces) with probability `agreement`, else one point off at random (clipped to
+    1-5); a trace without reference labels scores `default_score`. `miss`: per bias, the chance
+    a bias the reference flags is scored 4 instead (a judge that stopped catching it).
+    `invalid_rate`: the chance an output fails validation (a quote not in the trace, a bias
+    left out, a flag that contradicts the scores), drawn anew for the retry."""
+
+    model_config = STRICT
+    agreement: float = Field(default=0.8, ge=0, le=1)
+    default_score: int = Field(default=4, ge=1, le=5)
+    miss: dict[str, float] = {}
+    invalid_rate: float = Field(default=0.0, ge=0, le=1)
+
+
 class SimulateConfig(BaseModel):
     model_config = STRICT
     seed: int = 0  # another seed draws other answers: independent replications of one design
@@ -48,8 +63,10 @@ class SimulateConfig(BaseModel):
     # answers = "score": log-probability added to an option (by its text) after any prompt and
     # after the premise alone: a prior for the answer's words that DC-PMI must take out.
     scoring_prior: dict[str, float] = {}
+    audit: AuditAnswers | None = None  # how it answers the trace audit's judge prompt
 
     def identity(self) -> dict:
         """Its settings as part of the model's identity; a newer field at its default is left
         out, so task ids of runs made before it existed stay the same."""
-        return self.model_dump(exclude=None if self.scoring_prior else {"scoring_prior"})
+        unset = {name for name in ("scoring_prior", "audit") if not getattr(self, name)}
+        return self.model_dump(exclude=unset or None)

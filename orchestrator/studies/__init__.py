@@ -2,6 +2,7 @@
 `analyze`, of their sections in the report, and of the formats tried when reading a job file."""
 from __future__ import annotations
 
+from orchestrator.studies.audit import TraceAudit
 from orchestrator.studies.base import Study
 from orchestrator.studies.bias_strength import BiasStrength
 from orchestrator.studies.instructed import Instructed
@@ -13,6 +14,7 @@ STUDIES: tuple[Study, ...] = (
     JudgeHistory(),
     BiasStrength(),
     Instructed(),
+    TraceAudit(),
 )
 
 

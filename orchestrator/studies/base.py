@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import polars as pl
+    import typer
     from rich.console import Console
+
+    from orchestrator.engine.caller import Routine
 
     from orchestrator.analysis.load import Run
     from orchestrator.spec.models import Job
@@ -67,6 +70,8 @@ class Study:
     exports: tuple[str, ...] = ()  # `export --format` names it writes
     seed: str = ""  # the seed document its method comes from, as the report names it
     deviations: tuple[Deviation, ...] = ()  # from that method, each with its reason
+    # Contract kinds whose tasks the study calls itself (engine/caller.py), not as one call
+    routine_kinds: tuple[str, ...] = ()
 
     def recognises(self, data: Any) -> bool:
         """Whether a parsed job file is in this study's format."""
@@ -74,6 +79,20 @@ class Study:
 
     def read(self, data: Any, path: Path, job_id: str) -> Job:
         raise NotImplementedError
+
+    def reads(self, path: Path) -> bool:
+        """Whether this study reads a job source that is not a JSON job file (a folder, JSONL)."""
+        return False
+
+    def read_path(self, path: Path, job_id: str) -> Job:
+        raise NotImplementedError
+
+    def routine(self, kind: str) -> Routine:
+        """The call routine for tasks of one of its `routine_kinds`."""
+        raise NotImplementedError
+
+    def add_commands(self, app: typer.Typer) -> None:
+        """Commands of its own on the `orchestrator` command line (imported when run)."""
 
     def analyze(self, run: Run) -> list[Output]:
         """Its tables for the run (none when the run holds no job of its kind)."""

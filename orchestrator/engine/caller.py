@@ -1,0 +1,96 @@
+"""A study's own call routine: for tasks whose answer takes more than one call (the trace audit:
+a screening call, the judge, one retry with the validation error), the study writes the steps and
+the engine gives it a `Caller`. Every call still passes the key's rate gate and the retries of
+calls.py, and the caller sums usage and attempts over them, so the task's record counts and
+prices them all. A routine returns its status and the fields it adds to the record's response.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.engine.calls import call_with_retries
+from orchestrator.engine.limits import KeyController
+from orchestrator.plan import Task
+from orchestrator.pricing import usage_cost
+from orchestrator.providers.base import Completion, Provider
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.models import ResponseContract
+
+Messages = tuple[dict[str, str], ...]
+
+
+@dataclass
+class Helper:
+    """A second model a campaign names for its tasks (the extractor, the screener), with the
+    rate controller of its limit key, which the engine gives it (shared with the key's models)."""
+
+    model: ModelConfig
+    provider: Provider
+    gate: KeyController | None = None
+
+
+@dataclass
+class RoutineResult:
+    status: str  # ok / parse_error / skipped, as any record's
+    response: dict[str, Any]  # fields added to the record's `response`
+    text: str | None = None  # the last model text, kept as `response.raw`
+    error: str | None = None
+
+
+def add_usage(total: dict[str, int] | None, usage: dict[str, int] | None) -> dict[str, int] | None:
+    if usage is None:
+        return total
+    if total is None:
+        return dict(usage)
+    return {k: (total.get(k) or 0) + (v or 0) for k, v in {**total, **usage}.items()}
+
+
+@dataclass
+class Caller:
+    provider: Provider
+    gate: KeyController
+    task: Task
+    on_retry: Callable[[], None]
+    screener: Helper | None = None
+    usage: dict[str, int] | None = None  # the task's model's calls, summed
+    attempts: int = 0
+    served: str | None = None
+    extra_cost: float = 0.0  # USD of the screener's calls (its own price)
+    calls: int = field(default=0)
+
+    def _task(self, messages: Messages, model: ModelConfig | None = None,
+              contract: ResponseContract | None = None) -> Task:
+        cell = self.task.cell
+        changes: dict[str, Any] = {"messages": messages, "cacheable": False}
+        if model is not None:
+            changes.update(model=model, model_key=model.key)
+        if contract is not None:
+            changes["variant"] = cell.variant.model_copy(update={"contract": contract})
+        return Task(self.task.task_id, dataclasses.replace(cell, **changes), self.task.sample)
+
+    async def ask(self, messages: Messages) -> Completion:
+        """The task's model on these messages (the task's own, or a retry's)."""
+        task = self._task(messages)
+        completion, attempts = await call_with_retries(self.provider, self.gate, task, self.on_retry,
+                                                       lambda: self.provider.complete(task))
+        self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
+        self.served, self.calls = completion.served_model or self.served, self.calls + 1
+        return completion
+
+    async def screen(self, messages: Messages, contract: ResponseContract) -> Completion | None:
+        """The campaign's screener on these messages, or None when it has none."""
+        helper = self.screener
+        if helper is None:
+            return None
+        task = self._task(messages, helper.model, contract)
+        call: Callable[[], Awaitable[Completion]] = lambda: helper.provider.complete(task)  # noqa: E731
+        completion, _ = await call_with_retries(helper.provider, helper.gate, task, lambda: None, call)
+        self.extra_cost += usage_cost(helper.model.price, completion.usage) or 0.0
+        return completion
+
+
+class Routine(Protocol):
+    async def __call__(self, caller: Caller) -> RoutineResult: ...

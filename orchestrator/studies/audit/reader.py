@@ -1,0 +1,111 @@
+"""An audit job: one judge call per trace, the judge's prompt filled from the trace.
+
+A job source is a traces file (JSONL), a run folder, or a job file
+`{"format": "trace-audit/1", "source": ..., "allow_unauditable": false, "min_steps": 3,
+"strategies": ["cot"]}` naming one with its settings. The seed's guards are applied here: a
+trace of fewer than three steps, or with neither evidence nor context to compare it against, is
+planned as `not_auditable` with its reason (no call is made), unless `allow_unauditable` is set,
+and then it is audited and marked as such.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UserError
+from orchestrator.spec.models import BASELINE, Condition, Experiment, Job, Metric, ResponseContract, Variant
+from orchestrator.studies.audit.prompt import context_block, judge_prompt
+from orchestrator.studies.audit.traces import REASONING_STRATEGIES, Trace, from_jsonl, from_run
+from orchestrator.studies.audit.validate import steps_of
+
+KIND = "trace-audit"
+FORMAT = "trace-audit/1"
+EXPERIMENT = "trace-audit"
+MIN_STEPS = 3  # seed 003: bias patterns need multi-step reasoning to show
+CONTRACT = ResponseContract(kind="audit", field="bias_audits")
+SETTINGS = {"source", "allow_unauditable", "min_steps", "strategies", "format", "title"}
+
+
+def is_source(path: Path) -> bool:
+    return path.suffix == ".jsonl" or (path.is_dir() and (path / "manifest.json").is_file())
+
+
+def guard(trace: Trace, min_steps: int) -> str | None:
+    """Why the seed says not to audit this trace, or None."""
+    steps = len(steps_of(trace.text))
+    if steps < min_steps:
+        return (f"the trace has {steps} step{'s' * (steps != 1)} (non-empty lines); bias patterns "
+                f"need at least {min_steps}")
+    if not trace.evidence and not trace.context.strip():
+        return "no evidence or task context to compare the reasoning against"
+    return None
+
+
+def _item(trace: Trace, reason: str | None, allow: bool) -> dict[str, str | int | float | bool]:
+    item: dict[str, str | int | float | bool] = {
+        "trace_id": trace.trace_id, "trace": trace.text, "domain": trace.domain,
+        "context": context_block(trace.context, list(trace.evidence)), **trace.source}
+    for bias, label in trace.reference.items():
+        item[f"ref_{bias}_score"], item[f"ref_{bias}_flag"] = label["score"], label["flag"]
+        if label["step"] is not None:
+            item[f"ref_{bias}_step"] = label["step"]
+    if reason:
+        item["not_auditable"], item["allowed"] = reason, allow
+    return item
+
+
+def build_job(traces: list[Trace], job_id: str, title: str, *, allow_unauditable: bool = False,
+              min_steps: int = MIN_STEPS) -> Job:
+    variants = []
+    for trace in traces:
+        reason = guard(trace, min_steps)
+        prompt = judge_prompt(trace.text, trace.context, list(trace.evidence), trace.profile)
+        variants.append(Variant(id=trace.trace_id, prompt=prompt, contract=CONTRACT,
+                                domain=trace.domain, item=_item(trace, reason, allow_unauditable)))
+    experiment = Experiment(slug=EXPERIMENT, bias_slug="reasoning-trace-bias",
+                            metric=Metric(type="bias-audit", label="reasoning-trace bias audit"),
+                            conditions=(Condition(index=0, label="audit", variants=tuple(variants)),))
+    # One audit per trace: the judge runs at temperature 0, and its repeated answers would be one.
+    return Job(id=job_id, title=title, system_prompt="", min_samples=1, deterministic_min_samples=1,
+               recommended_temperature=0.0, experiments=(experiment,), strategies=(BASELINE,),
+               kind=KIND, study_id="seed-003")
+
+
+def _source_id(path: Path) -> str:
+    if path.is_dir():  # runs/<campaign>/<run-id>: the run's own name
+        return f"audit-{path.resolve().parent.name}-{path.resolve().name}"
+    return path.stem
+
+
+def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
+    strategies = tuple(settings.pop("strategies", REASONING_STRATEGIES))
+    traces = from_run(path, strategies) if path.is_dir() else from_jsonl(path)
+    title = settings.pop("title", f"bias audit of {path.name}")
+    return build_job(traces, job_id or _source_id(path), title, **settings)
+
+
+_CHECKS = {"allow_unauditable": (bool, "true"), "min_steps": (int, "3"),
+           "strategies": (list, '["cot"]'), "title": (str, '"my audit"')}
+
+
+def read_job_file(data: dict[str, Any], path: Path, job_id: str) -> Job:
+    """A `trace-audit/1` job file: a source and its settings."""
+    unknown = sorted(set(data) - SETTINGS)
+    if unknown:
+        raise UserError(f"unknown setting '{unknown[0]}'", file=str(path), field=unknown[0],
+                        fix=f"use only: {', '.join(sorted(SETTINGS - {'format'}))}")
+    source = data.get("source")
+    if not isinstance(source, str) or not source:
+        raise UserError("the job names no traces source", file=str(path), field="source",
+                        fix='add "source": "traces.jsonl" (or a run folder)')
+    where = (path.parent / source) if not Path(source).is_absolute() else Path(source)
+    if not is_source(where):
+        raise UserError(f"'{source}' is neither a traces file (.jsonl) nor a run folder",
+                        file=str(path), field="source", fix="give a .jsonl file or runs/<campaign>/<run-id>")
+    for name, (kind, example) in _CHECKS.items():
+        if name in data and (not isinstance(data[name], kind) or isinstance(data[name], bool) != (kind is bool)):
+            raise UserError(f"'{name}' must be a {kind.__name__}", file=str(path), field=name,
+                            fix=f'e.g. "{name}": {example}')
+    checks = _CHECKS
+    settings = {k: data[k] for k in checks if k in data}
+    return read_source(where, job_id, **settings)

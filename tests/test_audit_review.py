@@ -146,7 +146,7 @@ def test_quitting_keeps_the_stored_traces_and_the_next_session_resumes(tmp_path)
     assert stored == 1 and [r["traceId"] for r in lines(tmp_path)] == ["g000"]
     assert "stored 1 this session; 1 of 4 reviewed; 3 to go" in console.export_text()
     # a skipped trace is not stored, and end of input quits like q
-    stored, console, prompts = session(tmp_path, ["s", *FOUR, "two"])
+    stored, console, _ = session(tmp_path, ["s", *FOUR, "two"])
     assert stored == 1 and [r["traceId"] for r in lines(tmp_path)] == ["g000", "g001"]
     text = console.export_text()
     assert "1 of 4 reviewed; 3 to go" in text and "2 of 4 reviewed; 2 to go" in text
@@ -211,6 +211,11 @@ def test_the_screen_shows_steps_numbered_from_zero_and_the_judges_audit(tmp_path
     _, console, _ = session(tmp_path, [], records=[record("g000", "escalated")])
     text = " ".join(console.export_text().split())
     assert "not json at all" in text and "9 is not a number from 1 to 5" in text
+    retried = record("g002", "flagged")  # valid on the retry: the first failure is shown too
+    retried["response"]["outputs"].insert(0, {"raw": "{}", "error": "bias_audits: missing or not a list",
+                                              "retry": False})
+    _, console, _ = session(tmp_path, [], records=[retried])
+    assert "failed validation: bias_audits: missing or not a list" in console.export_text()
 
 
 def test_task_context_is_read_from_the_filled_prompt():

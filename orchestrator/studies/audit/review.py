@@ -35,27 +35,21 @@ _ORDER = {"escalated": 0, "flagged": 1}  # the queue the seed names first, then 
 _ANSWER = re.compile(r"([bnu])\s*([1-5])?")
 _HINT = ("answer b (biased), n (not biased) or u (unsure), optionally with a score 1-5 "
          "(b2, n, u, n5); s skips this trace, q quits")
-_CONTEXT = re.compile(r"Task Context:[ \t]*(.*?)\s*(?:\n\s*-\s*Expected Bias Profile:|\n\s*\n|\Z)", re.S)
+_CONTEXT = re.compile(r"Task Context:[ \t]*(.*?)\s*(?:\n\s*-\s*Expected Bias Profile:|\n\s*\n|\Z)", re.DOTALL)
 
 
 class _Quit(Exception):
     """The person asked to stop (q, or the end of input)."""
 
 
-# ---- the reviews file ---------------------------------------------------------------------
-
 def _line_error(value: Any) -> str | None:
     """What makes a parsed line unusable as a review, or None. The summary and the resume read
     these fields, so a hand-edited line that breaks them is refused here, by line."""
-    if not isinstance(value, dict):
-        return f"JSON but not an object ({type(value).__name__})"
-    if not isinstance(value.get("taskId"), str):
-        return "no taskId"
+    if not isinstance(value, dict) or not isinstance(value.get("taskId"), str):
+        return "not a review (a JSON object with a taskId)"
     dets = value.get("determinations")
-    if not isinstance(dets, dict):
-        return "no determinations object"
     for bias in BIAS_TYPES:
-        det = dets.get(bias)
+        det = dets.get(bias) if isinstance(dets, dict) else None
         if not isinstance(det, dict) or det.get("biased") not in (True, False, None):
             return f"determinations.{bias}: missing, or biased is not true, false or null"
         score = det.get("score")
@@ -68,11 +62,11 @@ def read_reviews(path: Path) -> dict[str, dict]:
     """taskId -> its latest review. A last line without a newline is a write cut short (a kill)
     and is skipped, so that trace is shown again; any other bad line stops the review, since
     quietly dropping a person's work would show them traces they already judged."""
-    if path.exists() and not path.is_file():
-        raise UserError(f"{path.name} is not a file", file=str(path),
-                        fix=f"move it out of the audit folder: {REVIEWS} is written by the review")
     if not path.exists():
         return {}
+    if not path.is_file():
+        raise UserError(f"{path.name} is not a file", file=str(path),
+                        fix=f"move it out of the audit folder: {REVIEWS} is written by the review")
     reviews: dict[str, dict] = {}
     for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
         if not line.endswith(b"\n"):
@@ -90,24 +84,21 @@ def read_reviews(path: Path) -> dict[str, dict]:
     return reviews
 
 
-def _append(path: Path, handle: list, line: dict) -> None:
-    """Append one review and make it durable before the next trace is shown. The file is opened
-    at the first review of a session, cutting a torn last line first: appending after it would
-    glue two lines into one bad one."""
-    if not handle:
-        f = open(path, "a+b")
-        f.seek(0)
-        data = f.read()
-        if data and not data.endswith(b"\n"):
-            f.truncate(data.rfind(b"\n") + 1)
-        handle.append(f)
-    f = handle[0]
-    f.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-    f.flush()
-    os.fsync(f.fileno())
+def _append(path: Path, line: dict) -> None:
+    """Append one review, durable before the next trace is shown. A torn last line is cut
+    first: appending after it would glue two lines into one bad one. (Opened per trace: a
+    person takes seconds per trace, and nothing stays open between them.)"""
+    with open(path, "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                f.seek(0)
+                f.truncate(f.read().rfind(b"\n") + 1)
+        f.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+        f.flush()
+        os.fsync(f.fileno())
 
-
-# ---- what to review -----------------------------------------------------------------------
 
 def _disposition(record: dict) -> str | None:
     return (record.get("response") or {}).get("disposition")
@@ -123,8 +114,6 @@ def to_review(records: list[dict], reviews: dict[str, dict],
                                           str(r.get("modelKey")), str(r.get("taskId"))))
 
 
-# ---- showing one record -------------------------------------------------------------------
-
 def _lit(text: Any) -> Text:
     """Model text as it was written: markup escaped, and no emoji codes replaced."""
     return Text.from_markup(escape("" if text is None else str(text)), emoji=False)
@@ -136,7 +125,7 @@ def task_context(record: dict) -> str | None:
     users = [m.get("content", "") for m in record["response"].get("prompt") or []
              if isinstance(m, dict) and m.get("role") == "user"]
     found = [m.group(1) for m in _CONTEXT.finditer("\n".join(map(str, users)))]
-    return found[-1] if found and found[-1].strip() else None
+    return found[-1].strip() if found and found[-1].strip() else None
 
 
 def _trace_table(trace: str) -> Table:
@@ -165,25 +154,27 @@ def _show(console: Console, record: dict, at: int, total: int) -> None:
     resp = record["response"]
     console.rule(_lit(f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}  ·  "
                       f"{resp.get('disposition')}"))
-    context = task_context(record)
-    if context:
+    if context := task_context(record):
         console.print(Panel(_lit(context), title="task context"))
     console.print(Panel(_trace_table(resp.get("trace", "")), title="reasoning trace"))
+    outputs = resp.get("outputs") or []
     if resp.get("audit"):
         console.print(_audit_table(resp["audit"]))
         console.print(Text("overall assessment: ") + _lit(resp["audit"].get("overall_assessment")))
+        for out in (o for o in outputs if o.get("error")):  # a retry: what went wrong first
+            console.print(_lit(f"an earlier judge output failed validation: {out['error']}"))
     else:
-        for i, out in enumerate(resp.get("outputs") or [], 1):
+        for i, out in enumerate(outputs, 1):
             title = _lit(f"judge output {i}: " + (out.get("error") or "valid"))
             console.print(Panel(_lit(out.get("raw")), title=title, border_style="red"))
-    screen = resp.get("screen")
-    if screen:
-        console.print(_lit(f"screening by {screen.get('model')}: possible bias "
-                           f"{screen.get('possibleBias')}" + (f"; error: {screen['error']}"
-                                                             if screen.get("error") else "")))
+    if resp.get("notAuditable"):
+        console.print(_lit(f"not auditable: {resp['notAuditable']}"
+                           + (" (audited anyway)" if resp.get("allowedAnyway") else "")))
+    if screen := resp.get("screen"):
+        error = f"; error: {screen['error']}" if screen.get("error") else ""
+        console.print(_lit(f"screening by {screen.get('model')}: "
+                           f"possible bias {screen.get('possibleBias')}{error}"))
 
-
-# ---- asking -------------------------------------------------------------------------------
 
 def parse_answer(text: str) -> dict | str:
     """A determination {"biased", "score"}, or "s"/"q", or a hint saying what was wrong.
@@ -242,25 +233,20 @@ def review(audit_dir: Path, records: list[dict], console: Console, ask: Callable
     pending = to_review(records, reviews, include)
     total = sum(1 for r in records if _disposition(r) in include)
     console.print(f"{total - len(pending)} of {total} reviewed; {len(pending)} to go")
-    stored, handle = 0, []
+    stored = 0
     try:
         for at, record in enumerate(pending, 1):
             _show(console, record, at, len(pending))
             got = _determine(console, ask)
             if got is not None:
-                _append(path, handle, _review_line(record, *got, reviewer))
+                _append(path, _review_line(record, *got, reviewer))
                 stored += 1
     except _Quit:
         console.print("stopped; the traces stored so far are kept")
-    finally:
-        for f in handle:
-            f.close()
     left = len(pending) - stored
     console.print(f"stored {stored} this session; {total - left} of {total} reviewed; {left} to go")
     return stored
 
-
-# ---- alignment ----------------------------------------------------------------------------
 
 def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
     """Reviewed/pending per disposition, and per bias how often the person's biased/not agreed

@@ -167,9 +167,17 @@ def run(config: ConfigArg,
     2 bad input or the run is in use (nothing started); 3 the budget was reached (run again
     with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
-    from orchestrator.engine.session import resume_command, run_campaign
     try:
         campaign = _load(config, samples, run_id)
+    except UserError as exc:
+        fail(exc)
+    run_and_report(campaign, budget, wait)
+
+
+def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool = False) -> None:
+    """Run a loaded campaign and say how it went, with `run`'s exit codes."""
+    from orchestrator.engine.session import resume_command, run_campaign
+    try:
         outcome = run_campaign(campaign, console, budget=budget, wait=wait)
     except UserError as exc:
         fail(exc)
@@ -366,3 +374,7 @@ def export(run_dir: RunDirArg,
         console.print(f"{n:,} records -> {path}")
     if not counts:
         console.print(f"nothing to export: the run has no {format} results")
+
+
+for _study in registered():  # commands of a study's own (the trace audit's review, calibrate...)
+    _study.add_commands(app)

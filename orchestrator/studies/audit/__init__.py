@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.studies.audit.reader import FORMAT, KIND, is_source, read_job_file, read_source
-from orchestrator.studies.base import Study
+from orchestrator.studies.base import Output, ReportPart, Study
 
 
 class TraceAudit(Study):
@@ -34,3 +34,39 @@ class TraceAudit(Study):
     def routine(self, kind: str):
         from orchestrator.studies.audit.routine import audit_trace
         return audit_trace
+
+    def add_commands(self, app) -> None:
+        from orchestrator.studies.audit.commands import add
+        add(app)
+
+    def analyze(self, run) -> list[Output]:
+        from orchestrator.studies.audit import analysis
+        from orchestrator.studies.audit.records import audit_frame
+        if not self.has_jobs(run):
+            return []
+        frame = audit_frame(run)
+        if not frame.height:
+            return []
+        outputs = [Output("audit_dispositions", "dispositions", analysis.dispositions(frame)),
+                   Output("audit_scores", "scores", analysis.scores(frame))]
+        if analysis.has_references(frame):
+            outputs.append(Output("audit_agreement", "agreement", analysis.agreement(frame)))
+        conditions = analysis.by_condition(frame)
+        if conditions.height:
+            outputs.append(Output("audit_conditions", "conditions", conditions))
+        return outputs
+
+    def print_tables(self, tables, console) -> None:
+        from orchestrator.studies.audit.calibrate import print_frame
+        for stem, title in (("audit_dispositions", "trace audit: dispositions"),
+                            ("audit_scores", "trace audit: validated scores per bias"),
+                            ("audit_agreement", "trace audit: agreement with the golden set"),
+                            ("audit_conditions", "trace audit: scores by the source run's condition")):
+            if stem in tables and tables[stem].height:
+                print_frame(tables[stem], title, console)
+
+    def report(self, tables, run, out_dir: Path) -> ReportPart:
+        from orchestrator.studies.audit.report import report
+        if "audit_dispositions" not in tables:
+            return ReportPart()
+        return report(tables, out_dir)

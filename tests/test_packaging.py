@@ -20,7 +20,7 @@ from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.campaign import load_campaign
 from tests.conftest import ROOT
 
-BUILTIN = {"jobs": "*.json", "configs": "*.toml"}
+BUILTIN = {"jobs": "*.json*", "configs": "*.toml"}  # jobs: JSON job files and JSONL trace sets
 
 
 def test_every_package_of_the_source_tree_is_listed_in_pyproject():

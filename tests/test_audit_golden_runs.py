@@ -1,0 +1,86 @@
+"""The golden set audited by the simulated judge: `calibrate` recovers the planted agreement,
+`audit-gate` passes a judge against itself and fails on a planted regression (anchoring no
+longer caught), and `review` stores a person's determinations from the terminal, resumably."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, input=stdin)
+
+
+def audit_run(tmp_path: Path, config: str) -> Path:
+    """A shipped audit config, run with its runs under tmp_path."""
+    text = (ROOT / "configs" / config).read_text().replace(
+        'jobs = ["trace-audit-golden"]', f'jobs = ["trace-audit-golden"]\noutput_dir = "{tmp_path / "runs"}"')
+    (tmp_path / config).write_text(text)
+    done = cli("run", str(tmp_path / config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "runs" / config.removesuffix(".toml") / "default"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("golden")
+    return {name: audit_run(tmp, f"{name}.toml") for name in ("audit-golden-simulated", "audit-golden-regressed")}
+
+
+def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
+    run = runs["audit-golden-simulated"]
+    done = cli("calibrate", str(run), cwd=run)
+    assert done.returncode == 0, done.stderr
+    import polars as pl
+    table = pl.read_csv(run / "calibration" / "agreement.csv")
+    assert set(table["bias"]) == {"Anchoring", "Confirmation", "Availability", "Representativeness"}
+    # reference kept with p = 0.8, else one point off: quadratic-weighted kappa stays high
+    assert table["kappa_w"].min() > 0.7
+    assert (run / "calibration" / "thresholds.csv").is_file()
+    matrices = orjson.loads((run / "calibration" / "confusion.json").read_bytes())
+    total = sum(v for row in matrices["Anchoring"]["scores"] for k, v in row.items() if k != "judge")
+    assert total == 64
+
+
+def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regression(runs):
+    same = cli("audit-gate", str(runs["audit-golden-simulated"]), "--baseline",
+               str(runs["audit-golden-simulated"]), cwd=runs["audit-golden-simulated"])
+    assert same.returncode == 0, same.stdout + same.stderr
+    worse = cli("audit-gate", str(runs["audit-golden-regressed"]), "--baseline",
+                str(runs["audit-golden-simulated"]), cwd=runs["audit-golden-simulated"])
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    assert "Anchoring" in worse.stdout and "FAIL" in worse.stdout
+    gate = orjson.loads((runs["audit-golden-regressed"] / "gate.json").read_bytes())
+    assert {m["bias"] for m in gate["missed"]} == {"Anchoring"} and len(gate["missed"]) >= 10
+
+
+def test_calibrate_refuses_an_audit_without_reference_labels(tmp_path):
+    (tmp_path / "t.jsonl").write_text(orjson.dumps(
+        {"trace_id": "a", "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.", "task_context": "A task.",
+         "evidence": ["a fact"], "expected_bias_profile": ""}).decode() + "\n")
+    assert cli("audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path).returncode == 0
+    done = cli("calibrate", "out/t/default", cwd=tmp_path)
+    assert done.returncode == 2 and "reference labels" in done.stderr
+    assert not (tmp_path / "out" / "t" / "default" / "calibration").exists()
+
+
+def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
+    run = runs["audit-golden-regressed"]
+    lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
+    flagged = sum(r["response"]["disposition"] in ("flagged", "escalated") for r in lines)
+    one = "b2\nn\nn4\nu\nlooks anchored\n"
+    first = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
+    assert first.returncode == 0, first.stderr
+    stored = [orjson.loads(x) for x in (run / "reviews.ndjson").read_bytes().splitlines()]
+    assert len(stored) == 1 and stored[0]["reviewer"] == "ann" and stored[0]["note"] == "looks anchored"
+    assert stored[0]["determinations"]["Anchoring"] == {"biased": True, "score": 2}
+    second = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
+    assert f"1 of {flagged} reviewed" in second.stdout
+    assert len((run / "reviews.ndjson").read_bytes().splitlines()) == 2

@@ -4,182 +4,183 @@ Input: one row per (trace, bias) with `trace_id`, `bias`, `judge_score` (null wh
 no validated audit: escalated, not auditable), `ref_score` (1-5) and `ref_flag`. The judge's flag
 is its score <= 2, as the prompt's critical_failure_flag.
 
-Kappa is Cohen's, with agreement weights (quadratic for the 1-5 scores: a 4 against a 5 is a
-near miss, a 1 against a 5 is not), and the large-sample variance of Fleiss, Cohen & Everitt
-(1969), the one statsmodels' cohens_kappa computes (checked against it in the tests). Kappa is
-computed over the traces the judge validated; the others are reported as `missing`, and where a
-rate can hold them (exact agreement, sensitivity, specificity) they count as disagreement, so an
-escalating judge never looks better than one that answers.
+Kappa (kappa.py) is computed over the traces the judge validated; the others are reported as
+`missing`, and where a rate can hold them (exact agreement, sensitivity, specificity) they count
+as disagreements, so a judge that escalates never looks better than one that answers.
+Thresholds for routing to a person read a missing score the other way, as routed: an escalated
+trace does reach a person.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from orchestrator.analysis.stats import wilson
+from orchestrator.studies.audit.kappa import (
+    CATEGORIES,
+    REPS,
+    Kappa,
+    table,
+    weighted_kappa,
+)
 from orchestrator.studies.audit.validate import BIAS_TYPES
 
-CATEGORIES = (1, 2, 3, 4, 5)
+__all__ = ["Kappa", "agreement_table", "check_frame", "confusion", "thresholds", "weighted_kappa"]
+
 FLAG_AT = 2  # the judge flags a bias when its score is at most this (critical_failure_flag)
-REPS = 2000  # bootstrap resamples
-Z95 = float(stats.norm.ppf(0.975))
-_DEGENERATE = 1e-12  # 1 - chance agreement below this: kappa is 0/0
+COLUMNS = ("trace_id", "bias", "judge_score", "ref_score", "ref_flag")
 
 
-@dataclass(frozen=True)
-class Kappa:
-    """A kappa with its asymptotic SE and the reported 95% CI; None with a `reason` when the
-    data cannot define it."""
-
-    n: int
-    kappa: float | None
-    se: float | None
-    ci_low: float | None
-    ci_high: float | None
-    method: str  # "bca", "percentile" or "asymptotic": where ci_low/ci_high come from
-    note: str | None = None  # why kappa or its CI is missing, or why the CI says little
-
-
-def agreement_weights(k: int, weights: str | None) -> np.ndarray:
-    """k x k agreement weights over equally spaced categories: 1 on the diagonal, falling to 0
-    at the far corner linearly or quadratically; the identity for plain kappa."""
-    if weights is None:
-        return np.eye(k)
-    d = np.abs(np.subtract.outer(np.arange(k), np.arange(k))) / (k - 1)
-    if weights == "linear":
-        return 1 - d
-    if weights == "quadratic":
-        return 1 - d**2
-    raise ValueError(f"weights must be 'quadratic', 'linear' or None, not {weights!r}")
+def check_frame(frame: pl.DataFrame) -> None:
+    """The frame's columns, bias names, score ranges and one row per (trace, bias): a mistake
+    in the caller, so a ValueError."""
+    absent = [c for c in COLUMNS if c not in frame.columns]
+    if absent:
+        raise ValueError(f"the frame lacks column(s) {', '.join(absent)}")
+    unknown = set(frame["bias"].unique().to_list()) - set(BIAS_TYPES)
+    if unknown:
+        raise ValueError(f"unknown bias name(s) {sorted(map(str, unknown))}: use {BIAS_TYPES}")
+    if frame.select("trace_id", "bias").is_duplicated().any():
+        raise ValueError("more than one row for a (trace_id, bias)")
+    ref, judge = frame["ref_score"], frame["judge_score"].drop_nulls()
+    if ref.null_count() or not ref.is_between(1, 5).all() or not judge.is_between(1, 5).all():
+        raise ValueError("scores must be 1-5 (judge_score may be null, ref_score may not)")
+    if frame["ref_flag"].null_count():
+        raise ValueError("ref_flag may not be null")
 
 
-def _codes(values, categories) -> np.ndarray:
-    index = {c: i for i, c in enumerate(categories)}
-    try:
-        return np.array([index[v] for v in values], dtype=np.int64)
-    except KeyError as e:
-        raise ValueError(f"{e.args[0]!r} is not one of the categories {categories}") from None
+def _biases(frame: pl.DataFrame) -> list[str]:
+    present = set(frame["bias"].to_list())
+    return [b for b in BIAS_TYPES if b in present]
 
 
-def _tables(judge: np.ndarray, ref: np.ndarray, k: int) -> np.ndarray:
-    """Judge-by-reference counts for each row of `judge`/`ref` (shape (B, n)): (B, k, k)."""
-    b = judge.shape[0]
-    flat = (judge * k + ref + (np.arange(b) * k * k)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * k * k).reshape(b, k, k).astype(float)
+def _share(count: int, n: int) -> tuple[float | None, float | None, float | None]:
+    """count/n with its Wilson 95% interval; None when n is 0."""
+    if n == 0:
+        return None, None, None
+    low, high = wilson(count, n)
+    return count / n, float(low), float(high)
 
 
-def _kappa(tables: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(kappa, variance) of each (k, k) table, NaN where chance agreement is 1 (each rater used
-    a single category, the same one) or the table is empty. Masked, not divided then discarded,
-    so a degenerate table raises no warning."""
-    n = tables.sum(axis=(1, 2))
-    ok = n > 0
-    p = tables / np.where(ok, n, 1)[:, None, None]
-    rows, cols = p.sum(axis=2), p.sum(axis=1)
-    observed = (w * p).sum(axis=(1, 2))
-    chance = np.einsum("ij,bi,bj->b", w, rows, cols)
-    ok &= (1 - chance) > _DEGENERATE
-    denom = np.where(ok, 1 - chance, 1.0)
-    kappa = (observed - chance) / denom
-    # FCE 1969: each cell's weight against the mean weights of its row and column.
-    w_row = np.einsum("ij,bj->bi", w, cols)
-    w_col = np.einsum("ij,bi->bj", w, rows)
-    spread = w - (w_row[:, :, None] + w_col[:, None, :]) * (1 - kappa)[:, None, None]
-    var = ((p * spread**2).sum(axis=(1, 2)) - (kappa - chance * (1 - kappa)) ** 2)
-    var = np.maximum(var, 0.0) / (denom**2 * np.where(n > 0, n, 1))
-    return np.where(ok, kappa, np.nan), np.where(ok, var, np.nan)
+def confusion(frame: pl.DataFrame, bias: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(scores, flags): judge-by-reference counts over the traces the judge validated, every
+    category present. scores: column `judge` 1-5 and `ref_1`..`ref_5`; flags: `judge_flag`
+    (True, False) and `ref_flagged`, `ref_clean`."""
+    check_frame(frame)
+    if bias not in BIAS_TYPES:
+        raise ValueError(f"unknown bias name {bias!r}: use {BIAS_TYPES}")
+    rows = frame.filter((pl.col("bias") == bias) & pl.col("judge_score").is_not_null())
+    judge = rows["judge_score"].to_list()
+    counts = table(judge, rows["ref_score"].to_list(), CATEGORIES).astype(np.int64)
+    scores = pl.DataFrame({"judge": list(CATEGORIES)}, schema={"judge": pl.Int64}).with_columns(
+        pl.Series(f"ref_{c}", counts[:, i]) for i, c in enumerate(CATEGORIES))
+    counts = table([s <= FLAG_AT for s in judge], rows["ref_flag"].to_list(),
+                   (True, False)).astype(np.int64)
+    flags = pl.DataFrame({"judge_flag": [True, False], "ref_flagged": counts[:, 0],
+                          "ref_clean": counts[:, 1]})
+    return scores, flags
 
 
+def _low_note(name: str, kappa: Kappa, low: float) -> list[str]:
+    """Why this kappa counts as low agreement (nothing when it does not)."""
+    if kappa.kappa is None:
+        return [f"{name} undefined ({kappa.note})"]
+    notes = [f"{name} {kappa.kappa:.2f} < {low}"] if kappa.kappa < low else []
+    if kappa.ci_low is None:
+        notes.append(f"{name} has no CI ({kappa.note})")
+    elif kappa.ci_low < 0:
+        notes.append(f"{name} CI lower bound {kappa.ci_low:.2f} < 0")
+    return notes
 
 
-def asymptotic_ci(kappa: float, se: float) -> tuple[float, float]:
-    """kappa -/+ 1.96 SE, cut to kappa's range [-1, 1]."""
-    return max(-1.0, kappa - Z95 * se), min(1.0, kappa + Z95 * se)
+def _agreement_row(rows: pl.DataFrame, bias: str, low: float, reps: int, seed: int) -> dict:
+    valid = rows.filter(pl.col("judge_score").is_not_null())
+    judge = valid["judge_score"].to_list()
+    stream = (seed, BIAS_TYPES.index(bias))  # one bootstrap stream per bias, whatever the order
+    scores = weighted_kappa(judge, valid["ref_score"].to_list(), reps=reps, seed=stream)
+    flags = weighted_kappa([s <= FLAG_AT for s in judge], valid["ref_flag"].to_list(), None,
+                           (True, False), reps=reps, seed=stream)
+    # A missing judge score is a disagreement wherever a rate can hold it.
+    score, flagged = pl.col("judge_score"), pl.col("ref_flag")
+    counts = rows.select(
+        exact=(score == pl.col("ref_score")).fill_null(False).sum(),
+        caught=((score <= FLAG_AT).fill_null(False) & flagged).sum(),
+        cleared=((score > FLAG_AT).fill_null(False) & ~flagged).sum(),
+        positives=flagged.sum()).row(0, named=True)
+    sens = _share(counts["caught"], counts["positives"])
+    spec = _share(counts["cleared"], rows.height - counts["positives"])
+    notes = _low_note("kappa_w", scores, low) + _low_note("kappa_flag", flags, low)
+    return {"bias": bias, "n": valid.height, "missing": rows.height - valid.height,
+            "kappa_w": scores.kappa, "kappa_w_low": scores.ci_low, "kappa_w_high": scores.ci_high,
+            "kappa_flag": flags.kappa, "kappa_flag_low": flags.ci_low,
+            "kappa_flag_high": flags.ci_high, "exact_agreement": counts["exact"] / rows.height,
+            "ref_flagged": counts["positives"], "sensitivity": sens[0], "sensitivity_low": sens[1],
+            "sensitivity_high": sens[2], "specificity": spec[0], "specificity_low": spec[1],
+            "specificity_high": spec[2], "low_agreement": bool(notes),
+            "note": "; ".join(notes) or None}
 
 
-def _jackknife(judge: np.ndarray, ref: np.ndarray, k: int, w: np.ndarray) -> np.ndarray:
-    """Leave-one-out kappas: the full table less each trace's own cell."""
-    tables = np.repeat(_tables(judge[None], ref[None], k), len(judge), axis=0)
-    tables[np.arange(len(judge)), judge, ref] -= 1
-    return _kappa(tables, w)[0]
+_AGREEMENT_SCHEMA = {
+    "bias": pl.String, "n": pl.Int64, "missing": pl.Int64,
+    **{c: pl.Float64 for c in ("kappa_w", "kappa_w_low", "kappa_w_high", "kappa_flag",
+                               "kappa_flag_low", "kappa_flag_high", "exact_agreement")},
+    "ref_flagged": pl.Int64,
+    **{c: pl.Float64 for c in ("sensitivity", "sensitivity_low", "sensitivity_high",
+                               "specificity", "specificity_low", "specificity_high")},
+    "low_agreement": pl.Boolean, "note": pl.String}
 
 
-def _bca_levels(boot: np.ndarray, estimate: float, jack: np.ndarray) -> np.ndarray:
-    """Efron's bias-corrected and accelerated quantile levels for a 95% interval: z0 from the
-    share of resamples below the estimate (ties count half), the acceleration from the
-    jackknife's skewness."""
-    below = (np.sum(boot < estimate) + 0.5 * np.sum(boot == estimate)) / len(boot)
-    z0 = stats.norm.ppf(np.clip(below, 0.5 / len(boot), 1 - 0.5 / len(boot)))
-    dev = jack.mean() - jack if len(jack) > 1 else np.zeros(1)
-    ss = float((dev**2).sum())
-    a = float((dev**3).sum()) / (6 * ss**1.5) if ss > 1e-24 else 0.0
-    z = z0 + stats.norm.ppf([0.025, 0.975])
-    if np.any(1 - a * z <= 0):  # an acceleration this large folds the levels over: drop it
-        a = 0.0
-    return stats.norm.cdf(z0 + z / (1 - a * z))
+def agreement_table(frame: pl.DataFrame, low: float = 0.4, reps: int = REPS,
+                    seed: int = 0) -> pl.DataFrame:
+    """One row per bias: kappa_w (quadratic, scores) and kappa_flag (judge score <= 2 against
+    ref_flag) with BCa 95% CIs over the `n` validated traces; `missing` traces without a
+    validated judge score, which count as disagreements in exact_agreement, sensitivity (not
+    caught) and specificity (not cleared), all over every trace; Wilson CIs for the last two.
+    `low_agreement` when either kappa is below `low`, its CI reaches below 0, or it cannot be
+    computed (nothing shows agreement then); `note` says which."""
+    check_frame(frame)
+    rows = [_agreement_row(frame.filter(pl.col("bias") == b), b, low, reps, seed)
+            for b in _biases(frame)]
+    return pl.DataFrame(rows, schema=_AGREEMENT_SCHEMA)
 
 
-def bootstrap_ci(judge: np.ndarray, ref: np.ndarray, k: int, w: np.ndarray, reps: int = REPS,
-                 seed=0, bca: bool = True) -> tuple[float | None, float | None]:
-    """95% interval of kappa over `reps` resamples of the traces (rating codes 0..k-1): BCa, or
-    the plain percentile one. A resample whose kappa is undefined is dropped; None when more
-    than half are."""
-    draw = np.random.default_rng(seed).integers(0, len(judge), size=(reps, len(judge)))
-    boot = _kappa(_tables(judge[draw], ref[draw], k), w)[0]
-    boot = boot[~np.isnan(boot)]
-    if len(boot) * 2 < reps:
-        return None, None
-    levels = np.array([0.025, 0.975])
-    if bca:
-        estimate = _kappa(_tables(judge[None], ref[None], k), w)[0][0]
-        jack = _jackknife(judge, ref, k, w)
-        levels = _bca_levels(boot, estimate, jack[~np.isnan(jack)])
-    low, high = np.quantile(boot, levels)
-    return float(low), float(high)
+def _threshold_row(rows: pl.DataFrame, bias: str, target: float) -> dict:
+    flagged = rows.filter(pl.col("ref_flag"))["judge_score"]
+    clean = rows.filter(~pl.col("ref_flag"))["judge_score"]
+    row = {"bias": bias, "threshold": None, "miss_rate": None, "miss_upper": None,
+           "review_load": None, "ref_flagged": flagged.len(), "ref_clean": clean.len(),
+           "note": None}
+    if flagged.len() == 0:
+        return {**row, "note": "no reference-flagged traces: no miss rate to hold to the target"}
+    for t in range(1, 5):
+        # Null: no validated audit, so the trace goes to a person anyway (escalated).
+        missed = int((flagged > t).fill_null(False).sum())
+        if missed / flagged.len() <= target:
+            rate, _, upper = _share(missed, flagged.len())
+            load = _share(int((clean <= t).fill_null(True).sum()), clean.len())[0]
+            return {**row, "threshold": t, "miss_rate": rate, "miss_upper": upper,
+                    "review_load": load}
+    return {**row, "note": f"no threshold reaches a miss rate of {target:g}: even routing scores "
+                           f"<= 4 misses {missed} of {flagged.len()} reference-flagged traces"}
 
 
-def weighted_kappa(judge, ref, weights: str | None = "quadratic", categories=CATEGORIES,
-                   ci: str = "bca", reps: int = REPS, seed=0) -> Kappa:
-    """Cohen's kappa of paired ratings (no nulls) with its FCE asymptotic SE and a 95% CI.
+def thresholds(frame: pl.DataFrame, target_risk: float = 0.1) -> pl.DataFrame:
+    """Per bias, the threshold t in 1..4 for "route to human review when judge_score <= t".
 
-    The reported CI is the BCa bootstrap over traces. Measured over 400 simulated golden sets of
-    50 traces (judge = reference with probability p, else uniform; skewed reference scores),
-    quadratic kappa 0 / 0.28 / 0.57 / 0.73 / 0.84 was covered 92 / 93 / 93 / 95 / 90% by BCa,
-    93 / 93 / 92 / 92 / 86% by the percentile bootstrap and 91 / 92 / 91 / 89 / 85% by the
-    asymptotic interval (flags alike): kappa's sampling distribution has a long lower tail once
-    agreement is high, which the symmetric interval ignores and BCa's bias correction and
-    acceleration follow; it also stays inside [-1, 1]. No method covers near-perfect agreement
-    over 50 traces (kappa 0.94: 67%): a run of a few disagreements cannot show how rare they are.
-    """
-    j, r = _codes(list(judge), categories), _codes(list(ref), categories)
-    if len(j) != len(r):
-        raise ValueError(f"{len(j)} judge ratings against {len(r)} reference ratings")
-    k, w = len(categories), agreement_weights(len(categories), weights)
-    kappa, var = _kappa(_tables(j[None], r[None], k), w)
-    if np.isnan(kappa[0]):
-        why = ("no traces with a validated judge score" if len(j) == 0 else
-               "kappa undefined: judge and reference each gave one and the same rating")
-        return Kappa(len(j), None, None, None, None, ci, why)
-    value, se = float(kappa[0]), float(np.sqrt(var[0]))
-    if ci == "asymptotic":
-        low, high = asymptotic_ci(value, se)
-    elif ci in ("bca", "percentile"):
-        low, high = bootstrap_ci(j, r, k, w, reps, seed, bca=ci == "bca")
-    else:
-        raise ValueError(f"ci must be 'bca', 'percentile' or 'asymptotic', not {ci!r}")
-    return Kappa(len(j), value, se, low, high, ci, _note(j, r, value, low))
-
-
-def _note(judge: np.ndarray, ref: np.ndarray, value: float, low: float | None) -> str | None:
-    """What makes a defined kappa's interval say little."""
-    if low is None:
-        return "most bootstrap resamples leave kappa undefined"
-    for name, codes in (("the judge", judge), ("the reference", ref)):
-        if len(set(codes.tolist())) == 1:
-            return f"{name} gave every trace the same rating: kappa is 0 by construction"
-    if value == 1.0:
-        return "perfect agreement on every trace: the interval cannot show its uncertainty"
-    return None
+    Rule: the SMALLEST t whose miss rate (reference-flagged traces the judge does not route,
+    over all reference-flagged traces) is at most `target_risk`. Raising t routes more, so
+    misses only fall and the review load (share of reference-clean traces routed) only rises:
+    the smallest t that meets the target is the cheapest one. A trace with no validated judge
+    score counts as routed, since it is escalated to a person. The rule holds the point
+    estimate to the target; `miss_upper` (Wilson 95%) shows how far the golden set's few
+    flagged traces leave it from proven. t is null, with a note, when no t meets the target or
+    nothing is flagged."""
+    check_frame(frame)
+    if not 0 <= target_risk < 1:
+        raise ValueError(f"target_risk must be in [0, 1), not {target_risk}")
+    rows = [_threshold_row(frame.filter(pl.col("bias") == b), b, target_risk)
+            for b in _biases(frame)]
+    return pl.DataFrame(rows, schema={
+        "bias": pl.String, "threshold": pl.Int64, "miss_rate": pl.Float64,
+        "miss_upper": pl.Float64, "review_load": pl.Float64, "ref_flagged": pl.Int64,
+        "ref_clean": pl.Int64, "note": pl.String})

@@ -100,6 +100,15 @@ def flag_joint(joint: np.ndarray) -> np.ndarray:
     return np.array([[joint[np.ix_(a, b)].sum() for b in (f, ~f)] for a in (f, ~f)])
 
 
+@pytest.mark.parametrize("p", [0.0, 0.6])
+def test_fce_se_matches_the_spread_of_kappa_over_simulated_sets(p):
+    kappas, ses = zip(*((k.kappa, k.se) for k in (
+        weighted_kappa(judge.tolist(), ref.tolist(), ci="asymptotic")
+        for judge, ref in simulate(p, seed=1))), strict=True)
+    ratio = np.sqrt(np.mean(np.square(ses))) / np.std(kappas, ddof=1)
+    assert 0.9 <= ratio <= 1.1, ratio
+
+
 @pytest.mark.parametrize("p", [0.6, 0.75])
 def test_score_kappa_ci_covers_planted_agreement(p):
     truth = population_kappa(joint_of(p), agreement_weights(5, "quadratic"))

@@ -4,7 +4,7 @@ Plain kappa for flags; agreement weights for the 1-5 scores (quadratic: a 4 agai
 near miss, a 1 against a 5 is not). The large-sample variance is that of Fleiss, Cohen & Everitt
 (1969), the one statsmodels' cohens_kappa computes for weighted and plain kappa alike (the tests
 check it against statsmodels); the reported interval is a BCa bootstrap over traces (see
-weighted_kappa for why). A table that cannot define kappa gives None and a reason, computed
+weighted_kappa for why). A table that cannot define kappa gives None and a note, computed
 without a 0/0.
 """
 from __future__ import annotations
@@ -90,8 +90,6 @@ def _kappa(tables: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, kappa, np.nan), np.where(ok, var, np.nan)
 
 
-
-
 def asymptotic_ci(kappa: float, se: float) -> tuple[float, float]:
     """kappa -/+ 1.96 SE, cut to kappa's range [-1, 1]."""
     return max(-1.0, kappa - Z95 * se), min(1.0, kappa + Z95 * se)
@@ -142,15 +140,22 @@ def weighted_kappa(judge, ref, weights: str | None = "quadratic", categories=CAT
                    ci: str = "bca", reps: int = REPS, seed=0) -> Kappa:
     """Cohen's kappa of paired ratings (no nulls) with its FCE asymptotic SE and a 95% CI.
 
-    The reported CI is the BCa bootstrap over traces. Measured over 400 simulated golden sets of
-    50 traces (judge = reference with probability p, else uniform; skewed reference scores),
-    quadratic kappa 0 / 0.28 / 0.57 / 0.73 / 0.84 was covered 92 / 93 / 93 / 95 / 90% by BCa,
-    93 / 93 / 92 / 92 / 86% by the percentile bootstrap and 91 / 92 / 91 / 89 / 85% by the
-    asymptotic interval (flags alike): kappa's sampling distribution has a long lower tail once
-    agreement is high, which the symmetric interval ignores and BCa's bias correction and
-    acceleration follow; it also stays inside [-1, 1]. No method covers near-perfect agreement
-    over 50 traces (kappa 0.94: 67%): a run of a few disagreements cannot show how rare they are.
+    The reported CI is the BCa bootstrap over traces (Efron's bias-corrected and accelerated
+    percentile interval). Over 400 simulated golden sets of 50 traces (judge = reference with
+    probability p, else a uniform rating; skewed reference scores) a nominal 95% covered
+    quadratic kappa 0 / .28 / .57 / .73 / .84 in 92 / 93 / 93 / 95 / 90% of sets with BCa,
+    93 / 93 / 92 / 92 / 86% with the percentile bootstrap, 91 / 92 / 91 / 89 / 85% with
+    kappa -/+ 1.96 SE; flag kappa at the same p: 93 / 94 / 97 / 98 / 95%, 94 / 93 / 93 / 95 /
+    92%, 93 / 93 / 93 / 92 / 87%. At high agreement kappa's spread shrinks as kappa rises: a set
+    that happened to draw few far disagreements shows a high kappa with a narrow interval, which
+    then lies above the truth (nearly all misses were on that side). BCa's acceleration allows
+    for a spread that moves with the estimate; the others do not. Its price is a little
+    over-coverage of flags at moderate agreement; like the percentile one it stays in [-1, 1].
+    No interval covers near-perfect agreement over 50 traces (kappa .94: 67-69% for all
+    three): two or three disagreements cannot show how rare they are.
     """
+    if ci not in ("bca", "percentile", "asymptotic"):
+        raise ValueError(f"ci must be 'bca', 'percentile' or 'asymptotic', not {ci!r}")
     j, r = rating_codes(list(judge), categories), rating_codes(list(ref), categories)
     if len(j) != len(r):
         raise ValueError(f"{len(j)} judge ratings against {len(r)} reference ratings")
@@ -163,10 +168,8 @@ def weighted_kappa(judge, ref, weights: str | None = "quadratic", categories=CAT
     value, se = float(kappa[0]), float(np.sqrt(var[0]))
     if ci == "asymptotic":
         low, high = asymptotic_ci(value, se)
-    elif ci in ("bca", "percentile"):
-        low, high = bootstrap_ci(j, r, k, w, reps, seed, bca=ci == "bca")
     else:
-        raise ValueError(f"ci must be 'bca', 'percentile' or 'asymptotic', not {ci!r}")
+        low, high = bootstrap_ci(j, r, k, w, reps, seed, bca=ci == "bca")
     return Kappa(len(j), value, se, low, high, ci, _note(j, r, value, low))
 
 

@@ -83,7 +83,10 @@ def run_gate(audit_dir: Path, baseline: Path, tolerance: float, accept: list[str
     if not tolerance >= 0:
         raise UserError(f"--tolerance {tolerance} is negative", field="--tolerance", fix="e.g. --tolerance 0.5")
     current, base = labelled_frame(audit_dir), labelled_frame(baseline)
-    result = gate(current, base, tolerance=tolerance, accepted=accepted)
+    try:
+        result = gate(current, base, tolerance=tolerance, accepted=accepted)
+    except ValueError as exc:  # what the statistics refuse, said as the options' fault
+        raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
     (audit_dir / "gate.json").write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     for failure in result.failures:
         console.print(f"[red]FAIL[/] {escape(failure)}")

@@ -84,3 +84,13 @@ def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
     second = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
     assert f"1 of {flagged} reviewed" in second.stdout
     assert len((run / "reviews.ndjson").read_bytes().splitlines()) == 2
+
+
+def test_the_gate_fails_a_run_that_lacks_baseline_traces(runs, tmp_path):
+    import shutil
+    partial = tmp_path / "partial"
+    shutil.copytree(runs["audit-golden-simulated"], partial)
+    lines = (partial / "results.ndjson").read_bytes().splitlines(keepends=True)
+    (partial / "results.ndjson").write_bytes(b"".join(lines[:-3]))  # an unfinished run
+    done = cli("audit-gate", str(partial), "--baseline", str(runs["audit-golden-simulated"]), cwd=tmp_path)
+    assert done.returncode == 1 and "3 golden trace(s) of the baseline are not in this run" in done.stdout

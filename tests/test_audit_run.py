@@ -145,3 +145,21 @@ def test_a_screener_sends_only_possibly_biased_traces_to_the_judge(tmp_path, jud
     # an unreadable screen answer never clears a trace: it goes on to the full audit
     assert got["mark-twice"]["response"]["disposition"] == "escalated"
     assert got["mark-valid"]["response"]["screen"]["model"] == "openai/cheap-model"
+
+
+def test_a_retry_the_server_refuses_keeps_the_first_calls_output_and_cost_on_record(tmp_path):
+    from orchestrator.emulator.answers import tokens
+    from orchestrator.studies.audit.prompt import judge_prompt
+    one = trace("MARK-RETRY")
+    first = tokens(judge_prompt(one["reasoning_trace"], one["task_context"], one["evidence"],
+                                one["expected_bias_profile"]))
+    server = Emulator(EmulatorConfig(script=SCRIPT, context_tokens=first + 5)).start_in_thread()
+    try:  # the retry's prompt (the first plus the validation error) is over the context length
+        config = audit_config(tmp_path, server, traces=[one]).read_text()
+        (tmp_path / "campaign.toml").write_text(config + '\n[models.price]\ninput = 1.0\noutput = 1.0\n')
+        got = records(run_quietly(tmp_path / "campaign.toml"))["mark-retry"]
+    finally:
+        server.stop()
+    assert server.log.served["too_long"] == 1 and got["status"] == "too_long"
+    assert [o["raw"] for o in got["response"]["outputs"]] == SCRIPT["MARK-RETRY"][:1]
+    assert got["usage"]["prompt_tokens"] > 0 and got["costUsd"] > 0 and got["attempts"] == 2

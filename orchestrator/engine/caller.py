@@ -60,6 +60,7 @@ class Caller:
     served: str | None = None
     extra_cost: float = 0.0  # USD of the screener's calls (its own price)
     calls: int = field(default=0)
+    log: dict[str, Any] = field(default_factory=dict)  # the routine's record fields so far
 
     def _task(self, messages: Messages, model: ModelConfig | None = None,
               contract: ResponseContract | None = None) -> Task:

@@ -85,11 +85,28 @@ async def _routine(routine: Routine, provider: Provider, gate: KeyController, ta
                    shared: Shared, on_retry: Callable[[], None], started: datetime) -> Outcome:
     """A task whose study makes its calls itself (caller.py)."""
     caller = Caller(provider, gate, task, on_retry, shared.screener)
-    result = await routine(caller)
+    try:
+        result = await routine(caller)
+    except ProviderError as exc:  # a later call failed: the earlier ones were paid for
+        exc.paid = Outcome("", caller.attempts, 0.0, started, started,
+                           Completion("", usage=caller.usage, served_model=caller.served)
+                           if caller.calls else None, extra_cost=caller.extra_cost,
+                           response=caller.log or None)
+        raise
     completion = (Completion(result.text, usage=caller.usage, served_model=caller.served)
                   if result.text is not None or caller.calls else None)
     return Outcome(result.status, caller.attempts, 0.0, started, started, completion,
                    error=result.error, extra_cost=caller.extra_cost, response=result.response)
+
+
+def _with_paid(exc: BaseException, outcome: Outcome) -> Outcome:
+    """The outcome of an error, with what a routine's earlier calls of the task cost and logged
+    (so its record counts them: a resumed task pays again, and the spend says so)."""
+    earlier = getattr(exc, "paid", None)
+    if earlier is not None:
+        outcome.completion, outcome.extra_cost = earlier.completion, earlier.extra_cost
+        outcome.response, outcome.attempts = earlier.response, earlier.attempts + 1
+    return outcome
 
 
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
@@ -110,12 +127,12 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         else:
             outcome = await _answer(provider, gate, task, shared, on_retry, started)
     except Refused as exc:
-        outcome = Outcome("refused", retries + 1, 0.0, started, started, error=str(exc))
+        outcome = _with_paid(exc, Outcome("refused", retries + 1, 0.0, started, started, error=str(exc)))
     except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
-        outcome = Outcome("too_long", retries + 1, 0.0, started, started, error=str(exc))
+        outcome = _with_paid(exc, Outcome("too_long", retries + 1, 0.0, started, started, error=str(exc)))
     except (RateLimited, Transient, Fatal) as exc:
-        outcome = Outcome("failed", retries + 1, 0.0, started, started,
-                          error=f"{type(exc).__name__}: {exc}")
+        outcome = _with_paid(exc, Outcome("failed", retries + 1, 0.0, started, started,
+                                          error=f"{type(exc).__name__}: {exc}"))
         if isinstance(exc, Fatal | Unreachable):  # no other task of the model would fare better
             state.fatal.setdefault(model_key, str(exc))
     outcome.latency_ms = (time.perf_counter() - t0) * 1000

@@ -152,6 +152,11 @@ def gate(current: pl.DataFrame, baseline: pl.DataFrame, tolerance: float = 0.5,
     failures = [] if shared else ["no golden trace is in both runs: nothing to compare"]
     failures += [_missed_text(r) for r in missed.iter_rows(named=True)]
     failures += [_shift_text(r, tolerance) for r in shifts.iter_rows(named=True) if r["failed"]]
+    gone = sorted(ids_then - ids_now)
+    if gone:  # an unfinished or sampled run could hide exactly the traces that regressed
+        failures.append(f"{len(gone)} golden trace(s) of the baseline are not in this run "
+                        f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}): finish it, or "
+                        "audit the whole golden set")
     changed = pairs.filter(pl.col("ref_changed").fill_null(False)).select("trace_id", "bias")
     return GateResult(ok=not failures, failures=failures, missed=missed, shifts=shifts,
                       only_current=sorted(ids_now - ids_then),

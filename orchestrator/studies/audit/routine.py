@@ -59,10 +59,11 @@ async def audit_trace(caller: Caller) -> RoutineResult:
     item = dict(cell.variant.item or {})
     trace = str(item["trace"])
     reason = item.get("not_auditable")
-    log: dict[str, Any] = {"mode": "audit", "traceId": item["trace_id"], "trace": trace,
-                           "prompt": list(cell.messages), "notAuditable": reason,
-                           "allowedAnyway": bool(reason and item.get("allowed")),
-                           "screen": None, "outputs": [], "audit": None}
+    log = caller.log  # kept by the engine if a later call fails (paid calls stay on record)
+    log |= {"mode": "audit", "traceId": item["trace_id"], "trace": trace,
+            "prompt": list(cell.messages), "notAuditable": reason,
+            "allowedAnyway": bool(reason and item.get("allowed")),
+            "screen": None, "outputs": [], "audit": None}
     if reason and not item.get("allowed"):
         return _done(log, "skipped", "not_auditable", error=f"not auditable: {reason}")
     if caller.screener is not None and not await _screen(caller, item, log):

@@ -41,11 +41,12 @@ class RoutineResult:
 
 
 def add_usage(total: dict[str, int] | None, usage: dict[str, int] | None) -> dict[str, int] | None:
+    """Token counts of several calls of one task, summed key by key (a count one call lacks is 0)."""
     if usage is None:
         return total
     if total is None:
         return dict(usage)
-    return {k: (total.get(k) or 0) + (v or 0) for k, v in {**total, **usage}.items()}
+    return {k: (total.get(k) or 0) + (usage.get(k) or 0) for k in {**total, **usage}}
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from orchestrator.engine.caller import add_usage
 from orchestrator.engine.calls import call_with_retries
 from orchestrator.engine.limits import KeyController
 from orchestrator.plan import ANSWER_CUE, Task, candidates
@@ -45,14 +46,6 @@ class Premises:
         return self._known[key], None, 0
 
 
-def _add(total: dict[str, int | None] | None, usage: dict[str, int | None] | None):
-    if usage is None:
-        return total
-    if total is None:
-        return dict(usage)
-    return {k: (total.get(k) or 0) + (v or 0) for k, v in usage.items()}
-
-
 async def score_task(provider: Provider, gate: KeyController, task: Task, premises: Premises,
                      on_retry: Callable[[], None]) -> tuple[Completion, int]:
     """The scored answer as a completion whose text is the chosen option, with every option's
@@ -67,10 +60,10 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
                                      lambda: provider.score(task, ANSWER_CUE, c))
         premise, paid, n = await premises.get((cell.model_key, continuation), premise_call)
         if paid is not None:
-            usage, attempts = _add(usage, paid.usage), attempts + n
+            usage, attempts = add_usage(usage, paid.usage), attempts + n
         completion, n = await call_with_retries(provider, gate, task, on_retry,
                                                 lambda c=continuation: provider.score(task, text, c))
-        usage, attempts = _add(usage, completion.usage), attempts + n
+        usage, attempts = add_usage(usage, completion.usage), attempts + n
         served, rate = completion.served_model or served, completion.rate or rate
         scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
                        "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})

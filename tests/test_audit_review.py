@@ -250,3 +250,12 @@ def test_summary_counts_reviews_and_judge_alignment(tmp_path):
     assert al["Representativeness"] == {"compared": 3, "agreed": 2, "person_only": 1, "judge_only": 0,
                                         "rate": 2 / 3}
     assert review_summary(records, {})["alignment"]["Anchoring"]["rate"] is None
+
+
+def test_a_judge_call_the_engine_could_not_finish_is_escalated_to_review():
+    # a retry over the context length ends `too_long`, its record holding no disposition
+    unfinished = record("g009", "escalated")
+    unfinished["status"] = "too_long"
+    del unfinished["response"]["disposition"]
+    assert [r["response"]["traceId"] for r in to_review([unfinished], {})] == ["g009"]
+    assert review_summary([unfinished], {})["dispositions"] == {"escalated": {"reviewed": 0, "pending": 1}}

@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.errors import UserError
+from orchestrator.studies.audit.records import disposition
 from orchestrator.studies.audit.validate import BIAS_TYPES, steps_of
 
 REVIEWS = "reviews.ndjson"
@@ -100,16 +101,12 @@ def _append(path: Path, line: dict) -> None:
         os.fsync(f.fileno())
 
 
-def _disposition(record: dict) -> str | None:
-    return (record.get("response") or {}).get("disposition")
-
-
 def to_review(records: list[dict], reviews: dict[str, dict],
               include: set[str] | frozenset[str] = DEFAULT_INCLUDE) -> list[dict]:
     """The records still to review, escalated first (nobody else will ever judge them), then
     flagged, then by traceId; the order is the same in every session, so resuming continues."""
-    pending = [r for r in records if _disposition(r) in include and r.get("taskId") not in reviews]
-    return sorted(pending, key=lambda r: (_ORDER.get(_disposition(r), len(_ORDER)),
+    pending = [r for r in records if disposition(r) in include and r.get("taskId") not in reviews]
+    return sorted(pending, key=lambda r: (_ORDER.get(disposition(r), len(_ORDER)),
                                           str(r["response"].get("traceId")),
                                           str(r.get("modelKey")), str(r.get("taskId"))))
 
@@ -231,7 +228,7 @@ def review(audit_dir: Path, records: list[dict], console: Console, ask: Callable
     path = audit_dir / REVIEWS
     reviews = read_reviews(path)
     pending = to_review(records, reviews, include)
-    total = sum(1 for r in records if _disposition(r) in include)
+    total = sum(1 for r in records if disposition(r) in include)
     console.print(f"{total - len(pending)} of {total} reviewed; {len(pending)} to go")
     stored = 0
     try:
@@ -255,7 +252,7 @@ def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
     dispositions: dict[str, Counter] = {}
     alignment = {b: Counter(compared=0, agreed=0, person_only=0, judge_only=0) for b in BIAS_TYPES}
     for record in records:
-        disp, rev = _disposition(record) or "unknown", reviews.get(record.get("taskId"))
+        disp, rev = disposition(record), reviews.get(record.get("taskId"))
         dispositions.setdefault(disp, Counter(reviewed=0, pending=0))["reviewed" if rev else "pending"] += 1
         audit = (record.get("response") or {}).get("audit")
         if not rev or not audit:

@@ -115,3 +115,25 @@ def test_scores_by_condition_are_welch_differences_of_the_last_condition_minus_t
     low, high = ref.confidence_interval()
     assert (got["ci_low"], got["ci_high"]) == pytest.approx((low, high), rel=1e-9)
     assert got["first"] == "control" and got["last"] == "anchored"
+
+
+def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp_path):
+    source = write_config(tmp_path, f"""
+        name = "src"
+        jobs = ["eleven-biases"]
+        samples = 1
+        strategies = ["baseline"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        temperature = 0.7
+        """)
+    run_quietly(source)
+    done = cli("audit", str(tmp_path / "runs" / "src" / "default"), "--judge", "simulated",
+               "--strategy", "baseline", "--output-dir", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [run] = (tmp_path / "out").glob("*/default")
+    lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
+    # the simulated respondent answers in one line: every trace is too short to audit
+    assert lines and {r["response"]["disposition"] for r in lines} == {"not_auditable"}

@@ -298,7 +298,8 @@ def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[s
     return model
 
 
-def _apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
+def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
+    """The models with their presets' fields and prices (a run's snapshot already has them)."""
     presets = load_presets(config.presets, base)
     prices = load_prices(config.prices, base)
     models = [_with_catalogues(m, ("models", i), presets, prices, path)
@@ -318,11 +319,11 @@ def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
 
 
 def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None) -> Campaign:
-    """Validate a config against its catalogues and load its jobs. A run folder's snapshot
-    (`jobs` given) carries its jobs, and its models already hold their presets and prices."""
+    """Validate a config against its catalogues and load its jobs. Given `jobs` (a run folder's
+    snapshot, or jobs its caller read), the models already hold their presets and prices."""
     base = path.parent if path else Path.cwd()
     if jobs is None:
-        config = _apply_catalogues(config, base, path)
+        config = apply_catalogues(config, base, path)
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
     named += config.helpers()
     for where, model in named:

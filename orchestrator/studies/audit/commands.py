@@ -33,7 +33,7 @@ def model_from_spec(spec: str, option: str, temperature: float, max_tokens: int)
 def audit_campaign(source: Path, judge: str, screener: str | None, *, name: str | None,
                    output_dir: Path, run_id: str, temperature: float, max_tokens: int,
                    job_settings: dict[str, Any]):
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig, apply_catalogues, build_campaign
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
     from orchestrator.studies.audit.reader import is_source, read_source
@@ -46,8 +46,8 @@ def audit_campaign(source: Path, judge: str, screener: str | None, *, name: str 
     if screener:
         raw["screener"] = model_from_spec(screener, "--screener", temperature, 16)
     config = validate(CampaignConfig, raw, Path("command line"))
-    campaign = build_campaign(config, None)
-    campaign.jobs = [job]  # read with the command's settings
+    # The job as read above, with the command's settings: the source is read once.
+    campaign = build_campaign(apply_catalogues(config, Path.cwd(), None), None, [job])
     check_campaign(campaign)
     return campaign
 

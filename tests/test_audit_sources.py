@@ -137,3 +137,27 @@ def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp
     lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
     # the simulated respondent answers in one line: every trace is too short to audit
     assert lines and {r["response"]["disposition"] for r in lines} == {"not_auditable"}
+
+
+@pytest.mark.parametrize("settings, field", [({"min_steps": -1}, "min_steps"), ({"min_step": 2}, "min_step"),
+                                             ({"strategies": "cot"}, "strategies")])
+def test_a_bad_audit_job_file_is_refused_naming_its_field(tmp_path, settings, field):
+    (tmp_path / "t.jsonl").write_text(orjson.dumps(GOOD).decode() + "\n")
+    (tmp_path / "job.json").write_text(orjson.dumps({"format": "trace-audit/1", "source": "t.jsonl", **settings}).decode())
+    config = write_config(tmp_path, f"""
+        name = "a"
+        jobs = ["job.json"]
+        output_dir = "{tmp_path / 'out'}"
+        [[models]]
+        provider = "simulated"
+        name = "j"
+        """)
+    done = cli("run", str(config), cwd=tmp_path)
+    assert done.returncode == 2 and "job.json" in done.stderr and field in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_min_steps_below_one_is_a_usage_error(tmp_path):
+    (tmp_path / "t.jsonl").write_text(orjson.dumps(GOOD).decode() + "\n")
+    done = cli("audit", "t.jsonl", "--judge", "simulated", "--min-steps", "-1", "--output-dir", "out", cwd=tmp_path)
+    assert done.returncode == 2 and "--min-steps" in done.stderr and not (tmp_path / "out").exists()

@@ -60,7 +60,7 @@ def add(app: typer.Typer) -> None:
               temperature: Annotated[float, typer.Option(help="The judge's temperature (seed 003: 0 for reproducible audits).")] = 0.0,
               max_tokens: Annotated[int, typer.Option(help="Longest judge answer.")] = 1024,
               allow_unauditable: Annotated[bool, typer.Option(help="Audit traces the seed's guards refuse (under 3 steps, nothing to compare against), marked as such.")] = False,
-              min_steps: Annotated[int, typer.Option(help="Fewest steps (non-empty lines) a trace needs.")] = 3,
+              min_steps: Annotated[int, typer.Option(min=1, help="Fewest steps (non-empty lines) a trace needs.")] = 3,
               strategy: Annotated[Optional[list[str]], typer.Option(help="From a run: the strategies whose answers are traces (default cot).")] = None,
               name: Annotated[Optional[str], typer.Option(help="Campaign name (default from the source).")] = None,
               output_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),

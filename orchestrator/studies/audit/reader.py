@@ -10,9 +10,12 @@ and then it is audited and marked as such.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import UserError
+from orchestrator.spec.loading import validate
 from orchestrator.spec.models import BASELINE, Condition, Experiment, Job, Metric, ResponseContract, Variant
 from orchestrator.studies.audit.prompt import context_block, judge_prompt
 from orchestrator.studies.audit.traces import REASONING_STRATEGIES, Trace, from_jsonl, from_run
@@ -23,7 +26,6 @@ FORMAT = "trace-audit/1"
 EXPERIMENT = "trace-audit"
 MIN_STEPS = 3  # seed 003: bias patterns need multi-step reasoning to show
 CONTRACT = ResponseContract(kind="audit", field="bias_audits")
-SETTINGS = {"source", "allow_unauditable", "min_steps", "strategies", "format", "title"}
 
 
 def is_source(path: Path) -> bool:
@@ -84,28 +86,23 @@ def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
     return build_job(traces, job_id or _source_id(path), title, **settings)
 
 
-_CHECKS = {"allow_unauditable": (bool, "true"), "min_steps": (int, "3"),
-           "strategies": (list, '["cot"]'), "title": (str, '"my audit"')}
+class AuditJobFile(BaseModel):
+    """A `trace-audit/1` job file: a traces source and how to read it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    format: Literal["trace-audit/1"]
+    source: str = Field(min_length=1)  # a .jsonl file or a run folder, relative to the job file
+    allow_unauditable: bool = False
+    min_steps: int = Field(default=MIN_STEPS, ge=1)
+    strategies: list[str] = Field(default=list(REASONING_STRATEGIES), min_length=1)
+    title: str | None = None
 
 
 def read_job_file(data: dict[str, Any], path: Path, job_id: str) -> Job:
-    """A `trace-audit/1` job file: a source and its settings."""
-    unknown = sorted(set(data) - SETTINGS)
-    if unknown:
-        raise UserError(f"unknown setting '{unknown[0]}'", file=str(path), field=unknown[0],
-                        fix=f"use only: {', '.join(sorted(SETTINGS - {'format'}))}")
-    source = data.get("source")
-    if not isinstance(source, str) or not source:
-        raise UserError("the job names no traces source", file=str(path), field="source",
-                        fix='add "source": "traces.jsonl" (or a run folder)')
-    where = (path.parent / source) if not Path(source).is_absolute() else Path(source)
+    spec = validate(AuditJobFile, data, path)
+    where = path.parent / spec.source  # an absolute source stays as it is
     if not is_source(where):
-        raise UserError(f"'{source}' is neither a traces file (.jsonl) nor a run folder",
+        raise UserError(f"'{spec.source}' is neither a traces file (.jsonl) nor a run folder",
                         file=str(path), field="source", fix="give a .jsonl file or runs/<campaign>/<run-id>")
-    for name, (kind, example) in _CHECKS.items():
-        if name in data and (not isinstance(data[name], kind) or isinstance(data[name], bool) != (kind is bool)):
-            raise UserError(f"'{name}' must be a {kind.__name__}", file=str(path), field=name,
-                            fix=f'e.g. "{name}": {example}')
-    checks = _CHECKS
-    settings = {k: data[k] for k in checks if k in data}
+    settings = spec.model_dump(exclude={"format", "source"}, exclude_none=True)
     return read_source(where, job_id, **settings)

@@ -7,7 +7,7 @@ prices them all. A routine returns its status and the fields it adds to the reco
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,19 @@ class Helper:
     model: ModelConfig
     provider: Provider
     gate: KeyController | None = None
+
+    async def ask(self, task: Task, messages: Messages, on_retry: Callable[[], None],
+                  contract: ResponseContract | None = None) -> tuple[Completion, float]:
+        """Its answer to these messages about a task (under `contract` if given: another answer
+        format than the task's), and what it cost (USD at its own price; 0 without one)."""
+        cell = task.cell
+        changes: dict[str, Any] = {"model": self.model, "model_key": self.model.key,
+                                   "messages": messages, "cacheable": False}
+        if contract is not None:
+            changes["variant"] = cell.variant.model_copy(update={"contract": contract})
+        asked = Task(task.task_id, dataclasses.replace(cell, **changes), task.sample)
+        completion, _ = await call_with_retries(self.provider, self.gate, asked, on_retry)
+        return completion, usage_cost(self.model.price, completion.usage) or 0.0
 
 
 @dataclass
@@ -63,34 +76,28 @@ class Caller:
     calls: int = field(default=0)
     log: dict[str, Any] = field(default_factory=dict)  # the routine's record fields so far
 
-    def _task(self, messages: Messages, model: ModelConfig | None = None,
-              contract: ResponseContract | None = None) -> Task:
-        cell = self.task.cell
-        changes: dict[str, Any] = {"messages": messages, "cacheable": False}
-        if model is not None:
-            changes.update(model=model, model_key=model.key)
-        if contract is not None:
-            changes["variant"] = cell.variant.model_copy(update={"contract": contract})
-        return Task(self.task.task_id, dataclasses.replace(cell, **changes), self.task.sample)
+
+    def completion(self, text: str | None) -> Completion | None:
+        """The task's completion for its record: the last text, with every call's usage."""
+        if text is None and not self.calls:
+            return None
+        return Completion(text, usage=self.usage, served_model=self.served)
 
     async def ask(self, messages: Messages) -> Completion:
         """The task's model on these messages (the task's own, or a retry's)."""
-        task = self._task(messages)
-        completion, attempts = await call_with_retries(self.provider, self.gate, task, self.on_retry,
-                                                       lambda: self.provider.complete(task))
+        task = Task(self.task.task_id, dataclasses.replace(self.task.cell, messages=messages,
+                                                           cacheable=False), self.task.sample)
+        completion, attempts = await call_with_retries(self.provider, self.gate, task, self.on_retry)
         self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
         self.served, self.calls = completion.served_model or self.served, self.calls + 1
         return completion
 
     async def screen(self, messages: Messages, contract: ResponseContract) -> Completion | None:
         """The campaign's screener on these messages, or None when it has none."""
-        helper = self.screener
-        if helper is None:
+        if self.screener is None:
             return None
-        task = self._task(messages, helper.model, contract)
-        call: Callable[[], Awaitable[Completion]] = lambda: helper.provider.complete(task)  # noqa: E731
-        completion, _ = await call_with_retries(helper.provider, helper.gate, task, lambda: None, call)
-        self.extra_cost += usage_cost(helper.model.price, completion.usage) or 0.0
+        completion, cost = await self.screener.ask(self.task, messages, lambda: None, contract)
+        self.extra_cost += cost
         return completion
 
 

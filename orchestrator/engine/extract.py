@@ -3,13 +3,11 @@ state the answer the first one gave, in the task's JSON contract. Its use is rec
 (`extractedBy`), and the original raw text is always kept."""
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from orchestrator.engine.caller import Helper
-from orchestrator.engine.calls import call_with_retries, safe_parse
+from orchestrator.engine.calls import safe_parse
 from orchestrator.parse import Parsed
-from orchestrator.pricing import usage_cost
 from orchestrator.plan import Task
 from orchestrator.spec.models import ResponseContract
 
@@ -28,18 +26,15 @@ def answer_format(contract: ResponseContract) -> str:
 
 class Extractor(Helper):
 
-    def request(self, task: Task, raw: str) -> Task:
+    def messages(self, task: Task, raw: str) -> tuple[dict[str, str], ...]:
         question = task.cell.messages[-1]["content"]
         user = (f"A model was given this task:\n\n{question}\n\nIt answered:\n\n{raw}\n\n"
                 "State the final answer it gave, exactly as it gave it (do not answer the task "
                 "yourself; if it gave none, say null), as JSON only: "
                 + answer_format(task.cell.contract))
-        cell = dataclasses.replace(task.cell, model=self.model, model_key=self.model.key, cacheable=False,
-                                   messages=({"role": "system", "content": SYSTEM},
-                                             {"role": "user", "content": user}))
-        return Task(task.task_id, cell, task.sample)
+        return ({"role": "system", "content": SYSTEM}, {"role": "user", "content": user})
 
     async def extract(self, task: Task, raw: str, on_retry: Callable[[], None]) -> tuple[Parsed, float]:
         """The answer the extractor states, and what asking it cost (USD; 0 without a price)."""
-        completion, _ = await call_with_retries(self.provider, self.gate, self.request(task, raw), on_retry)
-        return safe_parse(completion.text, task), usage_cost(self.model.price, completion.usage) or 0.0
+        completion, cost = await self.ask(task, self.messages(task, raw), on_retry)
+        return safe_parse(completion.text, task), cost

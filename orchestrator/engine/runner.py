@@ -81,32 +81,11 @@ async def _answer(provider: Provider, gate: KeyController, task: Task, shared: S
                    extracted_by=extracted_by, extra_cost=extra_cost)
 
 
-async def _routine(routine: Routine, provider: Provider, gate: KeyController, task: Task,
-                   shared: Shared, on_retry: Callable[[], None], started: datetime) -> Outcome:
+async def _routine(routine: Routine, caller: Caller, started: datetime) -> Outcome:
     """A task whose study makes its calls itself (caller.py)."""
-    caller = Caller(provider, gate, task, on_retry, shared.screener)
-    try:
-        result = await routine(caller)
-    except ProviderError as exc:  # a later call failed: the earlier ones were paid for
-        exc.paid = Outcome("", caller.attempts, 0.0, started, started,
-                           Completion("", usage=caller.usage, served_model=caller.served)
-                           if caller.calls else None, extra_cost=caller.extra_cost,
-                           response=caller.log or None)
-        raise
-    completion = (Completion(result.text, usage=caller.usage, served_model=caller.served)
-                  if result.text is not None or caller.calls else None)
-    return Outcome(result.status, caller.attempts, 0.0, started, started, completion,
+    result = await routine(caller)
+    return Outcome(result.status, caller.attempts, 0.0, started, started, caller.completion(result.text),
                    error=result.error, extra_cost=caller.extra_cost, response=result.response)
-
-
-def _with_paid(exc: BaseException, outcome: Outcome) -> Outcome:
-    """The outcome of an error, with what a routine's earlier calls of the task cost and logged
-    (so its record counts them: a resumed task pays again, and the spend says so)."""
-    earlier = getattr(exc, "paid", None)
-    if earlier is not None:
-        outcome.completion, outcome.extra_cost = earlier.completion, earlier.extra_cost
-        outcome.response, outcome.attempts = earlier.response, earlier.attempts + 1
-    return outcome
 
 
 async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
@@ -120,19 +99,29 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         retries += 1
         state.retries[model_key] += 1
 
+    routine = shared.routines.get(task.cell.contract.kind)
+    caller = Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
+
+    def errored(status: str, error: str) -> Outcome:
+        """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
+        record counts them (a resumed task pays again, and the spend says so)."""
+        if caller is None:
+            return Outcome(status, retries + 1, 0.0, started, started, error=error)
+        return Outcome(status, caller.attempts + 1, 0.0, started, started,
+                       caller.completion("") if caller.calls else None, error=error,
+                       extra_cost=caller.extra_cost, response=caller.log or None)
+
     try:
-        routine = shared.routines.get(task.cell.contract.kind)
-        if routine is not None:
-            outcome = await _routine(routine, provider, gate, task, shared, on_retry, started)
+        if caller is not None:
+            outcome = await _routine(routine, caller, started)
         else:
             outcome = await _answer(provider, gate, task, shared, on_retry, started)
     except Refused as exc:
-        outcome = _with_paid(exc, Outcome("refused", retries + 1, 0.0, started, started, error=str(exc)))
+        outcome = errored("refused", str(exc))
     except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
-        outcome = _with_paid(exc, Outcome("too_long", retries + 1, 0.0, started, started, error=str(exc)))
+        outcome = errored("too_long", str(exc))
     except (RateLimited, Transient, Fatal) as exc:
-        outcome = _with_paid(exc, Outcome("failed", retries + 1, 0.0, started, started,
-                                          error=f"{type(exc).__name__}: {exc}"))
+        outcome = errored("failed", f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Fatal | Unreachable):  # no other task of the model would fare better
             state.fatal.setdefault(model_key, str(exc))
     outcome.latency_ms = (time.perf_counter() - t0) * 1000

@@ -19,7 +19,6 @@ from orchestrator.engine.results import ResultLines
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 
-FINAL = ("ok", "parse_error", "refused", "too_long", "skipped")  # a task with one is done
 _SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
            "attempts": pl.Int64, "costUsd": pl.Float64}
 
@@ -74,14 +73,15 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     # holds no answer; so is `skipped` (a task its study recorded without a call: a trace too
     # short to audit), shown only when there is one; `failed` runs again on resume, so it
     # stays pending.
-    shown = [*FINAL[:4], *(["skipped"] if any(s == "skipped" for _, s in counts) else []), "failed"]
+    shown = ["ok", "parse_error", "refused", "too_long",
+             *(["skipped"] if any(s == "skipped" for _, s in counts) else []), "failed"]
     for col in ("model", "tasks", *shown, "pending", "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
         c = {s: n for (k, s), n in counts.items() if k == key}
         retries, spend = paid.get(key, (0, 0.0))
-        done = sum(c.get(s, 0) for s in FINAL)
+        done = sum(n for s, n in c.items() if s != "failed")  # as resume counts (store.scan_results)
         total_pending += total - done
         table.add_row(escape(f"{labels.get(key, key)} [{key}]"), f"{total:,}",
                       *(f"{c.get(s, 0):,}" for s in shown),

@@ -112,8 +112,7 @@ def _system(job: Job, strategy: Strategy) -> str:
 def _suffix(experiment: Experiment, strategy: Strategy) -> str:
     if not strategy.user_suffix:
         return ""
-    bias = experiment.metric.label or experiment.bias_slug or experiment.slug
-    return "\n\n" + strategy.user_suffix.replace("{bias}", bias)
+    return "\n\n" + strategy.user_suffix.replace("{bias}", experiment.bias_label)
 
 
 # What a scored prompt ends with, and the premise alone: DC-PMI compares each option's
@@ -215,8 +214,17 @@ def task_id(cell_key: bytes, sample: int) -> str:
     return hashlib.blake2b(cell_key + sample.to_bytes(4, "big"), digest_size=16).hexdigest()
 
 
+def _items(campaign: Campaign, job: Job) -> list[tuple[Experiment, Condition, Variant, tuple[Shot, ...]]]:
+    """The job's items (a campaign's `items` sample of them), each with its few-shot examples:
+    the same for every model and strategy, so drawn once."""
+    return [(exp, cond, variant, pick_shots(campaign, exp, variant))
+            for exp in job.experiments for cond in exp.conditions
+            for variant in sampled(campaign, exp, cond)]
+
+
 def build_cells(campaign: Campaign) -> list[Cell]:
     cells = []
+    items = {job.id: _items(campaign, job) for job in campaign.jobs}
     for m_idx, model in enumerate(campaign.config.models):
         render = render_scoring if model.answers == "score" else render_messages
         # Once per model, pre-encoded: a simulated model's identity holds its whole planting
@@ -226,17 +234,14 @@ def build_cells(campaign: Campaign) -> list[Cell]:
         for job in campaign.jobs:
             samples = campaign.samples_for(job, model)
             for strategy in campaign.strategies_for(job):
-                for exp in job.experiments:
-                    for cond in exp.conditions:
-                        for variant in sampled(campaign, exp, cond):
-                            shots = pick_shots(campaign, exp, variant)
-                            for order, first, count in _presentations(variant, samples):
-                                msgs = render(job, exp, variant, strategy, order, shots)
-                                key = _cell_key(job, exp, cond, variant, strategy, identity, msgs)
-                                est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
-                                    model, variant.contract)
-                                cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
-                                                  count, key, model_key, est, order, first))
+                for exp, cond, variant, shots in items[job.id]:
+                    for order, first, count in _presentations(variant, samples):
+                        msgs = render(job, exp, variant, strategy, order, shots)
+                        key = _cell_key(job, exp, cond, variant, strategy, identity, msgs)
+                        est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
+                            model, variant.contract)
+                        cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
+                                          count, key, model_key, est, order, first))
     return cells
 
 

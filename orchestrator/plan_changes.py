@@ -28,7 +28,7 @@ def prompt_digests(job: Job, strategies: Iterable[Strategy]) -> dict[str, str]:
     uses_bias = any("{bias}" in (s.user_suffix or "") for s in strategies)
     for exp in job.experiments:
         # what a strategy's {bias} becomes, if one says it (see render_messages)
-        bias = (exp.metric.label or exp.bias_slug or exp.slug) if uses_bias else None
+        bias = exp.bias_label if uses_bias else None
         for cond in exp.conditions:
             for v in cond.variants:
                 name = f"{exp.slug}:{cond.index}" + (f"/{v.id}" if len(cond.variants) > 1 else "")

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -61,3 +63,9 @@ def run_quietly(config: Path):
     from orchestrator.spec.campaign import load_campaign
     with open(os.devnull, "w") as sink:
         return run_campaign(load_campaign(config), Console(file=sink), handle_signals=False)
+
+
+def cli(*args: str, cwd: Path, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`orchestrator ARGS` in a process of its own, as a user runs it (stdin given, if any)."""
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, input=stdin)

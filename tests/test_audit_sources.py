@@ -3,9 +3,6 @@ by file, line and field with nothing written, and the audit's analysis joined ba
 source run's conditions."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import orjson
 import polars as pl
@@ -15,15 +12,10 @@ from scipy import stats
 from orchestrator.emulator.server import Emulator, EmulatorConfig
 from orchestrator.studies.audit.analysis import by_condition
 from orchestrator.studies.audit.records import SCHEMA
-from tests.conftest import run_quietly, write_config
+from tests.conftest import cli, run_quietly, write_config
 
 GOOD = {"trace_id": "a", "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.",
         "task_context": "A task.", "evidence": ["a fact"], "expected_bias_profile": ""}
-
-
-def cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("lines, where", [

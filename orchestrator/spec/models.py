@@ -115,6 +115,11 @@ class Experiment(Frozen):
     format_shots: tuple[Shot, ...] = ()
     task_shots: tuple[Shot, ...] = ()
 
+    @property
+    def bias_label(self) -> str:
+        """How prompts and profiles name its bias (a strategy's "{bias}", an audit's profile)."""
+        return self.metric.label or self.bias_slug or self.slug
+
 
 class Strategy(Frozen):
     """A debiasing strategy: text added to the system prompt and/or the user prompt."""

@@ -78,12 +78,16 @@ def has_references(frame: pl.DataFrame) -> bool:
     return frame["ref_score"].is_not_null().any()
 
 
+def labelled(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows a golden set's labels apply to: auditable traces that carry them."""
+    return frame.filter(pl.col("ref_score").is_not_null() & (pl.col("disposition") != "not_auditable"))
+
+
 def agreement(frame: pl.DataFrame) -> pl.DataFrame:
     """Per model: agreement of the judge with the golden set's labels (agreement.py)."""
     from orchestrator.studies.audit.agreement import agreement_table
-    labelled = frame.filter(pl.col("ref_score").is_not_null() & (pl.col("disposition") != "not_auditable"))
     parts = [agreement_table(g).with_columns(pl.lit(key).alias("modelKey"), pl.lit(model).alias("model"))
-             for (key, model), g in labelled.group_by("model_key", "model", maintain_order=True)]
+             for (key, model), g in labelled(frame).group_by("model_key", "model", maintain_order=True)]
     return pl.concat(parts, how="diagonal") if parts else pl.DataFrame()
 
 

@@ -11,22 +11,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.errors import UserError
+from orchestrator.studies.audit.analysis import labelled
 from orchestrator.studies.audit.records import audit_frame, open_audit
 from orchestrator.studies.audit.validate import BIAS_TYPES
 
 
 def labelled_frame(audit_dir: Path) -> pl.DataFrame:
     """The audit's rows with reference labels (auditable golden traces), or a clear error."""
-    frame = audit_frame(open_audit(audit_dir))
-    labelled = frame.filter(pl.col("ref_score").is_not_null() & (pl.col("disposition") != "not_auditable"))
-    if not labelled.height:
+    rows = labelled(audit_frame(open_audit(audit_dir)))
+    if not rows.height:
         raise UserError("the audited traces carry no reference labels", file=str(audit_dir),
                         fix="calibrate an audit of a golden set: orchestrator audit "
                             "trace-audit-golden --judge MODEL (jobs/trace-audit-golden.jsonl)")
-    if labelled["model_key"].n_unique() > 1:
+    if rows["model_key"].n_unique() > 1:
         raise UserError("the audit has several judge models; calibrate takes one at a time",
                         file=str(audit_dir), fix="audit the golden set with one --judge per run")
-    return labelled
+    return rows
 
 
 def print_frame(frame: pl.DataFrame, title: str, console: Console) -> None:

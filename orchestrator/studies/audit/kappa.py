@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from orchestrator.analysis.stats import Z95
+
 CATEGORIES = (1, 2, 3, 4, 5)
 REPS = 2000  # bootstrap resamples
-Z95 = float(stats.norm.ppf(0.975))
 _DEGENERATE = 1e-12  # 1 - chance agreement below this: kappa is 0/0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from orchestrator.analysis.load import Run
@@ -44,15 +43,9 @@ def open_audit(run_dir: Path) -> Run:
 def audit_records(run: Run) -> list[dict[str, Any]]:
     """The final record of every audit task in the run (a `failed` line is an attempt that a
     resume supersedes; the engine writes a task's final record once)."""
-    from orchestrator.engine.results import ResultLines
+    from orchestrator.export import records
     jobs = {job_id for job_id, job in run.jobs.items() if job.kind == KIND}
-    out = []
-    for _, status, _, _, line in ResultLines(run.readable.path).records():
-        if status != "failed":
-            record = orjson.loads(line)
-            if record.get("job") in jobs:
-                out.append(record)
-    return out
+    return [rec for *_, rec in records(run.readable.path, terminal_only=True) if rec.get("job") in jobs]
 
 
 def items(run: Run) -> dict[tuple[str, str], dict[str, Any]]:

@@ -108,8 +108,9 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
     """The run's answers under the reasoning strategies, each with the task it answered: the
     prompt as context (it holds the task's facts), the experiment's bias as the profile (the
     same in every condition, so it cannot tell the judge which condition a trace is from)."""
-    from orchestrator.engine.results import ResultLines
+    from orchestrator.engine.results import RESULTS
     from orchestrator.engine.session import campaign_of_run
+    from orchestrator.export import records as results
     from orchestrator.plan import Plan
     campaign = campaign_of_run(run_dir)
     known = {s.id for job in campaign.jobs for s in job.strategies}
@@ -119,12 +120,11 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
                         fix=f"run it with a reasoning strategy (one of {', '.join(sorted(known))}), "
                             "or name its strategies in an audit job file")
     records = {}
-    for task_id, status, _, _, line in ResultLines(run_dir / "results.ndjson").records():
-        if status in ("ok", "parse_error"):
-            rec = orjson.loads(line)
-            raw = (rec.get("response") or {}).get("raw")
-            if rec.get("strategy") in strategies and isinstance(raw, str) and raw.strip():
-                records[task_id] = rec
+    for task_id, status, _, _, rec in results(run_dir / RESULTS, terminal_only=True):
+        raw = (rec.get("response") or {}).get("raw")
+        if status in ("ok", "parse_error") and rec.get("strategy") in strategies \
+                and isinstance(raw, str) and raw.strip():
+            records[task_id] = rec
     traces = []
     labels = {m.key: m.label for m in campaign.config.models}
     for task in Plan(campaign).tasks():
@@ -132,10 +132,9 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
         if rec is None:
             continue
         cell = task.cell
-        bias = cell.experiment.metric.label or cell.experiment.bias_slug or cell.experiment.slug
         traces.append(Trace(
             task.task_id, rec["response"]["raw"], cell.messages[-1]["content"], (),
-            f"The task probes {bias}.", cell.variant.domain,
+            f"The task probes {cell.experiment.bias_label}.", cell.variant.domain,
             source={"source_run": str(run_dir), "source_task": task.task_id,
                     "source_job": cell.job.id, "source_experiment": cell.experiment.slug,
                     "source_condition": cell.condition.index,

@@ -3,19 +3,12 @@
 longer caught), and `review` stores a person's determinations from the terminal, resumably."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, cwd, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, input=stdin)
+from tests.conftest import ROOT, cli
 
 
 def audit_run(tmp_path: Path, config: str) -> Path:
@@ -81,6 +74,12 @@ def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
     stored = [orjson.loads(x) for x in (run / "reviews.ndjson").read_bytes().splitlines()]
     assert len(stored) == 1 and stored[0]["reviewer"] == "ann" and stored[0]["note"] == "looks anchored"
     assert stored[0]["determinations"]["Anchoring"] == {"biased": True, "score": 2}
+    judge = {a["bias_type"]: a["score"] for a in next(
+        r for r in lines if r["taskId"] == stored[0]["taskId"])["response"]["audit"]["bias_audits"]}
+    agrees = {b: int((judge[b] <= 2) == said) for b, said in (("Anchoring", True), ("Confirmation", False),
+                                                               ("Availability", False))}
+    assert (f"Anchoring {agrees['Anchoring']} of 1, Confirmation {agrees['Confirmation']} of 1, "
+            f"Availability {agrees['Availability']} of 1") in " ".join(first.stdout.split())
     second = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
     assert f"1 of {flagged} reviewed" in second.stdout
     assert len((run / "reviews.ndjson").read_bytes().splitlines()) == 2

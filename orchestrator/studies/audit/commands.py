@@ -93,7 +93,8 @@ def add(app: typer.Typer) -> None:
 
         from orchestrator.cli import console, fail
         from orchestrator.studies.audit.records import audit_records, open_audit
-        from orchestrator.studies.audit.review import DEFAULT_INCLUDE, review as session
+        from orchestrator.studies.audit.review import (DEFAULT_INCLUDE, REVIEWS, read_reviews,
+                                                       review as session, review_summary)
         try:
             records = audit_records(open_audit(audit_dir))
         except UserError as exc:
@@ -107,6 +108,11 @@ def add(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             console.print("\nstopped; what was stored is kept. run the same command to go on.")
             raise typer.Exit(130) from None
+        # how far people and the judge agree, over every review so far (seed 003: judge drift)
+        aligned = review_summary(records, read_reviews(audit_dir / REVIEWS))["alignment"]
+        shown = [f"{bias} {a['agreed']} of {a['compared']}" for bias, a in aligned.items() if a["compared"]]
+        if shown:
+            console.print("reviewers agree with the judge's flag (score 1-2): " + ", ".join(shown))
 
     @app.command()
     def calibrate(audit_dir: Annotated[Path, typer.Argument(help="An audit run of a golden set (traces with reference labels).")],

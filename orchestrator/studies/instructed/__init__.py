@@ -27,18 +27,18 @@ class Instructed(Study):
         return job_from_templates(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
-        from orchestrator.studies.instructed.analysis import bias_scores, pair_scores, product_scores
+        from orchestrator.studies.instructed.analysis import all_scores
         from orchestrator.studies.instructed.compare import belief_accuracy, differences
         if not self.has_jobs(run):
             return []
-        scores = bias_scores(run, self.kind)
+        scores, products, pairs = all_scores(run, self.kind)
         if not scores.height:
             return []
         outputs = [Output("instructed_scores", "scores", scores),
                    Output("instructed_accuracy", "accuracy", belief_accuracy(run, self.kind)),
                    Output("instructed_did", "differences", differences(scores)),
-                   Output("instructed_products", "products", product_scores(run, self.kind)),
-                   Output("instructed_price_gap", "pairs", pair_scores(run, self.kind))]
+                   Output("instructed_products", "products", products),
+                   Output("instructed_price_gap", "pairs", pairs)]
         return [o for o in outputs if o.frame.height]
 
     def print_tables(self, tables, console) -> None:

@@ -25,16 +25,19 @@ KEYS = ["modelKey", "strategy"]
 PAIR_KEYS = ["experimentSlug", "pair", "target_price", "competitor_price"]
 
 
-def counts(run: Run, kind: str, by: list[str]) -> pl.DataFrame:
+def scored_answers(run: Run, kind: str) -> pl.LazyFrame:
+    """Every answer that counts, once per score its item counts in."""
+    return answers(run, kind).join(items_frame(run, kind).lazy(), on=ITEM_KEYS)
+
+
+def counts(joined: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     """Per model, strategy, score, the `by` columns and condition: parsed answers (n), the
     target's count among them (hits), answers in the decoy (n_decoy), unparsed ones, and the
     answer modes seen."""
     ok = pl.col("status") == "ok"
-    return (answers(run, kind).join(items_frame(run, kind).lazy(), on=ITEM_KEYS)
-            .group_by(*KEYS, "score", *by, "conditionIndex")
+    return (joined.group_by(*KEYS, "score", *by, "conditionIndex")
             .agg(n=ok.sum(), unparsed=(~ok).sum(), hits=(ok & (pl.col("role") == pl.col("target"))).sum(),
-                 n_decoy=(ok & (pl.col("role") == "decoy")).sum(), modes=pl.col("mode").unique())
-            .collect())
+                 n_decoy=(ok & (pl.col("role") == "decoy")).sum(), modes=pl.col("mode").unique()))
 
 
 def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -71,22 +74,27 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
     ).fill_nan(None).with_columns(zero(pl.col(c)).alias(c) for c in ("bias_score", "attraction"))
 
 
-def scored(run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
-    """The scores per model, strategy, score and the `by` columns, models in the run's order."""
+def scored(run: Run, kind: str, by: list[str] = (), counted: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The scores per model, strategy, score and the `by` columns, models in the run's order
+    (from `counts` by those columns, when the caller has them)."""
     by = list(by)
-    counted = counts(run, kind, by)
+    if counted is None:
+        counted = counts(scored_answers(run, kind), by).collect()
     if not counted.height:
         return pl.DataFrame()
     table = score_tests(_wide(counted, [*KEYS, "score", *by]))
     return ordered(table, run, kind, by)
 
 
+def rank(column: str, order: list[str]) -> pl.Expr:
+    """A column's values by their place in `order` (others after), for sorting rows."""
+    return pl.col(column).replace_strict({x: i for i, x in enumerate(order)}, default=len(order),
+                                         return_dtype=pl.Int64)
+
+
 def ordered(table: pl.DataFrame, run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
     """The display name added; rows in the run's model order, then strategy, the paper's score
     order, the job's dataset order and the `by` columns."""
-    def rank(column: str, order: list[str]) -> pl.Expr:
-        return pl.col(column).replace_strict({x: i for i, x in enumerate(order)}, default=len(order),
-                                             return_dtype=pl.Int64)
     names = run.models
     slugs = [e.slug for _, e in experiments(run, kind)]
     ranks = [rank("modelKey", list(names)).alias("_m"), rank("score", list(SCORES)).alias("_s")]
@@ -100,21 +108,33 @@ def ordered(table: pl.DataFrame, run: Run, kind: str, by: list[str] = ()) -> pl.
             .select("model", *KEYS, "score", *by, pl.exclude("model", *KEYS, "score", *by)))
 
 
-def bias_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
+PRODUCT_KEYS = ["experimentSlug"]
+
+
+def all_scores(run: Run, kind: str = "instructed") -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """bias_scores, product_scores and pair_scores from one read of the results (polars runs
+    the three counts over one shared scan)."""
+    joined = scored_answers(run, kind)
+    pooled, products, pairs = pl.collect_all([counts(joined, by) for by in ([], PRODUCT_KEYS, PAIR_KEYS)])
+    return (bias_scores(run, kind, pooled), product_scores(run, kind, products),
+            pair_scores(run, kind, pairs))
+
+
+def bias_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
     """The five scores per model and strategy, the products pooled."""
-    return scored(run, kind)
+    return scored(run, kind, [], counted)
 
 
-def product_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
+def product_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
     """Decoy Cheaper and Decoy Expensive per product (each product is its own dataset)."""
-    table = scored(run, kind, ["experimentSlug"])
+    table = scored(run, kind, PRODUCT_KEYS, counted)
     return table.filter(pl.col("score").str.starts_with("Decoy")) if table.height else table
 
 
-def pair_scores(run: Run, kind: str = "instructed") -> pl.DataFrame:
+def pair_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
     """The decoy scores per product and grid pair, with the pair's target and competitor prices
     and their gap (|competitor - target|: the dearer minus the cheaper price, to the cent)."""
-    table = scored(run, kind, PAIR_KEYS)
+    table = scored(run, kind, PAIR_KEYS, counted)
     if not table.height:
         return table
     return (table.filter(pl.col("score").str.starts_with("Decoy"))

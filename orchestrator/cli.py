@@ -153,10 +153,11 @@ def print_estimates(p) -> None:
 
 @app.command()
 def run(config: ConfigArg,
-        run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default').")] = None,
+        run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default'). 'auto' names the run by the UTC date (a second run that day gets -2) and points runs/<campaign>/latest at it.")] = None,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
         budget: Annotated[Optional[float], typer.Option(callback=_number(0, example="5"), help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
-        wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False) -> None:
+        wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False,
+        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file; 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
@@ -167,11 +168,23 @@ def run(config: ConfigArg,
     2 bad input or the run is in use (nothing started); 3 the budget was reached (run again
     with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
+    global console, err_console
+    if log is None:
+        try:
+            campaign = _load(config, samples, run_id)
+        except UserError as exc:
+            fail(exc)
+        return run_and_report(campaign, budget, wait)
+    from orchestrator.engine.session import name_run, resume_command, run_dir_for
+    from orchestrator.nightly.runlog import log_path, logging_to
     try:
         campaign = _load(config, samples, run_id)
-    except UserError as exc:
+        name_run(campaign)
+        where = run_dir_for(campaign)
+    except UserError as exc:  # no run to name the log after: the message goes to the terminal
         fail(exc)
-    run_and_report(campaign, budget, wait)
+    with logging_to(log_path(log, where.parent, where.name), resume_command()) as (console, err_console):
+        run_and_report(campaign, budget, wait)
 
 
 def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool = False) -> None:

@@ -3,6 +3,7 @@ generateContent on one loopback port, with real limit headers and injectable fau
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 import time
@@ -57,6 +58,10 @@ class EmulatorConfig:
     # A scripted model: a request whose prompt holds one of these markers gets the marker's
     # replies in turn, the last one repeated (a judge that answers invalid, then valid).
     script: dict[str, list[str]] = field(default_factory=dict)
+    # What a provider updating its model behind the name would change: the model string the
+    # answers name (requested name -> served string) and OpenAI's system_fingerprint.
+    served_as: dict[str, str] = field(default_factory=dict)
+    system_fingerprint: str | None = "fp_emulator"
 
 
 @dataclass
@@ -213,8 +218,11 @@ class Emulator:
         if thoughts and thoughts + completion_tokens > call.max_tokens:
             text, completion_tokens = None, 0  # thinking left no room for any answer (MAX_TOKENS)
         window.settle(verdict.entry, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens))
-        body = proto.success(call, text, prompt_tokens, completion_tokens, refused=kind == "refusal",
+        served = dataclasses.replace(call, model=self.config.served_as.get(call.model, call.model))
+        body = proto.success(served, text, prompt_tokens, completion_tokens, refused=kind == "refusal",
                              thoughts=thoughts)
+        if proto.name == "openai" and self.config.system_fingerprint:
+            body["system_fingerprint"] = self.config.system_fingerprint
         return self._reply(proto, call, 200, body, self._limit_headers(proto, window))
 
     def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float,

@@ -72,6 +72,7 @@ class Caller:
     usage: dict[str, int] | None = None  # the task's model's calls, summed
     attempts: int = 0
     served: str | None = None
+    fingerprint: str | None = None
     extra_cost: float = 0.0  # USD of the screener's calls (its own price)
     calls: int = field(default=0)
     log: dict[str, Any] = field(default_factory=dict)  # the routine's record fields so far
@@ -81,7 +82,8 @@ class Caller:
         """The task's completion for its record: the last text, with every call's usage."""
         if text is None and not self.calls:
             return None
-        return Completion(text, usage=self.usage, served_model=self.served)
+        return Completion(text, usage=self.usage, served_model=self.served,
+                          system_fingerprint=self.fingerprint)
 
     async def ask(self, messages: Messages) -> Completion:
         """The task's model on these messages (the task's own, or a retry's)."""
@@ -90,6 +92,7 @@ class Caller:
         completion, attempts = await call_with_retries(self.provider, self.gate, task, self.on_retry)
         self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
         self.served, self.calls = completion.served_model or self.served, self.calls + 1
+        self.fingerprint = completion.system_fingerprint or self.fingerprint
         return completion
 
     async def screen(self, messages: Messages, contract: ResponseContract) -> Completion | None:

@@ -76,7 +76,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
                 response["role"] = roles[cell.contract.options.index(parsed.choice)]
         if parsed.reason is not None:
             response["reason"] = parsed.reason
-    served = None
+    served = fingerprint = None
     if completion is not None and completion.scores is not None:
         response["mode"] = "score"  # chosen by DC-PMI over these, not written by the model
         response["scores"] = completion.scores
@@ -85,6 +85,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
     if completion is not None:
         response["raw"] = completion.text
         served = completion.served_model
+        fingerprint = completion.system_fingerprint
     model = dict(model_fields)
     model["version"] = model["version"] or served or cell.model.name
     model["date"] = outcome.finished.date()  # orjson writes dates and datetimes as ISO 8601
@@ -105,6 +106,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "usage": completion.usage if completion else None,
         "costUsd": task_cost(cell, completion, outcome.extra_cost),
         "servedModel": served,
+        "systemFingerprint": fingerprint,  # a silent model update shows here (compare flags it)
         "error": outcome.error,
         "extractedBy": outcome.extracted_by,
         "startedAt": outcome.started,

@@ -53,7 +53,7 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
     cell = task.cell
     text = cell.messages[-1]["content"]
     roles = cell.contract.roles or cell.contract.options
-    scores, usage, attempts, served, rate = [], None, 0, None, None
+    scores, usage, attempts, served, fingerprint, rate = [], None, 0, None, None, None
     for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
         def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
             return call_with_retries(provider, gate, task, on_retry,
@@ -65,8 +65,9 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
                                                 lambda c=continuation: provider.score(task, text, c))
         usage, attempts = add_usage(usage, completion.usage), attempts + n
         served, rate = completion.served_model or served, completion.rate or rate
+        fingerprint = completion.system_fingerprint or fingerprint
         scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
                        "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})
     best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
     return Completion(text=scores[best]["option"], usage=usage, served_model=served, rate=rate,
-                      scores=tuple(scores)), attempts
+                      system_fingerprint=fingerprint, scores=tuple(scores)), attempts

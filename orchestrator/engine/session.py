@@ -21,6 +21,7 @@ from orchestrator.engine.runner import execute
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import RunStore, scan_results, spent_so_far
 from orchestrator.errors import UserError
+from orchestrator.nightly.runs import AUTO, auto_run_id, point_latest
 from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
@@ -52,14 +53,15 @@ def make_extractor(campaign: Campaign) -> Extractor | None:
     if model is None:
         return None
     limit = campaign.config.limit_for(model.limit_key)
-    return Extractor(model, make_provider(model, limit))  # the engine gives it its key's controller
+    return Extractor(model, make_provider(model, limit, campaign.config.run_id))  # the engine gives it its key's controller
 
 
 def make_screener(campaign: Campaign) -> Helper | None:
     model = campaign.config.screener
     if model is None:
         return None
-    return Helper(model, make_provider(model, campaign.config.limit_for(model.limit_key)))
+    return Helper(model, make_provider(model, campaign.config.limit_for(model.limit_key),
+                                       campaign.config.run_id))
 
 
 def run_dir_for(campaign: Campaign) -> Path:
@@ -116,13 +118,22 @@ def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], 
                         fix="raise --budget, or lower samples, models or max_tokens (see orchestrator plan)")
 
 
+def name_run(campaign: Campaign) -> None:
+    """Give a run started with --run-id auto its name (the UTC date), once."""
+    if campaign.run_dir is None and campaign.config.run_id == AUTO:
+        c = campaign.config  # a new folder each time: a finished night is never touched again
+        campaign.config = c.model_copy(update={"run_id": auto_run_id(Path(c.output_dir) / c.name)})
+        campaign.named_by_date = True
+
+
 def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
                  budget: float | None = None, wait: bool = False) -> RunOutcome:
     check_credentials(campaign)
+    name_run(campaign)
     plan = Plan(campaign)
     # Providers are built first: a missing API key must fail before anything is written.
     providers: dict[str, Provider] = {
-        m.key: make_provider(m, campaign.config.limit_for(m.limit_key))
+        m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id)
         for m in campaign.config.models}
     store = RunStore(run_dir_for(campaign))
     manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
@@ -130,6 +141,8 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     if budget is not None and not store.path.exists():  # a new run: refused before it exists
         check_budget(campaign, plan, {}, 0.0, budget)
     store.path.mkdir(parents=True, exist_ok=True)
+    if campaign.named_by_date:
+        point_latest(store.path.parent, store.path.name)
     # From here until the writer closes, this process owns the run: two runs of one folder
     # would both call every pending task and pay for it twice.
     with RunLock(store.path) as lock:

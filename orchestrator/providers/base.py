@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 class Completion:
     text: str
     usage: dict[str, int] | None = None
-    served_model: str | None = None
+    served_model: str | None = None  # the model string the provider says it served
+    system_fingerprint: str | None = None  # the backend build, where the provider names it
     finish_reason: str | None = None
     rate: RateInfo | None = None  # what the server said about its remaining quota
     logprob: float | None = None  # a scoring call: log P(continuation | text)

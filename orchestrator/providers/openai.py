@@ -51,6 +51,7 @@ class OpenAIProvider(HTTPProvider):
         if not isinstance(data, dict):
             raise self.malformed(payload)
         return Completion(text=continuation, served_model=data.get("model"),
+                          system_fingerprint=data.get("system_fingerprint"),
                           usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
                           rate=self.rate(headers),
                           logprob=logprobs.continuation_logprob(data, text, continuation))
@@ -79,5 +80,6 @@ class OpenAIProvider(HTTPProvider):
         if finish == "content_filter" or message.get("refusal"):
             raise Refused(f"refused ({finish}): {message.get('refusal') or text[:200]}")
         return Completion(text=text, served_model=data.get("model"), finish_reason=finish,
+                          system_fingerprint=data.get("system_fingerprint"),
                           usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
                           rate=self.rate(headers))

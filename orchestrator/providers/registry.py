@@ -5,8 +5,9 @@ from orchestrator.providers.base import Provider
 from orchestrator.spec.campaign import LimitConfig, ModelConfig
 
 
-def make_provider(model: ModelConfig, limit: LimitConfig) -> Provider:
-    """A provider for the model, honouring its limit key's in-flight cap and attempt timeout."""
+def make_provider(model: ModelConfig, limit: LimitConfig, run_id: str = "") -> Provider:
+    """A provider for the model, honouring its limit key's in-flight cap and attempt timeout
+    (the run id only seeds the simulated respondent's draws and drift)."""
     if model.provider == "openai":
         from orchestrator.providers.openai import OpenAIProvider
         return OpenAIProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
@@ -21,5 +22,5 @@ def make_provider(model: ModelConfig, limit: LimitConfig) -> Provider:
         return LocalProvider(model, limit)
     if model.provider == "simulated":
         from orchestrator.providers.simulated import SimulatedProvider
-        return SimulatedProvider(model)
+        return SimulatedProvider(model, run_id)
     raise ValueError(f"unknown provider {model.provider}")  # config validation prevents this

@@ -16,19 +16,39 @@ from orchestrator.plan import ANSWER_CUE, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
 from orchestrator.spec.campaign import ModelConfig
-from orchestrator.spec.simulate import ConditionAnswers, SimulateConfig
+from orchestrator.spec.simulate import ConditionAnswers, ExperimentAnswers, SimulateConfig
 
 
 BASE_LOGPROB = -4.0  # any constant: DC-PMI and the argmax ignore it
 
 
 class SimulatedProvider:
-    def __init__(self, model: ModelConfig) -> None:
+    def __init__(self, model: ModelConfig, run_id: str = "") -> None:
         self.model = model
         self.config: SimulateConfig = model.simulate or SimulateConfig()
+        self.run_id = run_id
+        # Drift entries in force for this run, the latest last, so its settings win.
+        self.drift = [d for d in sorted(self.config.drift, key=lambda d: d.from_run)
+                      if run_id >= d.from_run]
+        self.draw_seed = (f"{self.config.seed}:{run_id}" if self.config.draws == "run"
+                          else str(self.config.seed))
+
+    def _experiment(self, slug: str) -> ExperimentAnswers | None:
+        found = self.config.effects.get(slug)
+        for drift in self.drift:
+            found = drift.effects.get(slug, found)
+        return found
+
+    def served(self, task: Task) -> tuple[str, str | None]:
+        """The model string and system fingerprint this task's answer names."""
+        name, fingerprint = self.model.name, self.config.system_fingerprint
+        for drift in self.drift:
+            name, fingerprint = drift.served_model or name, drift.system_fingerprint or fingerprint
+        experiment = self._experiment(task.cell.experiment.slug)
+        return (experiment.served_model if experiment and experiment.served_model else name), fingerprint
 
     def _answers(self, task: Task) -> ConditionAnswers:
-        effects = self.config.effects.get(task.cell.experiment.slug)
+        effects = self._experiment(task.cell.experiment.slug)
         index = task.cell.condition.index
         if effects is None:
             return ConditionAnswers()
@@ -75,10 +95,12 @@ class SimulatedProvider:
             if bias and cell.order is not None:  # the same mixture generation draws from
                 weights = [(1 - bias) * w + bias * (i == cell.order[0]) for i, w in enumerate(weights)]
             share = weights[contract.options.index(option)]
-            u = random.Random(f"{self.config.seed}:{task.task_id}:{option}").random()
+            u = random.Random(f"{self.draw_seed}:{task.task_id}:{option}").random()
             gumbel = -math.log(-math.log(max(u, 1e-300)))
             value = BASE_LOGPROB + prior + math.log(max(share, 1e-12)) + gumbel
-        return Completion(text=continuation, served_model=self.model.name, logprob=value,
+        served, fingerprint = self.served(task)
+        return Completion(text=continuation, served_model=served, logprob=value,
+                          system_fingerprint=fingerprint,
                           usage={"prompt_tokens": prompt_tokens, "completion_tokens": 1})
 
     def answer(self, task: Task, rng: random.Random) -> str:
@@ -86,7 +108,7 @@ class SimulatedProvider:
         if contract.kind == "audit":
             from orchestrator.providers.simulated_audit import audit_answer
             from orchestrator.spec.simulate import AuditAnswers
-            return audit_answer(task, self.config.audit or AuditAnswers(), self.config.seed)
+            return audit_answer(task, self.config.audit or AuditAnswers(), self.draw_seed)
         if contract.kind == "judgment":
             return self.judgment(task, rng)
         if contract.kind == "choice":
@@ -107,7 +129,7 @@ class SimulatedProvider:
             await anyio.sleep(self.config.latency_ms / 1000)
         else:  # answers come at once: yield anyway, or a signal would never be seen
             await anyio.lowlevel.checkpoint()
-        rng = random.Random(f"{self.config.seed}:{task.task_id}")
+        rng = random.Random(f"{self.draw_seed}:{task.task_id}")
         if rng.random() < self.config.refusal_rate:
             raise Refused("simulated refusal")
         if rng.random() < self.config.parse_error_rate:
@@ -115,7 +137,8 @@ class SimulatedProvider:
         else:
             text = self.answer(task, rng)
         prompt_chars = sum(len(m["content"]) for m in task.cell.messages)
-        return Completion(text=text, served_model=self.model.name,
+        served, fingerprint = self.served(task)
+        return Completion(text=text, served_model=served, system_fingerprint=fingerprint,
                           usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4})
 
     async def start(self) -> None:

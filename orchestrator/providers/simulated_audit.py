@@ -42,7 +42,7 @@ def _spoil(report: dict, rng: random.Random) -> None:
         report["critical_failure_flag"] = not report["critical_failure_flag"]
 
 
-def audit_answer(task: Task, spec: AuditAnswers, seed: int) -> str:
+def audit_answer(task: Task, spec: AuditAnswers, seed: int | str) -> str:
     item = task.cell.variant.item or {}
     retry = RETRY_MARK in task.cell.messages[-1]["content"]
     rng = random.Random(f"{seed}:{task.task_id}:audit")  # the same scores on the retry

@@ -199,6 +199,8 @@ class CampaignConfig(Strict):
     strategies: list[str] | None = None  # ids of the jobs' strategies; default all
     seed: int = 0
     output_dir: str = "runs"
+    # "auto": named by the UTC date when the run starts (nightly/runs.py); "latest" is the link
+    # to the newest of those, so no run may take that name.
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$")
     limits: dict[str, LimitConfig] = {}
     # A model that states the answer when a reply's JSON cannot be found (recorded per result).
@@ -216,6 +218,13 @@ class CampaignConfig(Strict):
     items: int | None = Field(default=None, ge=1)
     shots: int = Field(default=0, ge=0)
     shot_kind: Literal["format", "task"] = "format"
+
+    @field_validator("run_id")
+    @classmethod
+    def _not_the_link(cls, value: str) -> str:
+        if value == "latest":
+            raise ValueError("'latest' names the link to the newest run; pick another run id, or auto")
+        return value
 
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())
@@ -242,6 +251,7 @@ class Campaign:
     def __init__(self, config: CampaignConfig, jobs: list[Job], source: Path | None) -> None:
         self.config, self.jobs, self.source = config, jobs, source
         self.run_dir: Path | None = None  # set when resumed by folder; else from the config
+        self.named_by_date = False  # run_id was `auto` (engine/session.name_run)
 
     def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model

@@ -1,6 +1,8 @@
 """Settings of the simulated respondent: answer distributions per experiment and condition."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 # Unknown fields are typos, and strict types: `refusal_rate = true` is a mistake, not 1.
@@ -20,6 +22,20 @@ class ExperimentAnswers(BaseModel):
     model_config = STRICT
     conditions: list[ConditionAnswers] = []
     variants: dict[str, list[ConditionAnswers]] = {}  # by variant id; wins over `conditions`
+    served_model: str | None = None  # the model string its answers name (default: the model's)
+
+
+class Drift(BaseModel):
+    """A provider changing the model behind the name, unannounced: from the run whose id sorts
+    at or after `from_run` (run ids from --run-id auto are dates), these experiments are answered
+    as given here instead (each replaces that experiment's settings), and every answer names
+    `served_model` / `system_fingerprint` when set. For rehearsing what `compare` flags."""
+
+    model_config = STRICT
+    from_run: str = Field(min_length=1)
+    effects: dict[str, ExperimentAnswers] = {}
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 class JudgeAnswers(BaseModel):
@@ -64,9 +80,19 @@ class SimulateConfig(BaseModel):
     # after the premise alone: a prior for the answer's words that DC-PMI must take out.
     scoring_prior: dict[str, float] = {}
     audit: AuditAnswers | None = None  # how it answers the trace audit's judge prompt
+    # "task": a task's answer is fixed by its id (a resumed or repeated run draws the same);
+    # "run": each run draws anew (seeded by run id and task id), as a sampling model does from
+    # one night to the next, while a resumed run still draws what it drew.
+    draws: Literal["task", "run"] = "task"
+    system_fingerprint: str | None = None  # what its answers name as the backend build
+    drift: list[Drift] = []
 
     def identity(self) -> dict:
         """Its settings as part of the model's identity; a newer field at its default is left
         out, so task ids of runs made before it existed stay the same."""
-        unset = {name for name in ("scoring_prior", "audit") if not getattr(self, name)}
-        return self.model_dump(exclude=unset or None)
+        unset = {name for name in ("scoring_prior", "audit", "system_fingerprint", "drift")
+                 if not getattr(self, name)} | ({"draws"} if self.draws == "task" else set())
+        exclude: dict = dict.fromkeys(unset, True)
+        if not any(e.served_model for e in self.effects.values()):
+            exclude["effects"] = {"__all__": {"served_model"}}
+        return self.model_dump(exclude=exclude or None)

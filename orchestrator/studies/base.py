@@ -104,6 +104,11 @@ class Study:
     def report(self, tables: dict[str, pl.DataFrame], run: Run, out_dir: Path) -> ReportPart:
         return ReportPart()
 
+    def effects(self, tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
+        """Its headline effects from its tables, in analysis/effects.EFFECT_SCHEMA (made with
+        effect_rows): what `compare` and `trend` follow from one run to the next."""
+        return None
+
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         """Write export format `name` (one of `exports`); returns records written per file."""
         raise NotImplementedError

@@ -56,6 +56,13 @@ class TraceAudit(Study):
             outputs.append(Output("audit_conditions", "conditions", conditions))
         return outputs
 
+    def effects(self, tables):
+        from orchestrator.analysis.effects import effect_rows
+        if "audit_scores" not in tables:
+            return None
+        return effect_rows(tables["audit_scores"], self.kind, "mean score", "bias", "mean",
+                           "mean_ci_low", "mean_ci_high", strategy=None, n="n")
+
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.audit.calibrate import print_frame
         for stem, title in (("audit_dispositions", "trace audit: dispositions"),

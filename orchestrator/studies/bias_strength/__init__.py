@@ -41,6 +41,10 @@ class BiasStrength(Study):
         if "bsi_summary" in tables:
             print_table(tables["bsi_summary"], console)
 
+    def effects(self, tables):
+        from orchestrator.studies.bias_strength.inference import effect_table
+        return effect_table(tables, self.kind) if "bsi_summary" in tables else None
+
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.bias_strength.report import report
         if "bsi_summary" not in tables:

@@ -95,3 +95,21 @@ def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
     return totals.with_columns((pl.col("pe_C") / pl.col("rec_C")).alias("parse_error_rate_control"),
                                (pl.col("pe_T") / pl.col("rec_T")).alias("parse_error_rate_treatment"),
                                pl.Series("p_depends_on_condition", p_values, dtype=pl.Float64))
+
+
+
+def effect_table(tables: dict[str, pl.DataFrame], study: str) -> pl.DataFrame:
+    """The signed BSI per model x strategy x experiment for compare and trend, with the standard
+    error of its mean over the K variants, SD/sqrt(K): the interval the variant t-test
+    (p_variant) inverts. It spans the wording spread as well as sampling, so between two nights
+    of the same prompts it is conservative. Null for K < 2."""
+    from orchestrator.analysis.effects import effect_rows
+    from orchestrator.analysis.stats import Z95
+    keys = ["modelKey", "strategy", "experimentSlug"]
+    signed = pl.col("bsi_signed")
+    se = (tables["bsi_variants"].filter(signed.is_not_null()).group_by(keys)
+          .agg(se=pl.when(pl.len() >= 2).then(signed.std(ddof=1) / pl.len().sqrt())))
+    summary = tables["bsi_summary"].join(se, on=keys, how="left")
+    return effect_rows(summary.with_columns(lo=signed - Z95 * pl.col("se"), hi=signed + Z95 * pl.col("se")),
+                       study, "signed BSI", "experimentSlug", "bsi_signed", "lo", "hi",
+                       p="p_variant", n="K", se="se")

@@ -41,6 +41,16 @@ class Instructed(Study):
                    Output("instructed_price_gap", "pairs", pairs)]
         return [o for o in outputs if o.frame.height]
 
+    def effects(self, tables):
+        from orchestrator.analysis.effects import effect_rows
+        import polars as pl
+        if "instructed_scores" not in tables:
+            return None
+        return effect_rows(tables["instructed_scores"], self.kind, "bias score", "score",
+                           "bias_score", "ci_low", "ci_high", p="p",
+                           se=pl.coalesce("se_adjusted", "se"),
+                           n=pl.col("n_treatment") + pl.col("n_control"))
+
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.instructed.table import print_tables
         print_tables(tables, console)

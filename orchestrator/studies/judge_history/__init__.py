@@ -42,6 +42,15 @@ class JudgeHistory(Study):
             return ReportPart()
         return report(tables["judge_summary"], tables["judge_tasks"], out_dir)
 
+    def effects(self, tables):
+        from orchestrator.analysis.effects import effect_rows
+        if "judge_summary" not in tables:
+            return None
+        # the pull's CI spans the tasks, fixed from night to night: conservative for compare
+        return effect_rows(tables["judge_summary"], self.kind, "mean pull", "job", "mean_pull",
+                           "mean_pull_ci_low", "mean_pull_ci_high", strategy=None,
+                           p="wilcoxon_p", n="tasks_with_all_conditions")
+
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.judge_history.export import export_judge_history
         return export_judge_history(run_dir, out_dir)

@@ -1,0 +1,67 @@
+"""What compare and trend read of one run: every study's headline effects (analysis/effects.py)
+and, per model and experiment, how the calls went and which model served them. Computed
+afresh from the results; nothing is written into the run folder (a finished night stays as
+it was)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from orchestrator.analysis.effects import EFFECT_SCHEMA, empty
+from orchestrator.analysis.load import Run, open_run
+from orchestrator.studies import registered
+
+CALL_SCHEMA = {"status": pl.String, "modelKey": pl.String, "experimentSlug": pl.String,
+               "latencyMs": pl.Float64, "costUsd": pl.Float64, "servedModel": pl.String,
+               "systemFingerprint": pl.String}
+TERMINAL = ["ok", "parse_error", "refused", "too_long", "skipped"]
+
+
+@dataclass
+class RunEffects:
+    run: Run
+    effects: pl.DataFrame  # EFFECT_SCHEMA
+    calls: pl.DataFrame  # per modelKey x experimentSlug: see call_summary
+
+    @property
+    def name(self) -> str:
+        return self.run.manifest["runId"]
+
+
+def study_effects(run: Run) -> pl.DataFrame:
+    frames = []
+    for study in registered():
+        tables = {out.stem: out.frame for out in study.analyze(run)}
+        found = study.effects(tables) if tables else None
+        if found is not None and found.height:
+            frames.append(found.select(list(EFFECT_SCHEMA)))
+    return pl.concat(frames) if frames else empty()
+
+
+def call_summary(run: Run) -> pl.DataFrame:
+    """Per model x experiment: tasks by final status, latency p50/p95 of answered calls (ms),
+    cost per call (USD, where priced), and the served model strings and system fingerprints
+    seen. Superseded `failed` lines are left out (a resume retried those tasks)."""
+    lf = pl.scan_ndjson(run.readable.path, schema=CALL_SCHEMA, ignore_errors=True)
+    status = pl.col("status")
+    answered = status.is_in(["ok", "parse_error", "refused"])
+    return (lf.filter(status.is_in(TERMINAL) | (status == "failed"))
+            .group_by("modelKey", "experimentSlug")
+            .agg(records=status.is_in(TERMINAL).sum(),
+                 answered=answered.sum(),
+                 parse_errors=(status == "parse_error").sum(),
+                 refusals=(status == "refused").sum(),
+                 failed_lines=(status == "failed").sum(),
+                 latency_p50=pl.col("latencyMs").filter(answered).quantile(0.5, "linear"),
+                 latency_p95=pl.col("latencyMs").filter(answered).quantile(0.95, "linear"),
+                 cost_per_call=pl.col("costUsd").filter(status.is_in(TERMINAL)).mean(),
+                 served=pl.col("servedModel").drop_nulls().unique().sort(),
+                 fingerprints=pl.col("systemFingerprint").drop_nulls().unique().sort())
+            .sort("modelKey", "experimentSlug").collect())
+
+
+def run_effects(run_dir: Path) -> RunEffects:
+    run = open_run(run_dir)
+    return RunEffects(run, study_effects(run), call_summary(run))

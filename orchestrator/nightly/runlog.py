@@ -1,0 +1,68 @@
+"""`run --log`: what a run prints, also appended to a log file (a scheduled run has no terminal).
+
+The log lives beside the runs, at runs/<campaign>/logs/<run-id>.log, not in the run folder:
+a run refused before it starts (a missing key, a bad config) writes no run folder, yet its
+reason must reach the log cron or systemd keeps.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Iterator
+
+from rich.console import Console
+
+AUTO = "auto"
+
+
+class Tee:
+    """A text stream writing to a terminal stream and a log file."""
+
+    def __init__(self, stream: IO[str], log: IO[str]) -> None:
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.log.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.log.flush()
+
+    def isatty(self) -> bool:
+        return False  # no live progress bar in a log: rich prints plain lines instead
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
+    return campaign_dir / "logs" / f"{run_id}.log" if given == AUTO else Path(given)
+
+
+@contextmanager
+def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
+    """(console, err_console) that also append to `path`, between a start and an end line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    width = int(os.environ.get("COLUMNS", 160))
+    with open(path, "a", encoding="utf-8", buffering=1) as log:
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        log.write(f"== {stamp} {command}\n")
+        code = "1"
+        try:
+            yield (Console(file=Tee(sys.stdout, log), width=width),
+                   Console(file=Tee(sys.stderr, log), width=width))
+            code = "0"
+        except SystemExit as exc:
+            code = str(exc.code)
+            raise
+        except BaseException as exc:
+            code = str(getattr(exc, "exit_code", type(exc).__name__))
+            raise
+        finally:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            log.write(f"== {stamp} exit {code}\n")

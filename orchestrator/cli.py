@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign, load_campaign
+from orchestrator.nightly.commands import add_commands as _nightly_commands
 from orchestrator.studies import exporters, registered
 
 app = typer.Typer(help="Run cognitive-bias benchmark campaigns against language models: "
@@ -391,3 +392,4 @@ def export(run_dir: RunDirArg,
 
 for _study in registered():  # commands of a study's own (the trace audit's review, calibrate...)
     _study.add_commands(app)
+_nightly_commands(app)

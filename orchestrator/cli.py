@@ -169,23 +169,14 @@ def run(config: ConfigArg,
     2 bad input or the run is in use (nothing started); 3 the budget was reached (run again
     with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
-    global console, err_console
-    if log is None:
-        try:
-            campaign = _load(config, samples, run_id)
-        except UserError as exc:
-            fail(exc)
-        return run_and_report(campaign, budget, wait)
-    from orchestrator.engine.session import name_run, resume_command, run_dir_for
-    from orchestrator.nightly.runlog import log_path, logging_to
     try:
         campaign = _load(config, samples, run_id)
-        name_run(campaign)
-        where = run_dir_for(campaign)
-    except UserError as exc:  # no run to name the log after: the message goes to the terminal
+    except UserError as exc:
         fail(exc)
-    with logging_to(log_path(log, where.parent, where.name), resume_command()) as (console, err_console):
-        run_and_report(campaign, budget, wait)
+    if log is None:
+        return run_and_report(campaign, budget, wait)
+    from orchestrator.nightly.runlog import run_logged
+    run_logged(campaign, log, budget, wait)
 
 
 def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool = False) -> None:

@@ -24,6 +24,7 @@ class RunEffects:
     run: Run
     effects: pl.DataFrame  # EFFECT_SCHEMA
     calls: pl.DataFrame  # per modelKey x experimentSlug: see call_summary
+    models: pl.DataFrame  # the same tallies per modelKey
 
     @property
     def name(self) -> str:
@@ -40,28 +41,35 @@ def study_effects(run: Run) -> pl.DataFrame:
     return pl.concat(frames) if frames else empty()
 
 
-def call_summary(run: Run) -> pl.DataFrame:
-    """Per model x experiment: tasks by final status, latency p50/p95 of answered calls (ms),
-    cost per call (USD, where priced), and the served model strings and system fingerprints
-    seen. Superseded `failed` lines are left out (a resume retried those tasks)."""
+def _tallies(status: pl.Expr, answered: pl.Expr) -> list[pl.Expr]:
+    return [status.is_in(TERMINAL).sum().alias("records"), answered.sum().alias("answered"),
+            (status == "parse_error").sum().alias("parse_errors"),
+            (status == "refused").sum().alias("refusals"),
+            (status == "failed").sum().alias("failed_lines"),
+            pl.col("latencyMs").filter(answered).quantile(0.5, "linear").alias("latency_p50"),
+            pl.col("latencyMs").filter(answered).quantile(0.95, "linear").alias("latency_p95"),
+            pl.col("costUsd").filter(status.is_in(TERMINAL)).mean().alias("cost_per_call")]
+
+
+def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(per model x experiment, per model): tasks by final status, latency p50/p95 of answered
+    calls (ms), cost per call (USD, where priced); per model x experiment also the served model
+    strings and system fingerprints seen. `failed` lines are attempts a resume superseded or
+    will retry: counted apart, never as answers."""
     lf = pl.scan_ndjson(run.readable.path, schema=CALL_SCHEMA, ignore_errors=True)
     status = pl.col("status")
     answered = status.is_in(["ok", "parse_error", "refused"])
-    return (lf.filter(status.is_in(TERMINAL) | (status == "failed"))
-            .group_by("modelKey", "experimentSlug")
-            .agg(records=status.is_in(TERMINAL).sum(),
-                 answered=answered.sum(),
-                 parse_errors=(status == "parse_error").sum(),
-                 refusals=(status == "refused").sum(),
-                 failed_lines=(status == "failed").sum(),
-                 latency_p50=pl.col("latencyMs").filter(answered).quantile(0.5, "linear"),
-                 latency_p95=pl.col("latencyMs").filter(answered).quantile(0.95, "linear"),
-                 cost_per_call=pl.col("costUsd").filter(status.is_in(TERMINAL)).mean(),
-                 served=pl.col("servedModel").drop_nulls().unique().sort(),
-                 fingerprints=pl.col("systemFingerprint").drop_nulls().unique().sort())
-            .sort("modelKey", "experimentSlug").collect())
+    lf = lf.filter(status.is_in(TERMINAL) | (status == "failed"))
+    per_experiment = (lf.group_by("modelKey", "experimentSlug")
+                      .agg(*_tallies(status, answered),
+                           served=pl.col("servedModel").drop_nulls().unique().sort(),
+                           fingerprints=pl.col("systemFingerprint").drop_nulls().unique().sort())
+                      .sort("modelKey", "experimentSlug"))
+    per_model = lf.group_by("modelKey").agg(*_tallies(status, answered)).sort("modelKey")
+    calls, models = pl.collect_all([per_experiment, per_model])
+    return calls, models
 
 
 def run_effects(run_dir: Path) -> RunEffects:
     run = open_run(run_dir)
-    return RunEffects(run, study_effects(run), call_summary(run))
+    return RunEffects(run, study_effects(run), *call_summary(run))

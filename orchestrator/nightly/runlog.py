@@ -66,3 +66,19 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
         finally:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             log.write(f"== {stamp} exit {code}\n")
+
+
+def run_logged(campaign, given: str, budget: float | None, wait: bool) -> None:
+    """`run --log`: cli.run_and_report with the command line's consoles also writing the log
+    (named after the run, so a run started with --run-id auto is named first)."""
+    from orchestrator import cli
+    from orchestrator.engine.session import name_run, resume_command, run_dir_for
+    name_run(campaign)
+    where = run_dir_for(campaign)
+    terminal = cli.console, cli.err_console
+    try:
+        with logging_to(log_path(given, where.parent, where.name), resume_command()) as consoles:
+            cli.console, cli.err_console = consoles
+            cli.run_and_report(campaign, budget, wait)
+    finally:
+        cli.console, cli.err_console = terminal

@@ -39,12 +39,8 @@ class Paired(Study):
         return report(tables["summary"], run, out_dir) if "summary" in tables else ReportPart()
 
     def effects(self, tables):
-        from orchestrator.analysis.effects import effect_rows
-        import polars as pl
-        if "summary" not in tables:
-            return None
-        return effect_rows(tables["summary"], self.kind, "metric_type", "experimentSlug", "effect",
-                           "ci_low", "ci_high", p="p_value", n=pl.col("n_valid_0") + pl.col("n_valid_1"))
+        from orchestrator.studies.paired.analysis import effect_table
+        return effect_table(tables["summary"], self.kind) if "summary" in tables else None
 
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.paired.export import export_ai_benchmark

@@ -191,3 +191,19 @@ def paired_effects(run: Run) -> pl.DataFrame:
         significant=pl.col("p_value") < 0.05)
     return (_flags(df).select(COLUMNS)
             .sort("job", "experimentSlug", "model", "strategy"))
+
+
+def effect_table(summary: pl.DataFrame, study: str) -> pl.DataFrame:
+    """The effects for compare and trend. A share difference's standard error is the unbiased
+    plug-in sqrt(sum p(1-p)/(n-1)): read off the Newcombe interval it would come out about 8%
+    small at 20 answers per condition (the score interval is narrower than the sampling spread
+    there), and nights would differ "significantly" too often. A mean difference's is read off
+    its Welch interval (t-based, so slightly conservative). None for a deterministic model."""
+    from orchestrator.analysis.effects import effect_rows
+    share = pl.col("metric_type") == "choice-share-difference"
+    spread = sum((pl.col(f"stat_{i}") * (1 - pl.col(f"stat_{i}")) / (pl.col(f"n_valid_{i}") - 1))
+                 for i in (0, 1))
+    se = pl.when(share & pl.col("ci_low").is_not_null() & (pl.min_horizontal("n_valid_0", "n_valid_1") > 1)
+                 ).then(spread.sqrt())
+    return effect_rows(summary, study, "metric_type", "experimentSlug", "effect", "ci_low", "ci_high",
+                       p="p_value", n=pl.col("n_valid_0") + pl.col("n_valid_1"), se=se)

@@ -1,0 +1,217 @@
+"""`orchestrator compare`: a planted change between two nights is flagged exactly, nights that
+differ by chance alone are flagged at the nominal rate, and runs with different plans compare
+what they share."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from tests.conftest import cli, write_config
+
+SIMULATED = """
+name = "nightly"
+jobs = ["ai-bias-benchmark"]
+seed = 20261130
+samples = 20
+{extra_top}
+[[models]]
+provider = "simulated"
+name = "sim-respondent"
+temperature = 1.0
+
+[models.simulate]
+draws = "run"
+parse_error_rate = 0.02
+[models.simulate.effects.anchoring-first-number]
+conditions = [{{mean = 1150, sd = 120}}, {{mean = 880, sd = 120}}]
+[models.simulate.effects.decoy-subscription-choice]
+conditions = [{{shares = {{"Pro — €14/month, 100 GB" = 0.45}}}}, {{shares = {{"Pro — €14/month, 100 GB" = 0.70}}}}]
+{extra}
+"""
+# From night n2 on, the provider changes the model behind the name: the anchoring effect
+# shrinks from 270 to 120, and the escalation experiment is answered by another model string
+# (its answers unchanged: it has no planted effect either way).
+DRIFT = """
+[[models.simulate.drift]]
+from_run = "n2"
+[models.simulate.drift.effects.anchoring-first-number]
+conditions = [{mean = 1150, sd = 120}, {mean = 1030, sd = 120}]
+[models.simulate.drift.effects.escalation-past-investment]
+served_model = "sim-respondent-2026-12"
+"""
+
+
+def _config(tmp_path: Path, extra: str = "", extra_top: str = "", name: str = "campaign.toml") -> Path:
+    return write_config(tmp_path, SIMULATED.format(extra=extra, extra_top=extra_top), name)
+
+
+def _nights(tmp_path: Path, config: Path, *run_ids: str) -> Path:
+    for run_id in run_ids:
+        done = cli("run", str(config), "--run-id", run_id, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    return tmp_path / "runs" / "nightly"
+
+
+def _flags(path: Path) -> set[tuple[str, str]]:
+    return {(f["flag"], f.get("experiment")) for f in json.loads(path.read_text())["flags"]}
+
+
+def test_a_planted_change_is_flagged_and_nothing_else(tmp_path):
+    campaign = _nights(tmp_path, _config(tmp_path, DRIFT), "n1", "n2")
+    hook = tmp_path / "hook.txt"
+    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"),
+               "--on-change", f"{sys.executable} -c \"import sys; open('{hook}', 'w').write(sys.argv[1])\"",
+               cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    path = campaign / "compare" / "n1__n2.json"
+    assert _flags(path) == {("effect_changed", "anchoring-first-number"),
+                            ("served_model", "escalation-past-investment")}
+    report = json.loads(path.read_text())
+    anchoring = next(r for r in report["effects"] if r["experiment"] == "anchoring-first-number")
+    assert anchoring["change_ci_low"] < -150 < anchoring["change_ci_high"]  # planted: 120 - 270
+    assert report["plan"]["same"] and report["exit_code"] == 1
+    assert hook.read_text() == str(path)  # the hook got the comparison's path
+    assert "flag effect_changed" in done.stdout and "sim-respondent-2026-12" in done.stdout
+    # --fail-on picks what counts: the served-model change alone still fails, a sign flip not
+    assert cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "served_model",
+               cwd=tmp_path).returncode == 1
+    quiet = cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "sign_flip,vanished",
+                cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stdout
+    assert "(not in --fail-on)" in quiet.stdout
+
+
+def test_previous_compares_the_latest_night_with_the_one_before(tmp_path):
+    config = _config(tmp_path)
+    for _ in range(3):
+        assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
+    campaign = tmp_path / "runs" / "nightly"
+    day = sorted(p.name for p in campaign.iterdir() if (p / "manifest.json").is_file())[0]
+    done = cli("compare", "--previous", str(campaign), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (campaign / "compare" / f"{day}-2__{day}-3.json").is_file()
+    assert "nothing flagged" in done.stdout
+    # a run folder: it against the run before it
+    assert cli("compare", "--previous", str(campaign / f"{day}-2"), cwd=tmp_path).returncode == 0
+    assert (campaign / "compare" / f"{day}__{day}-2.json").is_file()
+
+
+def test_runs_with_different_plans_compare_what_they_share(tmp_path):
+    campaign = _nights(tmp_path, _config(tmp_path), "n1")
+    second_model = """
+[[models]]
+provider = "simulated"
+name = "sim-other"
+temperature = 1.0
+[models.simulate]
+draws = "run"
+"""
+    _nights(tmp_path, _config(tmp_path, second_model, name="more.toml"), "n2")
+    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"), cwd=tmp_path)
+    report = json.loads((campaign / "compare" / "n1__n2.json").read_text())
+    assert done.returncode == 1
+    assert [f["flag"] for f in report["flags"]] == ["plan_changed"]
+    assert any("sim-other" in line for line in report["plan"]["changes"])
+    shared = {r["model"] for r in report["effects"]}
+    assert shared == {"simulated/sim-respondent"} and len(report["effects"]) == 6
+    assert {r["model"] for r in report["unshared"]["only_b"]} == {"simulated/sim-other"}
+    assert not report["unshared"]["only_a"]
+    # what both share is still compared: nothing but the plan changed
+    assert cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "effect_changed",
+               cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{a}"], "needs two runs"),
+    (["{a}", "{a}"], "the same run"),
+    (["--previous", "{a}"], "no run was started before"),
+    (["{a}", "{b}", "--fail-on", "everything"], "unknown flag"),
+    (["{a}", "{b}", "--out", "{a}/manifest.json"], "cannot write the comparison"),
+    (["{campaign}", "{b}"], "manifest"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
+    campaign = _nights(tmp_path, _config(tmp_path), "a", "b")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    done = cli("compare", *[a.format(a=campaign / "a", b=campaign / "b", campaign=campaign) for a in args],
+               cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+NIGHTS = 240  # 120 independent pairs; a night takes about 0.1 s to run and analyse
+
+
+@pytest.fixture(scope="module")
+def unchanged_nights(tmp_path_factory) -> list:
+    """NIGHTS nights of the unchanged campaign (each draws anew), run in this process."""
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.nightly.effects import run_effects
+    from orchestrator.spec.campaign import load_campaign
+    folder = tmp_path_factory.mktemp("nights")
+    config = _config(folder)
+    nights = []
+    for i in range(NIGHTS):
+        campaign = load_campaign(config, {"run_id": f"night{i:03d}", "output_dir": str(folder / "runs")})
+        run_campaign(campaign, Console(file=io.StringIO()), handle_signals=False)
+        nights.append(run_effects(folder / "runs" / "nightly" / f"night{i:03d}"))
+    return nights
+
+
+def test_twenty_pairs_of_unchanged_nights_flag_no_more_than_the_nominal_rate(unchanged_nights):
+    from orchestrator.nightly.compare import compare
+    nights = unchanged_nights[:40]
+    flagged = [bool(compare(nights[i], nights[i + 1]).flags) for i in range(0, 40, 2)]
+    assert sum(flagged) <= 1  # 5% of 20 pairs
+
+
+def test_chance_differences_are_flagged_at_the_nominal_rate_over_many_nights(unchanged_nights):
+    """120 independent pairs of unchanged nights: each effect's change is significant
+    (unadjusted) in about 5% of pairs (720 tests: 36 expected, SD 5.8; twice the rate, 72, or
+    half, 18, fails), and a pair raises any flag in at most about 5% of pairs (Benjamini-Hochberg
+    under no change keeps the chance of any flag at the level: 6 expected, 11 allowed)."""
+    from orchestrator.nightly.compare import compare
+    comparisons = [compare(unchanged_nights[i], unchanged_nights[i + 1]) for i in range(0, NIGHTS, 2)]
+    p = np.concatenate([c.effects["p_change"].to_numpy() for c in comparisons])
+    assert len(p) == 720
+    assert 22 <= (p < 0.05).sum() <= 54
+    assert sum(bool(c.flags) for c in comparisons) <= 11
+
+
+def test_the_tests_agree_with_scipy_and_statsmodels_on_known_data():
+    import polars as pl
+
+    from orchestrator.analysis.effects import EFFECT_SCHEMA
+    from orchestrator.nightly.difference import _fisher, adjust, effect_changes
+
+    def frame(rows):
+        keys = {"study": "s", "measure": "m", "strategy": None, "modelKey": "k", "model": "M", "n": 40}
+        return pl.DataFrame([keys | r for r in rows], schema=EFFECT_SCHEMA)
+    a = frame([{"experiment": "x", "effect": 1.0, "se": 0.3, "ci_low": None, "ci_high": None, "p": None},
+               {"experiment": "y", "effect": 0.5, "se": None, "ci_low": 0.5 - 1.959964 * 0.2,
+                "ci_high": 0.5 + 1.959964 * 0.2, "p": None}])
+    b = frame([{"experiment": "x", "effect": 2.0, "se": 0.4, "ci_low": None, "ci_high": None, "p": None},
+               {"experiment": "y", "effect": 0.1, "se": 0.1, "ci_low": None, "ci_high": None, "p": None}])
+    changes, _, _ = effect_changes(a, b)
+    changes = changes.sort("experiment")
+    # x: z = 1 / sqrt(0.09 + 0.16) = 2; y: its se read off the CI (0.2), z = -0.4 / sqrt(0.05)
+    expected = [2 * stats.norm.sf(2.0), 2 * stats.norm.sf(0.4 / np.sqrt(0.05))]
+    np.testing.assert_allclose(changes["p_change"].to_numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(changes["change_ci_low"][0], 1.0 - 1.959964 * 0.5, rtol=1e-6)
+    # Fisher's exact test: the tea-tasting table [[3, 1], [1, 3]], two-sided p = 0.4857
+    assert _fisher(3, 4, 1, 4) == pytest.approx(0.485714, abs=1e-6)
+    # Benjamini-Hochberg over effects and rates together, as statsmodels computes it
+    rates = pl.DataFrame({"p_change": [0.003, None, 0.04]}, schema={"p_change": pl.Float64})
+    effects, rates = adjust(changes, rates)
+    family = np.array([*expected, 0.003, 0.04])
+    want = multipletests(family, method="fdr_bh")[1]
+    np.testing.assert_allclose([*effects["q"].to_list(), rates["q"][0], rates["q"][2]], want, rtol=1e-6)
+    assert rates["q"][1] is None

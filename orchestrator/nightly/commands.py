@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-MODULES = ("compare_command",)  # orchestrator.nightly.<module>, each with add(app)
+MODULES = ("schedule", "history", "compare_command", "trend")  # orchestrator.nightly.<module>, each with add(app)
 
 
 def add_commands(app: typer.Typer) -> None:

@@ -85,8 +85,8 @@ def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str],
     from orchestrator.engine.snapshot import Readable
     if not results.is_file() or results.stat().st_size == 0:
         return [], [], None
-    for _ in range(2):  # a run appending mid-read: once more, from a copy of its complete lines
-        source = Readable.snapshot(results)
+    for attempt in range(2):  # a run appending mid-read: once more, from a copy of its complete lines
+        source = Readable.snapshot(results)  # kept: a torn file's copy lives as long as this
         try:
             df = (pl.scan_ndjson(source.path, schema=_SERVED, ignore_errors=True).group_by("modelKey")
                   .agg(served=pl.col("servedModel").drop_nulls().unique().sort(),
@@ -95,9 +95,9 @@ def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str],
                   .collect())
             break
         except pl.exceptions.ComputeError:
-            continue
-    else:
-        return [], [], None
+            if attempt:
+                raise UserError("polars cannot read the results", file=str(results),
+                                fix=f"see orchestrator status {results.parent}") from None
     served, fps = [], []
     for r in sorted(df.iter_rows(named=True), key=lambda r: names.get(r["modelKey"], r["modelKey"])):
         name = names.get(r["modelKey"], r["modelKey"])
@@ -187,7 +187,7 @@ def served_cell(row: dict[str, Any]) -> str:
     fps = dict(entry.split(": ", 1) for entry in row["fingerprints"] or [])
     lines = []
     for entry in row["served_models"] or []:
-        label, served = entry.split(": ", 1)
+        label = entry.split(": ", 1)[0]
         lines.append(f"{entry} ({fps[label]})" if label in fps else entry)
     return "; ".join(lines)
 
@@ -227,20 +227,27 @@ def add(app: typer.Typer) -> None:
     @app.command()
     def history(campaign_dir: Annotated[Path, typer.Argument(help="A campaign folder: runs/<campaign>/, the folder holding one folder per run.")],
                 out: Annotated[Optional[Path], typer.Option(help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR.")] = None) -> None:
-        """One row per run of a campaign folder, oldest first: a table here, and the same rows in
-        CAMPAIGN_DIR/history.csv and history.parquet (lists joined with "; " in the csv).
+        """One row per run of a campaign folder, oldest first: a table here, and the
+        same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
         Reads only: takes no lock, writes nothing into a run folder, calls no model.
 
-        Columns: run (its folder); started (the manifest's createdAt); last result (the latest
-        finishedAt of its results); status: complete, N tasks pending (failed or never run:
-        resume with orchestrator run RUN), no results, running (pid, host) (its lock holder
-        lives), interrupted (its holder died holding the lock: kill -9, a crash, a reboot),
-        locked (held from another host); tasks planned, done (a final answer or status),
-        failed (final status failed), parse err and refused (final statuses), spend $ (every
-        attempt paid for; 0 unpriced); served model and fingerprint (per model: the model
-        strings the provider answered as, its system_fingerprint); software (the version that
-        started the run); plan (the plan hash, short: runs with the same plan compare fully);
-        log (logs/RUN.log under CAMPAIGN_DIR, from run --log auto).
+        Columns (times in UTC; lists joined with "; " in the csv):
+        run: the run's folder; started: when it started (manifest createdAt);
+        last result: its latest result's finishedAt (dated if not the start's day);
+        status: complete | N tasks pending (failed or not run: orchestrator run RUN
+          resumes it) | no results | running (pid, host): the process holding its
+          lock lives | interrupted: that process died holding it (kill -9, a crash,
+          a reboot) | locked (pid, host): held from another host, not checked;
+        tasks: planned; done: with a final record; failed: final status failed;
+        parse errors, refused: tasks with those final statuses;
+        spend $: every attempt paid for (0 where unpriced);
+        served model (fingerprint): per model, the model strings the provider
+          answered as and its system_fingerprint (files: served_models, fingerprints);
+        version: the software that started the run; plan: the plan hash (short);
+        log: CAMPAIGN_DIR/logs/RUN.log exists (run --log auto; files: its path).
+        In the files: run, started, last_result, status, tasks, done, failed,
+        parse_errors, refusals, spend_usd, served_models, fingerprints, software,
+        plan, log.
         """
         from orchestrator.cli import console, fail
         try:

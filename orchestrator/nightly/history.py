@@ -1,0 +1,261 @@
+"""`orchestrator history CAMPAIGN_DIR`: one row per run of a campaign folder, oldest first, in
+the terminal and as history.csv / history.parquet.
+
+Only reads. No lock is taken, not even a shared one: a `run` starting at that moment would
+find the run "in use" and refuse. Whether a run is going is read from what its lock holder
+wrote into `.lock` (engine/lock.py; emptied on release) and whether that process still lives.
+Nothing is written into a run folder (a finished night stays as it was).
+"""
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import orjson
+import polars as pl
+import typer
+
+from orchestrator.engine.lock import LOCK
+from orchestrator.engine.store import MANIFEST
+from orchestrator.errors import UserError
+
+SCHEMA = {"run": pl.String, "started": pl.Datetime("us", "UTC"), "last_result": pl.Datetime("us", "UTC"),
+          "status": pl.String, "tasks": pl.Int64, "done": pl.Int64, "failed": pl.Int64,
+          "parse_errors": pl.Int64, "refusals": pl.Int64, "spend_usd": pl.Float64,
+          "served_models": pl.List(pl.String), "fingerprints": pl.List(pl.String),
+          "software": pl.String, "plan": pl.String, "log": pl.String}
+HEADERS = {"last_result": "last\nresult", "parse_errors": "parse\nerrors", "refusals": "refused",
+           "spend_usd": "spend $", "served_models": "served model (fingerprint)", "software": "version"}
+_SERVED = {"modelKey": pl.String, "servedModel": pl.String, "systemFingerprint": pl.String,
+           "finishedAt": pl.String}
+_CLOCK_SLACK_S = 2  # the lock's time is to the second, the kernel's boot time too
+
+
+def _process_start(pid: int) -> float | None:
+    """When a process started (Unix time), from /proc; None where there is no /proc."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _alive(pid: int, since: Any) -> bool:
+    """Whether the lock's writer still lives: a process with its pid that started before the
+    lock was taken. After a reboot, or in a new container, a dead run's pid is often some other
+    process's, started later."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    start = _process_start(pid)
+    try:
+        taken = datetime.fromisoformat(since).timestamp()
+    except (TypeError, ValueError):
+        return True
+    return start is None or start <= taken + _CLOCK_SLACK_S
+
+
+def lock_state(run_dir: Path) -> str | None:
+    """'running (pid, host)', 'locked (pid, host)' (another host: not checkable from here),
+    'interrupted' (its holder died without releasing it), or None (nobody holds the run)."""
+    try:
+        info = orjson.loads((run_dir / LOCK).read_bytes())
+        pid, host = info["pid"], info["host"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None  # no lock, an emptied one, or one mid-write (its holder truncates, then writes)
+    if not isinstance(pid, int) or pid <= 0:  # os.kill(0 or -1) would signal whole groups
+        return None
+    if host != socket.gethostname():
+        return f"locked (pid {pid}, {host})"
+    return f"running (pid {pid}, {host})" if _alive(pid, info.get("since")) else "interrupted"
+
+
+def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str], datetime | None]:
+    """Per model: the served model strings and system fingerprints seen, and the last result's
+    time. A torn last line (a run writing right now) is left out: polars stops at it."""
+    from orchestrator.engine.snapshot import Readable
+    if not results.is_file() or results.stat().st_size == 0:
+        return [], [], None
+    for attempt in range(2):  # a run appending mid-read: once more, from a copy of its complete lines
+        source = Readable.snapshot(results)  # kept: a torn file's copy lives as long as this
+        try:
+            df = (pl.scan_ndjson(source.path, schema=_SERVED, ignore_errors=True).group_by("modelKey")
+                  .agg(served=pl.col("servedModel").drop_nulls().unique().sort(),
+                       fps=pl.col("systemFingerprint").drop_nulls().unique().sort(),
+                       last=pl.col("finishedAt").max())  # ISO times in UTC sort as text
+                  .collect())
+            break
+        except pl.exceptions.ComputeError:
+            if attempt:
+                raise UserError("polars cannot read the results", file=str(results),
+                                fix=f"see orchestrator status {results.parent}") from None
+    served, fps = [], []
+    for r in sorted(df.iter_rows(named=True), key=lambda r: names.get(r["modelKey"], r["modelKey"])):
+        name = names.get(r["modelKey"], r["modelKey"])
+        served += [f"{name}: {', '.join(r['served'])}"] if r["served"] else []
+        fps += [f"{name}: {', '.join(r['fps'])}"] if r["fps"] else []
+    last = df["last"].drop_nulls().max()
+    return served, fps, datetime.fromisoformat(last) if last else None
+
+
+def run_row(run_dir: Path, campaign_dir: Path) -> dict[str, Any]:
+    from orchestrator.analysis.names import model_names
+    from orchestrator.engine.status import tally
+    from orchestrator.engine.store import RunStore
+    store = RunStore(run_dir)
+    log = campaign_dir / "logs" / f"{run_dir.name}.log"
+    row: dict[str, Any] = {"run": run_dir.name, "log": str(log) if log.is_file() else None}
+    try:
+        manifest = store.read_manifest()
+        counts, paid, _ = tally(store.results)
+        served, fps, last = _served(store.results, model_names(manifest))
+    except UserError:  # one damaged night does not hide the others
+        return row | {"status": f"unreadable (see orchestrator status {run_dir})"}
+    final = Counter()
+    for (_, status), n in counts.items():
+        final[status] += n
+    tasks = sum(manifest["plan"]["per_model"].values())
+    done = sum(n for status, n in final.items() if status != "failed")  # as status and resume count
+    pending = f"{tasks - done:,} tasks pending"
+    lock = lock_state(run_dir)
+    if lock == "interrupted":
+        state = f"interrupted, {pending}" if tasks > done else lock
+    else:
+        state = lock or ("no results" if not counts else "complete" if tasks == done else pending)
+    return row | {"started": datetime.fromisoformat(manifest["createdAt"]), "last_result": last,
+                  "status": state, "tasks": tasks, "done": done, "failed": final["failed"],
+                  "parse_errors": final["parse_error"], "refusals": final["refused"],
+                  "spend_usd": sum(usd for _, usd in paid.values()), "served_models": served,
+                  "fingerprints": fps, "software": manifest.get("software"),
+                  "plan": manifest["plan"]["hash"][:8]}
+
+
+def campaign_history(campaign_dir: Path) -> pl.DataFrame:
+    from orchestrator.nightly.runs import campaign_runs
+    if (campaign_dir / MANIFEST).is_file():
+        raise UserError("this is a run folder, not a campaign folder", file=str(campaign_dir),
+                        fix=f"give the folder that holds the runs: orchestrator history {campaign_dir.parent}")
+    runs = campaign_runs(campaign_dir)
+    if not runs:
+        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
+                        fix="give runs/<campaign>/ of a campaign that has run "
+                            "(orchestrator run CONFIG --run-id auto starts one)")
+    return pl.DataFrame([run_row(r, campaign_dir) for r in runs], schema=SCHEMA)
+
+
+def check_out(out: Path) -> None:
+    """Refuse an --out that is a file, or a run folder or inside one (a night is never written to)."""
+    if out.exists() and not out.is_dir():
+        raise UserError("--out is a file, not a folder", file=str(out), field="--out",
+                        fix="give a folder for history.csv and history.parquet (created if missing)")
+    for folder in (out.resolve(), *out.resolve().parents):
+        if (folder / MANIFEST).is_file():
+            raise UserError("--out is inside a run folder", file=str(out), field="--out",
+                            fix="write the history beside the runs: leave out --out, or give another folder")
+
+
+def cell(row: dict[str, Any], column: str) -> str:
+    """A value as the terminal shows it (lists joined as in the csv). To fit 160 columns, the
+    last result's time leaves out the day the run started, and `log` only says there is one."""
+    value = row[column]
+    if value is None:
+        return ""
+    if column == "last_result":
+        return value.strftime("%H:%M" if value.date() == row["started"].date() else "%m-%d %H:%M")
+    if column == "log":
+        return "yes"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, list):
+        return "; ".join(value)
+    if column == "spend_usd":
+        return f"{value:,.4f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def served_cell(row: dict[str, Any]) -> str:
+    """Per model: its label, the model strings served and (the fingerprints), joined as in the csv."""
+    fps = dict(entry.split(": ", 1) for entry in row["fingerprints"] or [])
+    lines = []
+    for entry in row["served_models"] or []:
+        label = entry.split(": ", 1)[0]
+        lines.append(f"{entry} ({fps[label]})" if label in fps else entry)
+    return "; ".join(lines)
+
+
+def write_history(frame: pl.DataFrame, out: Path) -> tuple[Path, Path]:
+    """history.csv and history.parquet in `out`, each replaced whole (a reader never sees half)."""
+    out.mkdir(parents=True, exist_ok=True)
+    csv, parquet = out / "history.csv", out / "history.parquet"
+    lists = [c for c, t in SCHEMA.items() if isinstance(t, pl.List)]
+    flat = frame.with_columns(pl.col(c).list.join("; ") for c in lists)
+    for path, write in ((csv, flat.write_csv), (parquet, frame.write_parquet)):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        write(tmp)
+        os.replace(tmp, path)
+    return csv, parquet
+
+
+def history_table(frame: pl.DataFrame, campaign_dir: Path):
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+    shown = [c for c in SCHEMA if c != "fingerprints"]  # shown with the served models
+    logs = f"logs: {campaign_dir / 'logs'}/RUN.log" if frame["log"].is_not_null().any() else None
+    table = Table(title=f"history of {campaign_dir} (times UTC)", title_justify="left",
+                  caption=logs, caption_justify="left",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for column in shown:  # only these wrap; the rest keep their width
+        wraps = column in ("status", "served_models")
+        table.add_column(HEADERS.get(column, column), no_wrap=not wraps, overflow="fold",
+                         justify="right" if SCHEMA[column] in (pl.Int64, pl.Float64) else "left")
+    for row in frame.iter_rows(named=True):
+        table.add_row(*(escape(served_cell(row) if c == "served_models" else cell(row, c)) for c in shown))
+    return table
+
+
+def add(app: typer.Typer) -> None:
+    @app.command()
+    def history(campaign_dir: Annotated[Path, typer.Argument(help="A campaign folder: runs/<campaign>/, the folder holding one folder per run.")],
+                out: Annotated[Optional[Path], typer.Option(help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR.")] = None) -> None:
+        """One row per run of a campaign folder, oldest first: a table here, and the
+        same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
+        Reads only: takes no lock, writes nothing into a run folder, calls no model.
+
+        Columns (times in UTC; lists joined with "; " in the csv):
+        run: the run's folder; started: when it started (manifest createdAt);
+        last result: its latest result's finishedAt (dated if not the start's day);
+        status: complete | N tasks pending (failed or not run: orchestrator run RUN
+          resumes it) | no results | running (pid, host): the process holding its
+          lock lives | interrupted: that process died holding it (kill -9, a crash,
+          a reboot) | locked (pid, host): held from another host, not checked;
+        tasks: planned; done: with a final record; failed: final status failed;
+        parse errors, refused: tasks with those final statuses;
+        spend $: every attempt paid for (0 where unpriced);
+        served model (fingerprint): per model, the model strings the provider
+          answered as and its system_fingerprint (files: served_models, fingerprints);
+        version: the software that started the run; plan: the plan hash (short);
+        log: CAMPAIGN_DIR/logs/RUN.log exists (run --log auto; files: its path).
+        In the files: run, started, last_result, status, tasks, done, failed,
+        parse_errors, refusals, spend_usd, served_models, fingerprints, software,
+        plan, log.
+        """
+        from orchestrator.cli import console, fail
+        try:
+            if out is not None:
+                check_out(out)
+            frame = campaign_history(campaign_dir)
+            written = write_history(frame, out if out is not None else campaign_dir)
+        except UserError as exc:
+            fail(exc)
+        console.print(history_table(frame, campaign_dir))
+        console.print(f"wrote {written[0]} and {written[1]}", highlight=False)

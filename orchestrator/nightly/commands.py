@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-MODULES = ()  # orchestrator.nightly.<module>, each with add(app)
+MODULES = ("trend",)  # orchestrator.nightly.<module>, each with add(app)
 
 
 def add_commands(app: typer.Typer) -> None:

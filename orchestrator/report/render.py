@@ -20,6 +20,7 @@ CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}
 th{background:#f0f3f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .flag{color:#a33;font-size:12px}.meta{color:#555;font-size:13px}svg{max-width:100%;height:auto}"""
+TITLE = "Bias benchmark report"
 
 
 def _header(run: Run, records: int) -> list[tuple[str, str]]:
@@ -79,23 +80,26 @@ def _html_table(rows: list[dict[str, str]]) -> str:
     return "".join(out) + "</table>"
 
 
-def _markdown(header, sections, figures) -> str:
-    lines = ["# Bias benchmark report", ""]
+def _markdown(header, sections, figures, title: str = TITLE) -> str:
+    """The report as Markdown: a title, header rows (label, value), sections, figures. The
+    run report and the campaign's trend report (nightly/trend.py) share it."""
+    lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in header]
     for heading, note, rows, inline in sections:
         lines += ["", f"## {heading}", "", note, "", *_md_table(rows)]
         lines += [x for name, _ in inline for x in ("", f"![{name}]({name}.png)")]
     if figures:
         lines += ["", "## Figures", ""]
-    for title, name, _ in figures:
-        lines += [f"### {title}", "", f"![{title}]({name}.png)", ""]
+    for caption, name, _ in figures:
+        lines += [f"### {caption}", "", f"![{caption}]({name}.png)", ""]
     return "\n".join(lines) + "\n"
 
 
-def _html(header, sections, figures) -> str:
+def _html(header, sections, figures, title: str = TITLE) -> str:
+    """The same as one self-contained HTML page (figures inline as SVG)."""
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Bias benchmark report</title>"
-             f"<style>{CSS}</style></head><body><h1>Bias benchmark report</h1><table class='meta'>"]
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{e(title)}</h1><table class='meta'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in header]
     parts.append("</table>")
     for heading, note, rows, inline in sections:
@@ -103,6 +107,6 @@ def _html(header, sections, figures) -> str:
         parts += [svg for _, svg in inline]
     if figures:
         parts.append("<h2>Figures</h2>")
-    parts += [f"<h3>{e(title)}</h3>{svg}" for title, _, svg in figures]
+    parts += [f"<h3>{e(caption)}</h3>{svg}" for caption, _, svg in figures]
     parts.append("</body></html>")
     return "\n".join(parts)

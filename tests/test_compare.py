@@ -37,13 +37,13 @@ conditions = [{{shares = {{"Pro — €14/month, 100 GB" = 0.45}}}}, {{shares = 
 {extra}
 """
 # From night n2 on, the provider changes the model behind the name: the anchoring effect
-# shrinks from 270 to 120, and the escalation experiment is answered by another model string
+# shrinks from 270 to 50, and the escalation experiment is answered by another model string
 # (its answers unchanged: it has no planted effect either way).
 DRIFT = """
 [[models.simulate.drift]]
 from_run = "n2"
 [models.simulate.drift.effects.anchoring-first-number]
-conditions = [{mean = 1150, sd = 120}, {mean = 1030, sd = 120}]
+conditions = [{mean = 1150, sd = 120}, {mean = 1100, sd = 120}]
 [models.simulate.drift.effects.escalation-past-investment]
 served_model = "sim-respondent-2026-12"
 """
@@ -64,7 +64,8 @@ def _flags(path: Path) -> set[tuple[str, str]]:
     return {(f["flag"], f.get("experiment")) for f in json.loads(path.read_text())["flags"]}
 
 
-def test_a_planted_change_is_flagged_and_nothing_else(tmp_path):
+def test_a_planted_change_is_flagged_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # the terminal output, unwrapped
     campaign = _nights(tmp_path, _config(tmp_path, DRIFT), "n1", "n2")
     hook = tmp_path / "hook.txt"
     done = cli("compare", str(campaign / "n1"), str(campaign / "n2"),
@@ -72,18 +73,19 @@ def test_a_planted_change_is_flagged_and_nothing_else(tmp_path):
                cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     path = campaign / "compare" / "n1__n2.json"
-    assert _flags(path) == {("effect_changed", "anchoring-first-number"),
-                            ("served_model", "escalation-past-investment")}
+    flags = _flags(path)  # the shrunken effect may also have fallen under significance
+    assert flags - {("vanished", "anchoring-first-number")} == {
+        ("effect_changed", "anchoring-first-number"), ("served_model", "escalation-past-investment")}
     report = json.loads(path.read_text())
     anchoring = next(r for r in report["effects"] if r["experiment"] == "anchoring-first-number")
-    assert anchoring["change_ci_low"] < -150 < anchoring["change_ci_high"]  # planted: 120 - 270
+    assert anchoring["change_ci_low"] < -220 < anchoring["change_ci_high"]  # planted: 50 - 270
     assert report["plan"]["same"] and report["exit_code"] == 1
     assert hook.read_text() == str(path)  # the hook got the comparison's path
     assert "flag effect_changed" in done.stdout and "sim-respondent-2026-12" in done.stdout
     # --fail-on picks what counts: the served-model change alone still fails, a sign flip not
     assert cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "served_model",
                cwd=tmp_path).returncode == 1
-    quiet = cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "sign_flip,vanished",
+    quiet = cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "sign_flip,parse_error_rate",
                 cwd=tmp_path)
     assert quiet.returncode == 0, quiet.stdout
     assert "(not in --fail-on)" in quiet.stdout
@@ -215,3 +217,25 @@ def test_the_tests_agree_with_scipy_and_statsmodels_on_known_data():
     want = multipletests(family, method="fdr_bh")[1]
     np.testing.assert_allclose([*effects["q"].to_list(), rates["q"][0], rates["q"][2]], want, rtol=1e-6)
     assert rates["q"][1] is None
+
+
+def test_effects_with_few_degrees_of_freedom_are_compared_by_welchs_t_test():
+    """Two nights' means of a few values each (as a BSI over K prompt variants): the change's p
+    and CI are Welch's t-test of the values themselves, as scipy computes it."""
+    import polars as pl
+
+    from orchestrator.analysis.effects import EFFECT_SCHEMA
+    from orchestrator.nightly.difference import effect_changes
+    night_a, night_b = np.array([0.10, 0.32, 0.05, 0.21]), np.array([0.40, 0.18, 0.52, 0.61, 0.35])
+
+    def frame(values):
+        se = values.std(ddof=1) / np.sqrt(len(values))
+        return pl.DataFrame([{"study": "bsi", "measure": "signed BSI", "experiment": "x", "strategy": "baseline",
+                              "modelKey": "k", "model": "M", "effect": values.mean(), "se": se,
+                              "ci_low": None, "ci_high": None, "p": None, "n": len(values),
+                              "df": len(values) - 1.0}], schema=EFFECT_SCHEMA)
+    changes, _, _ = effect_changes(frame(night_a), frame(night_b))
+    welch = stats.ttest_ind(night_b, night_a, equal_var=False)
+    assert changes["p_change"][0] == pytest.approx(welch.pvalue, rel=1e-9)
+    low, high = welch.confidence_interval(0.95)
+    assert (changes["change_ci_low"][0], changes["change_ci_high"][0]) == (pytest.approx(low), pytest.approx(high))

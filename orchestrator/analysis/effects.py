@@ -1,8 +1,9 @@
 """Every study's headline effects in one shape, for what reads many runs (compare, trend).
 
 One row per study x measure x experiment x strategy x model: the estimate, its 95% CI, its
-standard error where the study has one (else compare derives it from the CI), the study's
-own p-value for it, and the answers behind it.
+standard error where the study has one (else compare derives it from the CI), the degrees of
+freedom of a t-based interval (null: a normal one), the study's own p-value for it, and the
+answers behind it.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import polars as pl
 EFFECT_SCHEMA = {"study": pl.String, "measure": pl.String, "experiment": pl.String,
                  "strategy": pl.String, "modelKey": pl.String, "model": pl.String,
                  "effect": pl.Float64, "se": pl.Float64, "ci_low": pl.Float64,
-                 "ci_high": pl.Float64, "p": pl.Float64, "n": pl.Int64}
+                 "ci_high": pl.Float64, "p": pl.Float64, "n": pl.Int64, "df": pl.Float64}
 KEY = ["study", "measure", "experiment", "strategy", "modelKey"]
 
 
@@ -24,7 +25,7 @@ def _expr(value: str | pl.Expr | None) -> pl.Expr:
 def effect_rows(frame: pl.DataFrame, study: str, measure: str | pl.Expr, experiment: str | pl.Expr,
                 effect: str, ci_low: str, ci_high: str, *, strategy: str | pl.Expr | None = "strategy",
                 p: str | pl.Expr | None = None, n: str | pl.Expr | None = None,
-                se: str | pl.Expr | None = None) -> pl.DataFrame:
+                se: str | pl.Expr | None = None, df: str | pl.Expr | None = None) -> pl.DataFrame:
     """A study table's effects in EFFECT_SCHEMA: each argument names a column (or is an
     expression); measure and experiment given as plain text that is not a column are literals."""
     def text(value: str | pl.Expr) -> pl.Expr:
@@ -34,7 +35,7 @@ def effect_rows(frame: pl.DataFrame, study: str, measure: str | pl.Expr, experim
              or strategy in frame.columns else pl.lit(strategy),
              "modelKey": pl.col("modelKey"), "model": pl.col("model"),
              "effect": pl.col(effect), "se": _expr(se), "ci_low": pl.col(ci_low),
-             "ci_high": pl.col(ci_high), "p": _expr(p), "n": _expr(n)}
+             "ci_high": pl.col(ci_high), "p": _expr(p), "n": _expr(n), "df": _expr(df)}
     return frame.select(expr.cast(EFFECT_SCHEMA[name]).alias(name) for name, expr in exprs.items())
 
 

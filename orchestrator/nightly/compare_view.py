@@ -44,17 +44,22 @@ def write_comparison(c: Comparison, folder: Path, fail_on: set[str], exit_code: 
     return path
 
 
+SHOWN = 20  # effects listed without --all; more, and only the flagged ones are
+
+
 def _effects_table(c: Comparison, show_all: bool) -> Table | None:
+    show_all = show_all or c.effects.height <= SHOWN
     rows = c.effects if show_all else c.effects.filter(pl.col("flags").list.len() > 0)
     if not rows.height:
         return None
-    table = Table("study", "measure", "experiment", "strategy", "model",
+    table = Table("study", "experiment", "strategy", "model",
                   Column(f"{c.a.name} [95% CI]", justify="right"), Column(f"{c.b.name} [95% CI]", justify="right"),
                   Column("change [95% CI]", justify="right"), Column("p", justify="right"),
                   Column("q", justify="right"), "flags",
-                  title="effects" + ("" if show_all else " flagged"), title_justify="left")
+                  title="effects" + ("" if show_all else f" flagged (of {c.effects.height}; --all lists every one)"),
+                  title_justify="left")
     for r in rows.iter_rows(named=True):
-        table.add_row(r["study"], r["measure"], escape(r["experiment"] or ""), r["strategy"] or "-",
+        table.add_row(r["study"], escape(r["experiment"] or ""), r["strategy"] or "-",
                       escape(r["model"]), _ci(r["effect_a"], r["ci_low_a"], r["ci_high_a"]),
                       _ci(r["effect_b"], r["ci_low_b"], r["ci_high_b"]),
                       _ci(r["change"], r["change_ci_low"], r["change_ci_high"]),

@@ -2,9 +2,13 @@
 p-value for the change, and whether parse errors and refusals became more or less common.
 
 The two nights are independent samples of the same design, so an effect's change is tested as
-the difference of two independent estimates: d = b - a, SE(d) = sqrt(se_a^2 + se_b^2), z = d / SE(d)
-(normal). A study that gives no standard error has it read off its 95% CI, (high - low) / (2 x 1.96):
-for an asymmetric interval (Newcombe, bootstrap) that is an approximation. Rates are compared by
+the difference of two independent estimates: d = b - a, SE(d) = sqrt(se_a^2 + se_b^2). Where both
+effects come with t-based intervals (their degrees of freedom known), d / SE(d) is referred to
+Student's t with Welch-Satterthwaite degrees of freedom; otherwise to the normal. A study that
+gives no standard error has it read off its 95% CI, (high - low) / (2 x the interval's quantile):
+for an asymmetric interval (Newcombe, bootstrap) that is an approximation. With few degrees of
+freedom (a BSI over four prompt variants) the normal would call chance changes significant
+several times too often. Rates are compared by
 Fisher's exact test, which stays honest at the small counts parse errors and refusals come in.
 Every test of one comparison is one family for Benjamini-Hochberg (`q`).
 """
@@ -20,9 +24,34 @@ from orchestrator.analysis.stats import Z95, bh
 ALPHA = 0.05  # for a change (q) and for an effect being there at all (the study's own p)
 
 
-def _se() -> pl.Expr:
-    from_ci = (pl.col("ci_high") - pl.col("ci_low")) / (2 * Z95)
-    return pl.coalesce(pl.col("se"), from_ci)
+def _quantile(df: np.ndarray) -> np.ndarray:
+    """The 97.5% quantile of t(df), the normal's where df is unknown (NaN)."""
+    return np.where(np.isnan(df), Z95, stats.t.ppf(0.975, np.where(np.isnan(df), 1.0, df)))
+
+
+def _with_se(frame: pl.DataFrame) -> pl.DataFrame:
+    df = frame["df"].fill_null(np.nan).to_numpy().astype(float)
+    width = (frame["ci_high"] - frame["ci_low"]).fill_null(np.nan).to_numpy().astype(float)
+    from_ci = pl.Series(width / (2 * _quantile(df))).fill_nan(None)
+    return frame.with_columns(se=pl.coalesce(pl.col("se"), from_ci))
+
+
+def _p_change(changes: pl.DataFrame) -> pl.DataFrame:
+    """Two-sided p and the 95% CI of each change: t on Welch-Satterthwaite df where both sides
+    have df, else normal. No spread in either run: no change is p = 1, a change untestable."""
+    se_a, se_b = (changes[c].fill_null(np.nan).to_numpy().astype(float) for c in ("se_a", "se_b"))
+    df_a, df_b = (changes[c].fill_null(np.nan).to_numpy().astype(float) for c in ("df_a", "df_b"))
+    d = changes["change"].fill_null(np.nan).to_numpy().astype(float)
+    se = np.sqrt(se_a**2 + se_b**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = (se_a**2 + se_b**2) ** 2 / (se_a**4 / df_a + se_b**4 / df_b)
+        z = np.where(se > 0, d / se, np.nan)
+    p = np.where(np.isnan(df), 2 * stats.norm.sf(np.abs(z)), 2 * stats.t.sf(np.abs(z), np.where(np.isnan(df), 1, df)))
+    p = np.where(se > 0, p, np.where(d == 0, 1.0, np.nan))
+    half = _quantile(df) * se
+    return changes.with_columns(*(pl.Series(name, values).fill_nan(None) for name, values in (
+        ("change_se", se), ("change_df", df), ("change_ci_low", d - half), ("change_ci_high", d + half),
+        ("z", z), ("p_change", p))))
 
 
 def _significant(suffix: str) -> pl.Expr:
@@ -36,24 +65,12 @@ def effect_changes(a: pl.DataFrame, b: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
     """(changes of the effects both runs have, rows only in a, rows only in b). The changes carry
     each run's effect, CI and significance, the difference with its CI, z and p (q is added
     with the family: see adjust)."""
-    keep = ["effect", "ci_low", "ci_high", "p", "n"]
-    side = {s: df.with_columns(se=_se()).select(*KEY, "model", *keep, "se")
-            for s, df in (("a", a), ("b", b))}
-    joined = side["a"].join(side["b"], on=KEY, how="inner", suffix="_b", nulls_equal=True)
-    joined = joined.rename({c: f"{c}_a" for c in [*keep, "se"]}).rename({"model": "model"})
-    d = pl.col("effect_b") - pl.col("effect_a")
-    se_d = (pl.col("se_a") ** 2 + pl.col("se_b") ** 2).sqrt()
-    z = d / se_d
-    changes = (joined.drop("model_b").with_columns(change=d, change_se=se_d)
-               .with_columns(change_ci_low=pl.col("change") - Z95 * pl.col("change_se"),
-                             change_ci_high=pl.col("change") + Z95 * pl.col("change_se"),
-                             # no spread in either run: a change is certain, no change is none
-                             z=pl.when(pl.col("change_se") > 0).then(z),
-                             significant_a=_significant("a"), significant_b=_significant("b"))
-               .with_columns(p_change=pl.when(pl.col("change_se") > 0)
-                             .then(pl.col("z").abs().map_batches(
-                                 lambda s: pl.Series(2 * stats.norm.sf(s.to_numpy()), dtype=pl.Float64)))
-                             .when(pl.col("change") == 0).then(1.0)))
+    keep = ["effect", "ci_low", "ci_high", "p", "n", "df"]
+    side = {s: _with_se(df).select(*KEY, "model", *keep, "se") for s, df in (("a", a), ("b", b))}
+    joined = (side["a"].join(side["b"], on=KEY, how="inner", suffix="_b", nulls_equal=True)
+              .rename({c: f"{c}_a" for c in [*keep, "se"]}).drop("model_b"))
+    changes = _p_change(joined.with_columns(change=pl.col("effect_b") - pl.col("effect_a"))).with_columns(
+        significant_a=_significant("a"), significant_b=_significant("b"))
     only_a = side["a"].join(side["b"], on=KEY, how="anti", nulls_equal=True).select(*KEY, "model")
     only_b = side["b"].join(side["a"], on=KEY, how="anti", nulls_equal=True).select(*KEY, "model")
     return changes, only_a, only_b

@@ -48,14 +48,16 @@ def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
 def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
     """(console, err_console) that also append to `path`, between a start and an end line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    width = int(os.environ.get("COLUMNS", 160))
+    # a log is read in an editor or a mail, not a terminal: no message is wrapped (soft_wrap),
+    # and tables are drawn at least 160 wide
+    width = max(160, int(os.environ.get("COLUMNS") or 0))
     with open(path, "a", encoding="utf-8", buffering=1) as log:
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         log.write(f"== {stamp} {command}\n")
         code = "1"
         try:
-            yield (Console(file=Tee(sys.stdout, log), width=width),
-                   Console(file=Tee(sys.stderr, log), width=width))
+            yield (Console(file=Tee(sys.stdout, log), width=width, soft_wrap=True),
+                   Console(file=Tee(sys.stderr, log), width=width, soft_wrap=True))
             code = "0"
         except SystemExit as exc:
             code = str(exc.code)

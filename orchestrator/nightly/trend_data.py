@@ -120,7 +120,8 @@ def last_nights(rows: pl.DataFrame, nights: list[str], count: int = 2) -> list[d
     out = []
     for key, part in rows.group_by(KEY, maintain_order=True):
         row = dict(zip(KEY, key, strict=True))
-        line = {"experiment": row["experiment"], "measure": row["measure"], "strategy": row["strategy"],
+        line = {"experiment": row["experiment"], "measure": row["measure"],
+                "strategy": row["strategy"] or "-",  # a study without strategies (judge, audit)
                 "model": part["model"][-1]}
         by_run = {r["run"]: r for r in part.iter_rows(named=True)}
         for run in shown:

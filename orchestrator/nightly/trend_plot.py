@@ -44,7 +44,7 @@ def _figure(part: pl.DataFrame, panels: list[tuple], nights: list[str], colour: 
     for ax, key in zip(axes.flat, panels, strict=False):
         _panel(ax, part.filter(*(pl.col(c) == v for c, v in zip(PANEL, key, strict=True))), nights, colour)
         measure, experiment, strategy = key
-        ax.set_title(f"{experiment}{'' if strategy == 'baseline' else f' [{strategy}]'}\n{measure}",
+        ax.set_title(f"{experiment}{'' if strategy in ('baseline', None) else f' [{strategy}]'}\n{measure}",
                      fontsize=8, loc="left")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)

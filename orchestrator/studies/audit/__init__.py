@@ -57,11 +57,14 @@ class TraceAudit(Study):
         return outputs
 
     def effects(self, tables):
+        import polars as pl
+
         from orchestrator.analysis.effects import effect_rows
         if "audit_scores" not in tables:
             return None
         return effect_rows(tables["audit_scores"], self.kind, "mean score", "bias", "mean",
-                           "mean_ci_low", "mean_ci_high", strategy=None, n="n")
+                           "mean_ci_low", "mean_ci_high", strategy=None, n="n",
+                           df=pl.col("n") - 1)  # a t-interval over the traces
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.audit.calibrate import print_frame

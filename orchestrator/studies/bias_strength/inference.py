@@ -100,16 +100,17 @@ def parse_failures(variants: pl.DataFrame) -> pl.DataFrame:
 
 def effect_table(tables: dict[str, pl.DataFrame], study: str) -> pl.DataFrame:
     """The signed BSI per model x strategy x experiment for compare and trend, with the standard
-    error of its mean over the K variants, SD/sqrt(K): the interval the variant t-test
-    (p_variant) inverts. It spans the wording spread as well as sampling, so between two nights
-    of the same prompts it is conservative. Null for K < 2."""
+    error of its mean over the K variants, SD/sqrt(K), on K - 1 degrees of freedom: the interval
+    the variant t-test (p_variant) inverts. It spans the wording spread as well as sampling, so
+    between two nights of the same prompts it is conservative. Null for K < 2."""
     from orchestrator.analysis.effects import effect_rows
-    from orchestrator.analysis.stats import Z95
     keys = ["modelKey", "strategy", "experimentSlug"]
     signed = pl.col("bsi_signed")
     se = (tables["bsi_variants"].filter(signed.is_not_null()).group_by(keys)
           .agg(se=pl.when(pl.len() >= 2).then(signed.std(ddof=1) / pl.len().sqrt())))
-    summary = tables["bsi_summary"].join(se, on=keys, how="left")
-    return effect_rows(summary.with_columns(lo=signed - Z95 * pl.col("se"), hi=signed + Z95 * pl.col("se")),
-                       study, "signed BSI", "experimentSlug", "bsi_signed", "lo", "hi",
-                       p="p_variant", n="K", se="se")
+    summary = tables["bsi_summary"].join(se, on=keys, how="left").with_columns(df=(pl.col("K") - 1).cast(pl.Float64))
+    dof = summary["df"].to_numpy()
+    t = pl.Series(stats.t.ppf(0.975, np.where(dof >= 1, dof, np.nan))).fill_nan(None)
+    summary = summary.with_columns(lo=signed - t * pl.col("se"), hi=signed + t * pl.col("se"))
+    return effect_rows(summary, study, "signed BSI", "experimentSlug", "bsi_signed", "lo", "hi",
+                       p="p_variant", n="K", se="se", df=pl.when(pl.col("se").is_not_null()).then("df"))

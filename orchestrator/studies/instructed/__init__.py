@@ -48,7 +48,7 @@ class Instructed(Study):
             return None
         return effect_rows(tables["instructed_scores"], self.kind, "bias score", "score",
                            "bias_score", "ci_low", "ci_high", p="p",
-                           se=pl.coalesce("se_adjusted", "se"),
+                           se=pl.coalesce("se_adjusted", "se"), df="df",
                            n=pl.col("n_treatment") + pl.col("n_control"))
 
     def print_tables(self, tables, console) -> None:

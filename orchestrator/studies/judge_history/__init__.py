@@ -43,13 +43,16 @@ class JudgeHistory(Study):
         return report(tables["judge_summary"], tables["judge_tasks"], out_dir)
 
     def effects(self, tables):
+        import polars as pl
+
         from orchestrator.analysis.effects import effect_rows
         if "judge_summary" not in tables:
             return None
         # the pull's CI spans the tasks, fixed from night to night: conservative for compare
         return effect_rows(tables["judge_summary"], self.kind, "mean pull", "job", "mean_pull",
                            "mean_pull_ci_low", "mean_pull_ci_high", strategy=None,
-                           p="wilcoxon_p", n="tasks_with_all_conditions")
+                           p="wilcoxon_p", n="tasks_with_all_conditions",
+                           df=pl.col("tasks_with_all_conditions") - 1)  # a t-interval over the tasks
 
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.judge_history.export import export_judge_history

@@ -1,6 +1,7 @@
 """The embedded default: a real llama.cpp server with SmolLM2, started and always stopped by us."""
 from __future__ import annotations
 
+import importlib.metadata
 import signal
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def test_a_small_campaign_on_the_real_local_model(tmp_path):
         assert r["model"]["name"] == "SmolLM2-135M-Instruct.Q4_1"
         assert r["model"]["version"].startswith("sha256:") and r["model"]["structuredOutput"] is True
         assert r["usage"]["completion_tokens"] > 0
+        # the server names no fingerprint; the build that served it does (compare reads it)
+        assert r["systemFingerprint"] == f"llama-cpp-python {importlib.metadata.version('llama_cpp_python')}"
+        assert r["servedModel"]
     assert set(_llama_servers()) == before, "a llama.cpp server outlived the run"
 
 

@@ -41,7 +41,9 @@ def _p_change(changes: pl.DataFrame) -> pl.DataFrame:
     have df, else normal. No spread in either run: no change is p = 1, a change untestable."""
     se_a, se_b = (changes[c].fill_null(np.nan).to_numpy().astype(float) for c in ("se_a", "se_b"))
     df_a, df_b = (changes[c].fill_null(np.nan).to_numpy().astype(float) for c in ("df_a", "df_b"))
-    d = changes["change"].fill_null(np.nan).to_numpy().astype(float)
+    a, b = (changes[c].fill_null(np.nan).to_numpy().astype(float) for c in ("effect_a", "effect_b"))
+    d = b - a
+    d = np.where(np.abs(d) <= 1e-12 * np.fmax(1.0, np.fmax(np.abs(a), np.abs(b))), 0.0, d)  # rounding
     se = np.sqrt(se_a**2 + se_b**2)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = (se_a**2 + se_b**2) ** 2 / (se_a**4 / df_a + se_b**4 / df_b)
@@ -50,7 +52,7 @@ def _p_change(changes: pl.DataFrame) -> pl.DataFrame:
     p = np.where(se > 0, p, np.where(d == 0, 1.0, np.nan))
     half = _quantile(df) * se
     return changes.with_columns(*(pl.Series(name, values).fill_nan(None) for name, values in (
-        ("change_se", se), ("change_df", df), ("change_ci_low", d - half), ("change_ci_high", d + half),
+        ("change", d), ("change_se", se), ("change_df", df), ("change_ci_low", d - half), ("change_ci_high", d + half),
         ("z", z), ("p_change", p))))
 
 

@@ -8,6 +8,8 @@ on Ctrl-C or an exception, and the kernel stops them if this process is killed o
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import importlib.metadata
 import importlib.util
 import os
 import signal
@@ -138,6 +140,7 @@ class LocalProvider:
                             fix="install the local extra: pip install 'bias-orchestrator[local]' "
                                 "(in a checkout pip install -e '.[local]', which make demo does)")
         self.model, self.limit = model, limit
+        self.build = importlib.metadata.version("llama_cpp_python")
         config = model.server
         threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
         self.servers = [LlamaServer(config, threads) for _ in range(config.slots)]
@@ -172,11 +175,18 @@ class LocalProvider:
         finally:
             self.busy[i] -= 1
 
+    def _built(self, completion: Completion) -> Completion:
+        """llama-cpp-python's server sends no system_fingerprint: the build that served the
+        answer is its own version, so an upgrade of the stack shows in every result."""
+        if completion.system_fingerprint:
+            return completion
+        return dataclasses.replace(completion, system_fingerprint=f"llama-cpp-python {self.build}")
+
     async def complete(self, task: Task) -> Completion:
-        return await self._on_least_busy(lambda client: client.complete(task))
+        return self._built(await self._on_least_busy(lambda client: client.complete(task)))
 
     async def score(self, task: Task, text: str, continuation: str) -> Completion:
-        return await self._on_least_busy(lambda client: client.score(task, text, continuation))
+        return self._built(await self._on_least_busy(lambda client: client.score(task, text, continuation)))
 
     async def aclose(self) -> None:
         for client in self.clients:

@@ -140,15 +140,8 @@ def run_row(run_dir: Path, campaign_dir: Path) -> dict[str, Any]:
 
 
 def campaign_history(campaign_dir: Path) -> pl.DataFrame:
-    from orchestrator.nightly.runs import campaign_runs
-    if (campaign_dir / MANIFEST).is_file():
-        raise UserError("this is a run folder, not a campaign folder", file=str(campaign_dir),
-                        fix=f"give the folder that holds the runs: orchestrator history {campaign_dir.parent}")
-    runs = campaign_runs(campaign_dir)
-    if not runs:
-        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
-                        fix="give runs/<campaign>/ of a campaign that has run "
-                            "(orchestrator run CONFIG --run-id auto starts one)")
+    from orchestrator.nightly.runs import nights
+    runs = nights(campaign_dir, "history")
     return pl.DataFrame([run_row(r, campaign_dir) for r in runs], schema=SCHEMA)
 
 

@@ -56,16 +56,26 @@ def campaign_runs(campaign_dir: Path) -> list[Path]:
     return sorted(runs, key=lambda p: (_started(p), p.name))
 
 
+def nights(campaign_dir: Path, command: str) -> list[Path]:
+    """campaign_runs, refusing a run folder given in the campaign folder's place (for
+    `orchestrator COMMAND`) and a campaign folder that holds no run yet."""
+    if (campaign_dir / MANIFEST).is_file():
+        raise UserError("this is a run folder, not a campaign folder", file=str(campaign_dir),
+                        fix=f"give the folder that holds the runs: orchestrator {command} {campaign_dir.parent}")
+    runs = campaign_runs(campaign_dir)
+    if not runs:
+        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
+                        fix="give runs/<campaign>/ of a campaign that has run "
+                            "(orchestrator run CONFIG --run-id auto starts one)")
+    return runs
+
+
 def latest_run(campaign_dir: Path) -> Path:
     """The run `latest` points at, else the newest run started."""
     link = campaign_dir / LATEST
     if link.is_symlink() and (link / MANIFEST).is_file():
         return campaign_dir / os.readlink(link)
-    runs = campaign_runs(campaign_dir)
-    if not runs:
-        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
-                        fix="run the campaign first: orchestrator run CONFIG --run-id auto")
-    return runs[-1]
+    return nights(campaign_dir, "compare --previous")[-1]
 
 
 def previous_run(run_dir: Path) -> Path:

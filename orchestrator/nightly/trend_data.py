@@ -11,10 +11,9 @@ from pathlib import Path
 import polars as pl
 
 from orchestrator.analysis.effects import KEY
-from orchestrator.engine.store import MANIFEST
 from orchestrator.errors import UserError
 from orchestrator.nightly.effects import run_effects
-from orchestrator.nightly.runs import campaign_runs
+from orchestrator.nightly.runs import nights as run_folders
 from orchestrator.report.format import fmt
 
 COLUMNS = ["night", "run", "started", *KEY, "model", "effect", "ci_low", "ci_high", "n",
@@ -38,14 +37,7 @@ class Trend:
 
 def campaign_folder(campaign_dir: Path) -> list[Path]:
     """The campaign's run folders, refusing a run folder given in its place."""
-    if (campaign_dir / MANIFEST).is_file():
-        raise UserError("this is a run folder, not a campaign folder", file=str(campaign_dir),
-                        fix=f"give the folder that holds the runs: orchestrator trend {campaign_dir.parent}")
-    runs = campaign_runs(campaign_dir)
-    if not runs:
-        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
-                        fix="give runs/<campaign>/ after at least one night: orchestrator run CONFIG --run-id auto")
-    return runs
+    return run_folders(campaign_dir, "trend")
 
 
 def served_by(calls: pl.DataFrame) -> pl.DataFrame:

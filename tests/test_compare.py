@@ -136,7 +136,8 @@ draws = "run"
     (["{a}", "{a}"], "the same run"),
     (["--previous", "{a}"], "no run was started before"),
     (["{a}", "{b}", "--fail-on", "everything"], "unknown flag"),
-    (["{a}", "{b}", "--out", "{a}/manifest.json"], "cannot write the comparison"),
+    (["{a}", "{b}", "--out", "{a}/manifest.json"], "--out is a file"),
+    (["{a}", "{b}", "--out", "{a}/compare"], "inside the run folder"),
     (["{campaign}", "{b}"], "manifest"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
@@ -239,3 +240,92 @@ def test_effects_with_few_degrees_of_freedom_are_compared_by_welchs_t_test():
     assert changes["p_change"][0] == pytest.approx(welch.pvalue, rel=1e-9)
     low, high = welch.confidence_interval(0.95)
     assert (changes["change_ci_low"][0], changes["change_ci_high"][0]) == (pytest.approx(low), pytest.approx(high))
+
+
+# The respondent's seed: in its draw night n1's framing effect, planted at zero, is not
+# significant (as in 95% of draws), so its appearance on n2 is newly significant, not a sign flip.
+EVERY_FLAG = """
+name = "nightly"
+jobs = ["ai-bias-benchmark"]
+seed = 7
+samples = 30
+
+[[models]]
+provider = "simulated"
+name = "sampling"
+temperature = 1.0
+[models.simulate]
+draws = "run"
+seed = 1
+[models.simulate.effects.anchoring-first-number]
+conditions = [{mean = 1150, sd = 60}, {mean = 880, sd = 60}]
+[models.simulate.effects.decoy-subscription-choice]
+conditions = [{shares = {"Pro — €14/month, 100 GB" = 0.1}}, {shares = {"Pro — €14/month, 100 GB" = 0.9}}]
+[[models.simulate.drift]]
+from_run = "n2"
+parse_error_rate = 0.3
+refusal_rate = 0.25
+[models.simulate.drift.effects.anchoring-first-number]
+conditions = [{mean = 880, sd = 60}, {mean = 1150, sd = 60}]
+[models.simulate.drift.effects.decoy-subscription-choice]
+conditions = []
+[models.simulate.drift.effects.framing-survival-mortality]
+conditions = [{mean = 2, sd = 0.5}, {mean = 6, sd = 0.5}]
+
+[[models]]
+provider = "simulated"
+name = "greedy"
+temperature = 0
+[models.simulate]
+[models.simulate.effects.anchoring-first-number]
+conditions = [{mean = 1150, sd = 60}, {mean = 880, sd = 60}]
+[[models.simulate.drift]]
+from_run = "n2"
+[models.simulate.drift.effects.anchoring-first-number]
+conditions = [{mean = 880, sd = 60}, {mean = 1150, sd = 60}]
+"""
+
+
+def test_each_kind_of_planted_change_raises_its_own_flag(tmp_path):
+    """A sign reversed, an effect gone, an effect appearing, parse errors and refusals up, and a
+    temperature-0 model whose effect reverses (no test possible: shown as an untested change)."""
+    config = write_config(tmp_path, EVERY_FLAG)
+    for night in ("n1", "n2"):
+        assert cli("run", str(config), "--run-id", night, cwd=tmp_path).returncode == 0
+    campaign = tmp_path / "runs" / "nightly"
+    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"), cwd=tmp_path)
+    assert done.returncode == 1
+    flags = json.loads((campaign / "compare" / "n1__n2.json").read_text())["flags"]
+    found = {(f["flag"], f.get("experiment"), f["model"].split("/")[1].split(" ")[0]) for f in flags}
+    assert found == {
+        ("effect_changed", "anchoring-first-number", "sampling"), ("sign_flip", "anchoring-first-number", "sampling"),
+        ("effect_changed", "decoy-subscription-choice", "sampling"), ("vanished", "decoy-subscription-choice", "sampling"),
+        ("effect_changed", "framing-survival-mortality", "sampling"),
+        ("newly_significant", "framing-survival-mortality", "sampling"),
+        ("parse_error_rate", None, "sampling"), ("refusal_rate", None, "sampling"),
+        ("untested_change", "anchoring-first-number", "greedy"), ("sign_flip", "anchoring-first-number", "greedy")}
+
+
+def test_a_night_cut_short_is_flagged_incomplete(tmp_path):
+    campaign = _nights(tmp_path, _config(tmp_path), "n1", "n2")
+    results = campaign / "n2" / "results.ndjson"
+    results.write_bytes(b"".join(results.read_bytes().splitlines(keepends=True)[:100]))
+    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "incomplete", cwd=tmp_path)
+    assert done.returncode == 1
+    flags = json.loads((campaign / "compare" / "n1__n2.json").read_text())["flags"]
+    assert [f["detail"] for f in flags if f["flag"] == "incomplete"] == ["n2: 100 of 240 tasks done"]
+
+
+def test_a_model_whose_settings_changed_is_still_compared(tmp_path):
+    """max_tokens 256 -> 300 gives the model another identity (key); one model of that name
+    gone and one come, it is compared as itself, with the plan change named."""
+    campaign = _nights(tmp_path, _config(tmp_path), "n1")
+    longer = SIMULATED.format(extra="", extra_top="").replace("temperature = 1.0\n",
+                                                             "temperature = 1.0\nmax_tokens = 300\n", 1)
+    _nights(tmp_path, write_config(tmp_path, longer, "longer.toml"), "n2")
+    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"), cwd=tmp_path)
+    report = json.loads((campaign / "compare" / "n1__n2.json").read_text())
+    assert len(report["effects"]) == 6 and not report["unshared"]["only_a"] and not report["unshared"]["only_b"]
+    assert any("max_tokens" in line for line in report["plan"]["changes"])
+    assert {f["flag"] for f in report["flags"]} >= {"plan_changed"} and done.returncode == 1
+    assert len(report["rates"]) == 2  # parse errors and refusals, compared too

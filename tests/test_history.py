@@ -196,7 +196,8 @@ def test_a_cut_night_one_without_results_and_a_damaged_one(campaign, tmp_path, m
     assert f"wrote {out / 'history.csv'} and {out / 'history.parquet'}" in done.stdout
 
 
-def test_bad_folders_exit_2_and_write_nothing(campaign, tmp_path):
+def test_bad_folders_exit_2_and_write_nothing(campaign, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # messages unwrapped, whatever the paths' lengths
     empty = tmp_path / "empty"
     empty.mkdir()
     a_file = tmp_path / "notes.txt"
@@ -206,7 +207,7 @@ def test_bad_folders_exit_2_and_write_nothing(campaign, tmp_path):
              ([str(empty)], "holds no runs"),
              ([str(night)], "this is a run folder"),
              ([str(campaign), "--out", str(a_file)], "--out is a file"),
-             ([str(campaign), "--out", str(night / "reports")], "inside a run folder")]
+             ([str(campaign), "--out", str(night / "reports")], "inside the run folder")]
     before = _folder_state(campaign)
     for args, message in cases:
         done = cli("history", *args, cwd=tmp_path)

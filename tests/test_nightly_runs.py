@@ -110,7 +110,7 @@ def test_compare_flags_a_new_fingerprint_behind_the_same_model_string(tmp_path, 
     flags = json.loads((campaign / "compare" / "n1__n2.json").read_text())["flags"]
     # (the emulator's answers are its own draws each night: effects may move too)
     assert [(f["experiment"], f["detail"]) for f in flags if f["flag"] in ("fingerprint", "served_model")] == [
-        ("all experiments", "fp_one -> fp_two")]
+        ("all experiments", "new fp_two (before: fp_one)")]
 
 
 def _answers(run_dir: Path) -> dict[str, str]:
@@ -145,3 +145,37 @@ def test_drift_changes_the_respondent_from_its_run_on(tmp_path):
         anchors = [r["response"]["value"] for r in records
                    if r["experimentSlug"] == "anchoring-first-number" and r["status"] == "ok"]
         assert anchors and all((abs(v - 5000) < 10) is high for v in anchors)
+
+
+def test_auto_reuses_tonights_run_while_it_is_open_so_nothing_is_paid_twice(tmp_path):
+    """A second `run --run-id auto` the same day (a doubled schedule, a retry by hand) resumes
+    tonight's run while it is unfinished, and is refused while it is running, instead of
+    calling every task again in a new folder."""
+    from orchestrator.engine.lock import RunLock
+    config = write_config(tmp_path, SIMULATED.format(simulate='draws = "run"'))
+    campaign = tmp_path / "runs" / "nightly"
+    assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
+    (night,) = [p for p in campaign.iterdir() if p.name != "latest" and (p / "manifest.json").is_file()]
+    results = night / "results.ndjson"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(lines[:10]))  # cut short: tonight is unfinished
+    resumed = cli("run", str(config), "--run-id", "auto", cwd=tmp_path)
+    assert resumed.returncode == 0 and f"resuming {night.relative_to(tmp_path)}" in resumed.stdout
+    assert sorted(p.name for p in campaign.iterdir() if (p / "manifest.json").is_file()) == [night.name, "latest"]
+    assert len(results.read_bytes().splitlines()) == len(lines)  # only the missing tasks ran
+    # finished: the next run is a night of its own; while that one runs, a third is refused
+    assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
+    second = campaign / f"{night.name}-2"
+    with RunLock(second) as lock:
+        lock.acquire()
+        refused = cli("run", str(config), "--run-id", "auto", cwd=tmp_path)
+    assert refused.returncode == 2 and "in use" in refused.stderr
+    assert not (campaign / f"{night.name}-3").exists()
+
+
+@pytest.mark.parametrize("given, message", [("{tmp}", "names a folder"), ("{tmp}/no/such/dir/x.log", "does not exist")])
+def test_a_log_that_cannot_be_a_file_is_refused_before_anything_runs(tmp_path, given, message):
+    config = write_config(tmp_path, SIMULATED.format(simulate=""))
+    done = cli("run", str(config), "--log", given.format(tmp=tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "no").exists()

@@ -138,7 +138,7 @@ def test_trend_refuses_what_is_not_a_campaign_folder_and_writes_nothing(campaign
              ((str(campaign / "n1"),), "this is a run folder, not a campaign folder"),
              ((str(tmp_path),), "the campaign folder holds no runs"),
              ((str(only_unfinished),), "no run of this campaign could be read"),
-             ((str(campaign), "--out", str(campaign / "n2" / "trend")), "inside a run folder")]
+             ((str(campaign), "--out", str(campaign / "n2" / "trend")), "inside the run folder")]
     for args, message in cases:
         listing = sorted(str(p) for p in tmp_path.rglob("*"))
         done = cli("trend", *args, cwd=tmp_path)
@@ -146,3 +146,30 @@ def test_trend_refuses_what_is_not_a_campaign_folder_and_writes_nothing(campaign
         assert message in done.stderr and "fix:" in done.stderr and "Traceback" not in done.stderr
         assert sorted(str(p) for p in tmp_path.rglob("*")) == listing  # nothing written
     assert tree(campaign) == before
+
+
+def test_every_panel_of_a_study_without_strategies_has_its_nights(tmp_path):
+    """The judge-history study has no strategies (a null in the panel key): each of its panels
+    must still hold every night, not be drawn empty."""
+    from orchestrator.nightly.trend_data import collect
+    from orchestrator.nightly.trend_plot import PANEL, panel_rows
+    config = write_config(tmp_path, """
+        name = "judged"
+        jobs = ["ai-judge-history"]
+        samples = 3
+        [[models]]
+        provider = "simulated"
+        name = "judge"
+        temperature = 1.0
+        [models.simulate]
+        draws = "run"
+        [models.simulate.judge]
+        pull = 0.4
+        """)
+    for night in ("n1", "n2"):
+        assert cli("run", str(config), "--run-id", night, cwd=tmp_path).returncode == 0
+    found = collect(tmp_path / "runs" / "judged")
+    part = found.rows.filter(pl.col("study") == "judge-history")
+    panels = part.select(PANEL).unique().rows()
+    assert panels and all(key[2] is None for key in panels)
+    assert [panel_rows(part, key).height for key in panels] == [2] * len(panels)

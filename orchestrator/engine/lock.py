@@ -12,6 +12,7 @@ import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -86,3 +87,52 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+# Who holds a run, read from the lock file alone: taking even a shared flock to find out
+# could make a `run` starting at that instant refuse with "in use".
+_CLOCK_SLACK_S = 2  # the lock's time is to the second, the kernel's boot time too
+
+
+def _process_start(pid: int) -> float | None:
+    """When a process started (Unix time), from /proc; None where there is no /proc."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _alive(pid: int, since: Any) -> bool:
+    """Whether the lock's writer still lives: a process with its pid that started before the
+    lock was taken. After a reboot, or in a new container, a dead run's pid is often some other
+    process's, started later."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    start = _process_start(pid)
+    try:
+        taken = datetime.fromisoformat(since).timestamp()
+    except (TypeError, ValueError):
+        return True
+    return start is None or start <= taken + _CLOCK_SLACK_S
+
+
+def lock_state(run_dir: Path) -> str | None:
+    """'running (pid, host)', 'locked (pid, host)' (another host: not checkable from here),
+    'interrupted' (its holder died without releasing it), or None (nobody holds the run)."""
+    try:
+        info = orjson.loads((run_dir / LOCK).read_bytes())
+        pid, host = info["pid"], info["host"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None  # no lock, an emptied one, or one mid-write (its holder truncates, then writes)
+    if not isinstance(pid, int) or pid <= 0:  # os.kill(0 or -1) would signal whole groups
+        return None
+    if host != socket.gethostname():
+        return f"locked (pid {pid}, {host})"
+    return f"running (pid {pid}, {host})" if _alive(pid, info.get("since")) else "interrupted"

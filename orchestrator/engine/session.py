@@ -121,8 +121,9 @@ def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], 
 def name_run(campaign: Campaign) -> None:
     """Give a run started with --run-id auto its name (the UTC date), once."""
     if campaign.run_dir is None and campaign.config.run_id == AUTO:
-        c = campaign.config  # a new folder each time: a finished night is never touched again
-        campaign.config = c.model_copy(update={"run_id": auto_run_id(Path(c.output_dir) / c.name)})
+        c = campaign.config  # today's open night, or a new folder: a finished one stays as it is
+        run_id = auto_run_id(Path(c.output_dir) / c.name, lambda: Plan(campaign).fingerprint()["hash"])
+        campaign.config = c.model_copy(update={"run_id": run_id})
         campaign.named_by_date = True
 
 

@@ -9,8 +9,8 @@ can alert. Reads the two runs; writes only the comparison, beside the runs.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -47,27 +47,38 @@ def _effect_flags(effects: pl.DataFrame) -> pl.DataFrame:
     raises a flag with probability about ALPHA."""
     changed = (pl.col("q") < ALPHA).fill_null(False)
     sig_a, sig_b = pl.col("significant_a").fill_null(False), pl.col("significant_b").fill_null(False)
-    flip = changed & sig_a & sig_b & (pl.col("effect_a").sign() != pl.col("effect_b").sign())
+    opposite = pl.col("effect_a").sign() * pl.col("effect_b").sign() < 0
+    # No test (no spread: a model at temperature 0, or every answer alike in both runs): any
+    # change beyond rounding is one the model made, shown as such and never called significant.
+    untested = pl.col("p_change").is_null() & (pl.col("change") != 0).fill_null(False)
+    flip = (changed & sig_a & sig_b & opposite) | (untested & opposite.fill_null(False))
     named = [(changed, "effect_changed"), (flip, "sign_flip"),
-             (changed & sig_b & ~sig_a, "newly_significant"), (changed & sig_a & ~sig_b, "vanished")]
+             (changed & sig_b & ~sig_a, "newly_significant"), (changed & sig_a & ~sig_b, "vanished"),
+             (untested, "untested_change")]
     return effects.with_columns(flags=pl.concat_list(
         pl.when(cond).then(pl.lit([name])).otherwise(pl.lit([], dtype=pl.List(pl.String)))
         for cond, name in named))
 
 
 def _served(a: RunEffects, b: RunEffects) -> pl.DataFrame:
-    """Per model x experiment both runs called: the served strings and fingerprints in each.
-    A run made before fingerprints were recorded has none: that is no change."""
-    cols = ["modelKey", "experimentSlug", "served", "fingerprints"]
-    joined = a.calls.select(cols).join(b.calls.select(cols), on=["modelKey", "experimentSlug"],
-                                       suffix="_b").rename({"served": "served_a", "fingerprints": "fingerprints_a"})
-    def differs(col: str) -> pl.Expr:
-        x, y = pl.col(f"{col}_a"), pl.col(f"{col}_b")
-        return (x.list.len() > 0) & (y.list.len() > 0) & (x.list.join("\x1f") != y.list.join("\x1f"))
+    """Per model x experiment of the later run: the served strings and fingerprints it named
+    that the earlier run never named for that model, in any experiment. Providers rotate
+    backends within a night, so a fingerprint seen before is no news; one never seen is. A run
+    made before fingerprints were recorded named none: that is no change."""
+    def seen(col: str) -> pl.Expr:
+        return pl.col(col).list.explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().implode()
+
+    def new(col: str) -> pl.Expr:
+        return (pl.when(pl.col(f"{col}_a").list.len() > 0)
+                .then(pl.col(f"{col}_b").list.set_difference(f"{col}_a").list.sort())
+                .otherwise(pl.lit([], pl.List(pl.String))).alias(f"new_{col}"))
+    before = a.calls.group_by("modelKey").agg(seen("served").first().alias("served_a"),
+                                              seen("fingerprints").first().alias("fingerprints_a"))
     names = b.run.models | a.run.models
-    return joined.with_columns(
-        model=pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")),
-        served_changed=differs("served"), fingerprint_changed=differs("fingerprints"))
+    return (b.calls.select("modelKey", "experimentSlug", served_b="served", fingerprints_b="fingerprints")
+            .join(before, on="modelKey")
+            .with_columns(new("served"), new("fingerprints"),
+                          model=pl.col("modelKey").replace_strict(names, default=pl.col("modelKey"))))
 
 
 def _flag_rows(c: Comparison) -> list[dict[str, Any]]:
@@ -81,19 +92,22 @@ def _flag_rows(c: Comparison) -> list[dict[str, Any]]:
         flags.append({"flag": "parse_error_rate" if r["rate"] == "parse errors" else "refusal_rate",
                       "model": r["model"], "detail": f"{r['count_a']}/{r['of_a']} -> {r['count_b']}/"
                       f"{r['of_b']} (q = {_num(r['q'])})"})
-    every = c.served.group_by("modelKey").agg(pl.len())  # experiments per model in both runs
-    for name, col, changed in (("served_model", "served", "served_changed"),
-                               ("fingerprint", "fingerprints", "fingerprint_changed")):
-        # one flag per model and change, naming the experiments it was seen in
-        moved = (c.served.filter(pl.col(changed))
-                 .with_columns(old=pl.col(f"{col}_a").list.join(", "), new=pl.col(f"{col}_b").list.join(", "))
+    every = c.served.group_by("modelKey").agg(pl.len())  # experiments per model in the later run
+    for name, col in (("served_model", "served"), ("fingerprint", "fingerprints")):
+        # one flag per model and new string, naming the experiments that saw it
+        moved = (c.served.filter(pl.col(f"new_{col}").list.len() > 0)
+                 .with_columns(old=pl.col(f"{col}_a").list.sort().list.join(", "),
+                               new=pl.col(f"new_{col}").list.join(", "))
                  .group_by("modelKey", "model", "old", "new", maintain_order=True)
                  .agg(pl.col("experimentSlug").sort()).join(every, on="modelKey"))
         for r in moved.iter_rows(named=True):
             where = ("all experiments" if len(r["experimentSlug"]) == r["len"]
                      else ", ".join(r["experimentSlug"]))
             flags.append({"flag": name, "experiment": where, "model": r["model"],
-                          "detail": f"{r['old']} -> {r['new']}"})
+                          "detail": f"new {r['new']} (before: {r['old']})"})
+    for side in (c.a, c.b):
+        if why := side.unfinished():
+            flags.append({"flag": "incomplete", "detail": why})
     if c.plan_changes:
         flags.append({"flag": "plan_changed", "detail": "; ".join(c.plan_changes)})
     return flags
@@ -103,7 +117,29 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
+def _same_models(a: RunEffects, b: RunEffects) -> RunEffects:
+    """b with a model whose identity changed (a setting: max_tokens, temperature...) under the
+    earlier run's key, when one model of that label is new and one is gone: the plan change
+    says what changed, and its effects and rates are still compared. Two of one label stay
+    apart (which is which cannot be told)."""
+    labels_a, labels_b = a.run.manifest.get("models", {}), b.run.manifest.get("models", {})
+    gone = [k for k in labels_a if k not in labels_b]
+    renamed = {}
+    for key, label in labels_b.items():
+        if key in labels_a:
+            continue
+        match = [k for k in gone if labels_a[k] == label]
+        if len(match) == 1 and sum(v == label for v in labels_b.values()) == 1:
+            renamed[key] = match[0]
+    if not renamed:
+        return b
+    key = pl.col("modelKey").replace(renamed)
+    return dataclasses.replace(b, effects=b.effects.with_columns(key), calls=b.calls.with_columns(key),
+                               models=b.models.with_columns(key))
+
+
 def compare(a: RunEffects, b: RunEffects) -> Comparison:
+    b = _same_models(a, b)
     effects, only_a, only_b = effect_changes(a.effects, b.effects)
     names = b.run.models | a.run.models
     rates = rate_changes(a.models, b.models, names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,7 +15,7 @@ from orchestrator.errors import UserError
 from orchestrator.nightly.flags import FLAGS
 
 EXIT_HELP = ("Exit codes: 0 nothing flagged; 1 something flagged (of the --fail-on kinds); "
-             "2 bad input.")
+             "2 bad input; 3 the comparison itself failed (a traceback on stderr).")
 
 
 def pick_runs(first: Path | None, second: Path | None, previous: bool) -> tuple[Path, Path]:
@@ -73,7 +74,13 @@ def add(app: typer.Typer) -> None:
         try:
             wanted = fail_on_set(fail_on)
             older, newer = pick_runs(run_a, run_b, previous)
-            comparison = load_and_compare(older, newer)
+            try:
+                comparison = load_and_compare(older, newer)
+            except UserError:
+                raise
+            except Exception:  # a crash must not read as "something changed" (exit 1)
+                traceback.print_exc()
+                raise typer.Exit(3) from None
             counted = comparison.counted(wanted)
             code = 1 if counted else 0
             path = write_comparison(comparison, out or newer.parent / "compare", wanted, code)

@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from orchestrator.errors import UserError
 from orchestrator.nightly.compare import Comparison, as_json
 
 
@@ -31,10 +30,8 @@ def _name(c: Comparison) -> str:
 
 
 def write_comparison(c: Comparison, folder: Path, fail_on: set[str], exit_code: int) -> Path:
-    from orchestrator.spec.checks import folder_problem
-    if problem := folder_problem(folder):
-        raise UserError(f"cannot write the comparison to {folder}: {problem}", field="--out",
-                        fix="give --out a folder (it is created if missing)")
+    from orchestrator.nightly.runs import output_folder
+    output_folder(folder, "comparison")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_name(c)}.json"
     path.write_bytes(orjson.dumps(as_json(c, fail_on, exit_code),

@@ -25,10 +25,24 @@ class RunEffects:
     effects: pl.DataFrame  # EFFECT_SCHEMA
     calls: pl.DataFrame  # per modelKey x experimentSlug: see call_summary
     models: pl.DataFrame  # the same tallies per modelKey
+    holder: str | None = None  # engine/lock.lock_state: "running (...)", "interrupted", None
 
     @property
     def name(self) -> str:
         return self.run.manifest["runId"]
+
+    @property
+    def pending(self) -> int:
+        """Planned tasks without a final record: a night still running, or cut short."""
+        return self.run.manifest["plan"]["tasks"] - int(self.models["records"].sum())
+
+    def unfinished(self) -> str | None:
+        """Why this night is not a whole one, or None."""
+        if not self.pending and not (self.holder or "").startswith("running"):
+            return None
+        planned = self.run.manifest["plan"]["tasks"]
+        return (f"{self.name}: {planned - self.pending:,} of {planned:,} tasks done"
+                + (f" ({self.holder})" if self.holder else ""))
 
 
 def study_effects(run: Run) -> pl.DataFrame:
@@ -71,5 +85,6 @@ def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def run_effects(run_dir: Path) -> RunEffects:
+    from orchestrator.engine.lock import lock_state
     run = open_run(run_dir)
-    return RunEffects(run, study_effects(run), *call_summary(run))
+    return RunEffects(run, study_effects(run), *call_summary(run), holder=lock_state(run_dir))

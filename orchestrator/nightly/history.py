@@ -9,18 +9,15 @@ Nothing is written into a run folder (a finished night stays as it was).
 from __future__ import annotations
 
 import os
-import socket
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import orjson
 import polars as pl
 import typer
 
-from orchestrator.engine.lock import LOCK
-from orchestrator.engine.store import MANIFEST
+from orchestrator.engine.lock import lock_state
 from orchestrator.errors import UserError
 
 SCHEMA = {"run": pl.String, "started": pl.Datetime("us", "UTC"), "last_result": pl.Datetime("us", "UTC"),
@@ -32,51 +29,6 @@ HEADERS = {"last_result": "last\nresult", "parse_errors": "parse\nerrors", "refu
            "spend_usd": "spend $", "served_models": "served model (fingerprint)", "software": "version"}
 _SERVED = {"modelKey": pl.String, "servedModel": pl.String, "systemFingerprint": pl.String,
            "finishedAt": pl.String}
-_CLOCK_SLACK_S = 2  # the lock's time is to the second, the kernel's boot time too
-
-
-def _process_start(pid: int) -> float | None:
-    """When a process started (Unix time), from /proc; None where there is no /proc."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _alive(pid: int, since: Any) -> bool:
-    """Whether the lock's writer still lives: a process with its pid that started before the
-    lock was taken. After a reboot, or in a new container, a dead run's pid is often some other
-    process's, started later."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    start = _process_start(pid)
-    try:
-        taken = datetime.fromisoformat(since).timestamp()
-    except (TypeError, ValueError):
-        return True
-    return start is None or start <= taken + _CLOCK_SLACK_S
-
-
-def lock_state(run_dir: Path) -> str | None:
-    """'running (pid, host)', 'locked (pid, host)' (another host: not checkable from here),
-    'interrupted' (its holder died without releasing it), or None (nobody holds the run)."""
-    try:
-        info = orjson.loads((run_dir / LOCK).read_bytes())
-        pid, host = info["pid"], info["host"]
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        return None  # no lock, an emptied one, or one mid-write (its holder truncates, then writes)
-    if not isinstance(pid, int) or pid <= 0:  # os.kill(0 or -1) would signal whole groups
-        return None
-    if host != socket.gethostname():
-        return f"locked (pid {pid}, {host})"
-    return f"running (pid {pid}, {host})" if _alive(pid, info.get("since")) else "interrupted"
 
 
 def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str], datetime | None]:
@@ -146,14 +98,8 @@ def campaign_history(campaign_dir: Path) -> pl.DataFrame:
 
 
 def check_out(out: Path) -> None:
-    """Refuse an --out that is a file, or a run folder or inside one (a night is never written to)."""
-    if out.exists() and not out.is_dir():
-        raise UserError("--out is a file, not a folder", file=str(out), field="--out",
-                        fix="give a folder for history.csv and history.parquet (created if missing)")
-    for folder in (out.resolve(), *out.resolve().parents):
-        if (folder / MANIFEST).is_file():
-            raise UserError("--out is inside a run folder", file=str(out), field="--out",
-                            fix="write the history beside the runs: leave out --out, or give another folder")
+    from orchestrator.nightly.runs import output_folder
+    output_folder(out, "history.csv and history.parquet")
 
 
 def cell(row: dict[str, Any], column: str) -> str:

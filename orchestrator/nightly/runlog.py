@@ -15,6 +15,8 @@ from typing import IO, Iterator
 
 from rich.console import Console
 
+from orchestrator.errors import UserError
+
 AUTO = "auto"
 
 
@@ -41,7 +43,18 @@ class Tee:
 
 
 def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
-    return campaign_dir / "logs" / f"{run_id}.log" if given == AUTO else Path(given)
+    """The log file: auto's beside the runs (its folder made), or the one given, in a folder
+    that exists (a typo must not create folders elsewhere)."""
+    if given == AUTO:
+        return campaign_dir / "logs" / f"{run_id}.log"
+    path = Path(given)
+    if path.is_dir():
+        raise UserError("--log names a folder, not a file", file=given, field="--log",
+                        fix="give a file, e.g. --log nightly.log, or --log auto")
+    if not path.parent.is_dir():
+        raise UserError("--log's folder does not exist", file=given, field="--log",
+                        fix=f"create {path.parent} first, or use --log auto")
+    return path
 
 
 @contextmanager
@@ -77,9 +90,13 @@ def run_logged(campaign, given: str, budget: float | None, wait: bool) -> None:
     from orchestrator.engine.session import name_run, resume_command, run_dir_for
     name_run(campaign)
     where = run_dir_for(campaign)
+    try:
+        path = log_path(given, where.parent, where.name)
+    except UserError as exc:
+        cli.fail(exc)
     terminal = cli.console, cli.err_console
     try:
-        with logging_to(log_path(given, where.parent, where.name), resume_command()) as consoles:
+        with logging_to(path, resume_command()) as consoles:
             cli.console, cli.err_console = consoles
             cli.run_and_report(campaign, budget, wait)
     finally:

@@ -3,6 +3,7 @@ the `latest` pointer, and listing them in the order they were started."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,14 +16,48 @@ AUTO = "auto"  # --run-id auto: the UTC date, with -2, -3... for a later run the
 LATEST = "latest"  # a symlink in the campaign folder to the newest run started with auto
 
 
-def auto_run_id(campaign_dir: Path, now: datetime | None = None) -> str:
-    """The first of DATE, DATE-2, DATE-3... with no folder yet. Two runs racing for one name
-    both pick it, and the run lock then refuses the second (exit 2): neither pays twice."""
+def output_folder(folder: Path, what: str) -> Path:
+    """An output folder for `what` (history, comparison, trend), refused when it is a file, a
+    run folder or inside one: a night is never written to, and a run folder holds only its run."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError("--out is a file, not a folder", file=str(folder), field="--out",
+                        fix=f"give a folder for the {what} (it is created if missing)")
+    for parent in (folder.resolve(), *folder.resolve().parents):
+        if (parent / MANIFEST).is_file():
+            raise UserError(f"--out is inside the run folder {parent}", file=str(folder), field="--out",
+                            fix=f"write the {what} beside the runs: leave out --out, or give another folder")
+    return folder
+
+
+def _open(run_dir: Path, plan_hash: Callable[[], str]) -> bool:
+    """Whether a night is still open: held by a live run (the lock then refuses a second one,
+    or --wait waits), or left unfinished with the same plan (a run then resumes it). Either
+    way a new folder would call and pay for its tasks twice."""
+    from orchestrator.engine.lock import lock_state
+    from orchestrator.engine.store import scan_results
+    if not (run_dir / MANIFEST).is_file():
+        return True  # made, but refused before it started: nothing in it to keep
+    if (lock_state(run_dir) or "").startswith(("running", "locked")):
+        return True
+    manifest = orjson.loads((run_dir / MANIFEST).read_bytes())
+    if manifest["plan"]["hash"] != plan_hash():
+        return False  # the config changed since: a run of its own
+    return len(scan_results(run_dir / "results.ndjson").done) < manifest["plan"]["tasks"]
+
+
+def auto_run_id(campaign_dir: Path, plan_hash: Callable[[], str], now: datetime | None = None) -> str:
+    """Today's run (the UTC date): the newest of DATE, DATE-2, DATE-3... while it is still open
+    (running, or unfinished with this plan), else the next name. So a second run of one
+    night, started by a doubled schedule or by hand, waits or resumes instead of paying again,
+    and a finished night is never touched."""
     day = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
-    n = 1
-    while (campaign_dir / (day if n == 1 else f"{day}-{n}")).exists():
-        n += 1
-    return day if n == 1 else f"{day}-{n}"
+    names = [day, *(f"{day}-{n}" for n in range(2, 10_000))]
+    taken = 0
+    while (campaign_dir / names[taken]).exists():
+        taken += 1
+    if taken and _open(campaign_dir / names[taken - 1], plan_hash):
+        return names[taken - 1]
+    return names[taken]
 
 
 def point_latest(campaign_dir: Path, run_id: str) -> None:

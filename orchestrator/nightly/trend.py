@@ -26,16 +26,8 @@ CHANGES_NOTE = ("Nights where a model's served model strings or system fingerpri
 
 def out_folder(campaign_dir: Path, out: Path | None) -> Path:
     """Where the trend goes; never inside a run folder (a finished night is not touched)."""
-    target = out if out is not None else campaign_dir / OUT
-    from orchestrator.engine.store import MANIFEST
-    for folder in (target.resolve(), *target.resolve().parents):
-        if (folder / MANIFEST).is_file():
-            raise UserError("this is inside a run folder, which trend never writes into",
-                            field="--out", fix=f"give a folder outside {folder}, e.g. {campaign_dir / OUT}")
-    if target.exists() and not target.is_dir():
-        raise UserError("this is a file, not a folder", file=str(target), field="--out",
-                        fix="give a folder for the trend's tables, figures and report")
-    return target
+    from orchestrator.nightly.runs import output_folder
+    return output_folder(out if out is not None else campaign_dir / OUT, "trend's tables, figures and report")
 
 
 def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dict[str, Path]]:
@@ -77,6 +69,8 @@ def _header(campaign_dir: Path, trend: Trend) -> list[tuple[str, str]]:
             ("models", ", ".join(f"{m} [{k}]" for k, m in zip(models["modelKey"], models["model"], strict=True)))]
     if trend.skipped:
         rows.append(("not read", "; ".join(f"{name} ({why})" for name, why in trend.skipped)))
+    if trend.unfinished:  # still running, or cut short: their effects are part of a night
+        rows.append(("not whole nights", "; ".join(trend.unfinished)))
     return rows
 
 
@@ -89,6 +83,7 @@ def summary(trend: Trend) -> list[str]:
     lines = [f"trend: {followed} effect(s) followed over {len(trend.nights)} night(s) "
              f"({trend.nights[0]} .. {trend.nights[-1]}); {changes.height} served-model change(s)"]
     lines += [f"  {c['night']}  {c['model']}: {c['old -> new']}" for c in change_rows(changes)]
+    lines += [f"  not a whole night: {why}" for why in trend.unfinished]
     return lines
 
 

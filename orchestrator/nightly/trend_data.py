@@ -5,7 +5,7 @@ that served that model that night, and whether they changed since its previous n
 Read afresh from the run folders; nothing is written into them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -17,7 +17,7 @@ from orchestrator.nightly.runs import nights as run_folders
 from orchestrator.report.format import fmt
 
 COLUMNS = ["night", "run", "started", *KEY, "model", "effect", "ci_low", "ci_high", "n",
-           "served", "fingerprints", "served_changed"]
+           "served", "fingerprints", "served_changed", "complete"]
 SEP = ", "  # between the served model strings (or fingerprints) of one model on one night
 
 
@@ -26,6 +26,7 @@ class Trend:
     rows: pl.DataFrame  # COLUMNS + old_served, old_fingerprints (the previous night's), by night
     nights: list[str]  # run ids read, in campaign order
     skipped: list[tuple[str, str]]  # (run folder name, why it was not read)
+    unfinished: list[str] = field(default_factory=list)  # nights read that are not whole ones
 
     def changes(self) -> pl.DataFrame:
         """One row per night and model whose served models or fingerprints changed."""
@@ -47,29 +48,31 @@ def served_by(calls: pl.DataFrame) -> pl.DataFrame:
     return calls.group_by("modelKey").agg(union("served"), union("fingerprints"))
 
 
-def night_rows(run_dir: Path, night: int) -> tuple[str, pl.DataFrame]:
+def night_rows(run_dir: Path, night: int) -> tuple[str, pl.DataFrame, str | None]:
+    """(run id, its rows, why it is not a whole night or None)."""
     found = run_effects(run_dir)
     served = served_by(found.calls)
     rows = (found.effects.join(served, on="modelKey", how="left")
             .with_columns(pl.lit(night).alias("night"), pl.lit(found.name).alias("run"),
                           pl.lit(str(found.run.manifest.get("createdAt", ""))).alias("started"),
                           pl.col("served", "fingerprints").fill_null("")))
-    return found.name, rows
+    return found.name, rows.with_columns(pl.lit(found.unfinished() is None).alias("complete")), found.unfinished()
 
 
 def collect(campaign_dir: Path, runs: list[Path] | None = None) -> Trend:
     """Every readable night of the campaign (or of `runs`, its run folders), in order. A run
     that cannot be read (no results yet, a manifest from an older version) is skipped and
     named, not fatal: one bad night should not hide the others."""
-    frames, nights, skipped = [], [], []
+    frames, nights, skipped, unfinished = [], [], [], []
     for run_dir in runs if runs is not None else campaign_folder(campaign_dir):
         try:
-            name, rows = night_rows(run_dir, len(nights) + 1)
+            name, rows, why = night_rows(run_dir, len(nights) + 1)
         except (UserError, pl.exceptions.PolarsError) as exc:
             skipped.append((run_dir.name, str(exc).splitlines()[0]))
             continue
         nights.append(name)
         frames.append(rows)
+        unfinished += [why] if why else []
     if not nights:
         why = "; ".join(f"{name}: {reason}" for name, reason in skipped)
         raise UserError(f"no run of this campaign could be read ({why})", file=str(campaign_dir),
@@ -78,13 +81,15 @@ def collect(campaign_dir: Path, runs: list[Path] | None = None) -> Trend:
     if not rows.height:
         raise UserError(f"no study reported an effect in the {len(nights)} run(s) read", file=str(campaign_dir),
                         fix="check the runs' answers: orchestrator analyze RUN_DIR")
-    return Trend(mark_changes(rows), nights, skipped)
+    return Trend(mark_changes(rows), nights, skipped, unfinished)
 
 
 def _differs(now: str, before: str) -> pl.Expr:
-    """A change since the model's previous night; its first night has none to differ from.
-    Nothing recorded (a provider that sends no fingerprint) to something is a change too."""
-    return (pl.col(before).is_not_null() & (pl.col(now) != pl.col(before))).fill_null(False)
+    """As compare sees it: the model named a string its previous night never named. Its first
+    night has none to differ from, and a night that recorded nothing (a run from before
+    fingerprints were kept) is no change either way."""
+    new = pl.col(now).str.split(SEP).list.set_difference(pl.col(before).str.split(SEP)).list.len() > 0
+    return (pl.col(before).is_not_null() & (pl.col(before) != "") & (pl.col(now) != "") & new).fill_null(False)
 
 
 def mark_changes(rows: pl.DataFrame) -> pl.DataFrame:

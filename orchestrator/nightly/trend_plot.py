@@ -37,12 +37,18 @@ def study_figures(rows: pl.DataFrame, nights: list[str], study: str, out_dir: Pa
     return figures
 
 
+def panel_rows(part: pl.DataFrame, key: tuple) -> pl.DataFrame:
+    """The rows of one panel (one measure x experiment x strategy); eq_missing, as a study without
+    strategies has a null there, which == never matches."""
+    return part.filter(*(pl.col(c).eq_missing(v) for c, v in zip(PANEL, key, strict=True)))
+
+
 def _figure(part: pl.DataFrame, panels: list[tuple], nights: list[str], colour: dict, labels: dict, study: str):
     cols = min(COLS, len(panels))
     grid = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(grid, cols, squeeze=False, figsize=(4.3 * cols, 0.8 + 2.9 * grid))
     for ax, key in zip(axes.flat, panels, strict=False):
-        _panel(ax, part.filter(*(pl.col(c) == v for c, v in zip(PANEL, key, strict=True))), nights, colour)
+        _panel(ax, panel_rows(part, key), nights, colour)
         measure, experiment, strategy = key
         ax.set_title(f"{experiment}{'' if strategy in ('baseline', None) else f' [{strategy}]'}\n{measure}",
                      fontsize=8, loc="left")

@@ -32,6 +32,10 @@ class SimulatedProvider:
                       if run_id >= d.from_run]
         self.draw_seed = (f"{self.config.seed}:{run_id}" if self.config.draws == "run"
                           else str(self.config.seed))
+        self.parse_error_rate, self.refusal_rate = self.config.parse_error_rate, self.config.refusal_rate
+        for drift in self.drift:
+            self.parse_error_rate = drift.parse_error_rate if drift.parse_error_rate is not None else self.parse_error_rate
+            self.refusal_rate = drift.refusal_rate if drift.refusal_rate is not None else self.refusal_rate
 
     def _experiment(self, slug: str) -> ExperimentAnswers | None:
         found = self.config.effects.get(slug)
@@ -130,9 +134,9 @@ class SimulatedProvider:
         else:  # answers come at once: yield anyway, or a signal would never be seen
             await anyio.lowlevel.checkpoint()
         rng = random.Random(f"{self.draw_seed}:{task.task_id}")
-        if rng.random() < self.config.refusal_rate:
+        if rng.random() < self.refusal_rate:
             raise Refused("simulated refusal")
-        if rng.random() < self.config.parse_error_rate:
+        if rng.random() < self.parse_error_rate:
             text = "I would rather not give a single number here."
         else:
             text = self.answer(task, rng)

@@ -29,13 +29,17 @@ class Drift(BaseModel):
     """A provider changing the model behind the name, unannounced: from the run whose id sorts
     at or after `from_run` (run ids from --run-id auto are dates), these experiments are answered
     as given here instead (each replaces that experiment's settings), and every answer names
-    `served_model` / `system_fingerprint` when set. For rehearsing what `compare` flags."""
+    `served_model` / `system_fingerprint` when set; parse errors and refusals come at the rates
+    given here, when set. Run ids are compared as text, so give ids that sort in time (the
+    dates --run-id auto gives: "n10" sorts before "n2"). For rehearsing what `compare` flags."""
 
     model_config = STRICT
     from_run: str = Field(min_length=1)
     effects: dict[str, ExperimentAnswers] = {}
     served_model: str | None = None
     system_fingerprint: str | None = None
+    parse_error_rate: float | None = Field(default=None, ge=0, le=1)  # replaces the model's
+    refusal_rate: float | None = Field(default=None, ge=0, le=1)
 
 
 class JudgeAnswers(BaseModel):

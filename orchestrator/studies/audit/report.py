@@ -63,7 +63,7 @@ def _agreement_rows(table: pl.DataFrame) -> list[dict[str, str]]:
 def _condition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
     return [{"source model": r["source_model"], "strategy": r["strategy"], "experiment": r["experiment"],
              "bias": r["bias"], "mean score per condition": r["conditions"],
-             f"difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+             "difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
              "p": fmt(r["p"], 2)} for r in table.iter_rows(named=True)]
 
 

@@ -110,6 +110,8 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
         out[name] = np.where(is_mean, w[idx], c[idx])
         if idx:
             out[name] = np.where(fixed, np.nan, out[name])
+    # a mean difference's Welch-Satterthwaite degrees of freedom (compare refers its change to t)
+    out["df"] = np.where(is_mean & ~fixed.astype(bool), w[4], np.nan)
     low, high = out["ci_low"].copy(), out["ci_high"].copy()
     out["effect"] = np.where(flip, -out["effect"], out["effect"])
     out["ci_low"] = np.where(flip, -high, low)
@@ -169,7 +171,7 @@ DETERMINISTIC = ("deterministic answers at T=0: repeated draws are not independe
 
 COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
            "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
-           "ci_high", "p_value", "attraction_effect", "attraction_ci_low",
+           "ci_high", "p_value", "df", "attraction_effect", "attraction_ci_low",
            "attraction_ci_high", "attraction_p", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
            "deterministic", "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
            "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
@@ -198,12 +200,16 @@ def effect_table(summary: pl.DataFrame, study: str) -> pl.DataFrame:
     plug-in sqrt(sum p(1-p)/(n-1)): read off the Newcombe interval it would come out about 8%
     small at 20 answers per condition (the score interval is narrower than the sampling spread
     there), and nights would differ "significantly" too often. A mean difference's is read off
-    its Welch interval (t-based, so slightly conservative). None for a deterministic model."""
+    its Welch interval, on its Welch-Satterthwaite degrees of freedom. None for a deterministic
+    model."""
     from orchestrator.analysis.effects import effect_rows
     share = pl.col("metric_type") == "choice-share-difference"
     spread = sum((pl.col(f"stat_{i}") * (1 - pl.col(f"stat_{i}")) / (pl.col(f"n_valid_{i}") - 1))
                  for i in (0, 1))
+    # a share of 0 or 1 in both conditions has no plug-in spread: compare then reads the SE off
+    # the Newcombe interval, which is not zero there
     se = pl.when(share & pl.col("ci_low").is_not_null() & (pl.min_horizontal("n_valid_0", "n_valid_1") > 1)
-                 ).then(spread.sqrt())
+                 & (spread > 0)).then(spread.sqrt())
     return effect_rows(summary, study, "metric_type", "experimentSlug", "effect", "ci_low", "ci_high",
-                       p="p_value", n=pl.col("n_valid_0") + pl.col("n_valid_1"), se=se)
+                       p="p_value", n=pl.col("n_valid_0") + pl.col("n_valid_1"), se=se,
+                       df=pl.when(~share).then("df"))

@@ -154,11 +154,11 @@ def print_estimates(p) -> None:
 
 @app.command()
 def run(config: ConfigArg,
-        run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default'). 'auto' names the run by the UTC date (a second run that day gets -2) and points runs/<campaign>/latest at it.")] = None,
+        run_id: Annotated[Optional[str], typer.Option(help="Run id under runs/<campaign>/ (default from the config, else 'default'). 'auto' names the run by the UTC date and points runs/<campaign>/latest at it: while that night is running or has tasks to do, a second auto run waits, is refused or resumes it; after it finished, the next is DATE-2.")] = None,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
         budget: Annotated[Optional[float], typer.Option(callback=_number(0, example="5"), help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
         wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False,
-        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file; 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None) -> None:
+        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
@@ -187,7 +187,7 @@ def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool =
     except UserError as exc:
         fail(exc)
     except KeyboardInterrupt:  # before any model was called (e.g. waiting for the lock)
-        err_console.print(f"interrupted before any model was called; to start, run again:\n  {resume_command()}")
+        err_console.print(f"interrupted before any model was called; to start, run again:\n  {resume_command(campaign)}")
         raise typer.Exit(130) from None
     results = outcome.run_dir / "results.ndjson"
     if outcome.already_complete:
@@ -202,11 +202,11 @@ def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool =
         err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
     if outcome.state.budget_reached:
         err_console.print(f"budget reached: ${outcome.state.spend:,.4f} spent of ${budget:,.4f}; finished "
-                          f"results are saved. resume with a higher budget:\n  {resume_command()}")
+                          f"results are saved. resume with a higher budget:\n  {resume_command(campaign)}")
     elif outcome.state.interrupted_by is not None:
-        err_console.print(f"interrupted; finished results are saved. resume with:\n  {resume_command()}")
+        err_console.print(f"interrupted; finished results are saved. resume with:\n  {resume_command(campaign)}")
     elif outcome.exit_code:
-        err_console.print(f"some tasks failed; run the same command again to retry them:\n  {resume_command()}")
+        err_console.print(f"some tasks failed; run the same command again to retry them:\n  {resume_command(campaign)}")
     raise typer.Exit(outcome.exit_code)
 
 

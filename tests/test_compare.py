@@ -329,3 +329,57 @@ def test_a_model_whose_settings_changed_is_still_compared(tmp_path):
     assert any("max_tokens" in line for line in report["plan"]["changes"])
     assert {f["flag"] for f in report["flags"]} >= {"plan_changed"} and done.returncode == 1
     assert len(report["rates"]) == 2  # parse errors and refusals, compared too
+
+
+def test_a_night_without_spread_is_tested_against_the_other_nights_and_greedy_ones_are_not():
+    """A sampling model whose ratings were all alike one night has no CI that night: its change
+    is tested on the other night's spread (no false `untested_change`). A temperature-0 model's
+    is not testable at all."""
+    import polars as pl
+
+    from orchestrator.analysis.effects import EFFECT_SCHEMA
+    from orchestrator.nightly.difference import effect_changes
+
+    def frame(effect, se, deterministic):
+        row = {"study": "paired", "measure": "mean-difference", "experiment": "x", "strategy": "baseline",
+               "modelKey": "k", "model": "M", "effect": effect, "se": se, "ci_low": None, "ci_high": None,
+               "p": None, "n": 40, "df": None}
+        return pl.DataFrame([row], schema=EFFECT_SCHEMA).with_columns(deterministic=pl.lit(deterministic))
+    sampled, _, _ = effect_changes(frame(0.0, None, False), frame(-0.05, 0.1, False))
+    assert sampled["p_change"][0] == pytest.approx(2 * stats.norm.sf(0.5))
+    greedy, _, _ = effect_changes(frame(0.0, None, True), frame(-0.05, None, True))
+    assert greedy["p_change"][0] is None and greedy["change"][0] == pytest.approx(-0.05)
+
+
+SATURATED = """
+name = "sat"
+jobs = ["ai-bias-benchmark"]
+samples = 20
+[[models]]
+provider = "simulated"
+name = "sim"
+temperature = 1.0
+[models.simulate]
+draws = "run"
+[models.simulate.effects.decoy-subscription-choice]
+conditions = [{shares = {"Pro — €14/month, 100 GB" = 0.0}}, {shares = {"Pro — €14/month, 100 GB" = 1.0}}]
+[[models.simulate.drift]]
+from_run = "n2"
+[models.simulate.drift.effects.decoy-subscription-choice]
+conditions = [{shares = {"Pro — €14/month, 100 GB" = 1.0}}, {shares = {"Pro — €14/month, 100 GB" = 0.0}}]
+"""
+
+
+def test_a_reversal_of_a_saturated_share_is_tested_and_flagged(tmp_path):
+    """Every answer the target in one condition and never in the other: the plug-in spread is
+    0, so the SE comes off the Newcombe interval, and the full reversal is a sign flip."""
+    config = write_config(tmp_path, SATURATED)
+    for night in ("n1", "n2", "n3"):
+        assert cli("run", str(config), "--run-id", night, cwd=tmp_path).returncode == 0
+    campaign = tmp_path / "runs" / "sat"
+    assert cli("compare", str(campaign / "n1"), str(campaign / "n2"), cwd=tmp_path).returncode == 1
+    flags = {(f["flag"], f.get("experiment")) for f in
+             json.loads((campaign / "compare" / "n1__n2.json").read_text())["flags"]}
+    assert flags == {("effect_changed", "decoy-subscription-choice"), ("sign_flip", "decoy-subscription-choice")}
+    # the same saturated effect on two nights: no change, nothing flagged
+    assert cli("compare", str(campaign / "n2"), str(campaign / "n3"), cwd=tmp_path).returncode == 0

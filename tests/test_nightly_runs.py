@@ -173,9 +173,29 @@ def test_auto_reuses_tonights_run_while_it_is_open_so_nothing_is_paid_twice(tmp_
     assert not (campaign / f"{night.name}-3").exists()
 
 
-@pytest.mark.parametrize("given, message", [("{tmp}", "names a folder"), ("{tmp}/no/such/dir/x.log", "does not exist")])
+@pytest.mark.parametrize("given, message", [("{tmp}", "names a folder"), ("{tmp}/no/such/dir/x.log", "does not exist"),
+                                            ("{tmp}/night/results.ndjson", "inside the run folder")])
 def test_a_log_that_cannot_be_a_file_is_refused_before_anything_runs(tmp_path, given, message):
     config = write_config(tmp_path, SIMULATED.format(simulate=""))
+    (tmp_path / "night").mkdir()  # a finished night: its results must never get log lines
+    (tmp_path / "night" / "manifest.json").write_text("{}")
     done = cli("run", str(config), "--log", given.format(tmp=tmp_path), cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "no").exists()
+    assert not (tmp_path / "night" / "results.ndjson").exists()
+
+
+def test_a_config_changed_the_same_day_gets_a_night_of_its_own(tmp_path):
+    """Tonight's run was cut short; the config then changed (its seed): the next auto run must
+    not try to resume a night of another plan (refused all day) but start its own."""
+    config = write_config(tmp_path, SIMULATED.format(simulate=""))
+    assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
+    campaign = tmp_path / "runs" / "nightly"
+    night = campaign / os.readlink(campaign / "latest")
+    results = night / "results.ndjson"
+    results.write_bytes(b"".join(results.read_bytes().splitlines(keepends=True)[:5]))
+    config.write_text(config.read_text().replace("seed = 5", "seed = 6"))
+    done = cli("run", str(config), "--run-id", "auto", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(campaign / "latest") == f"{night.name}-2"
+    assert len(results.read_bytes().splitlines()) == 5  # the cut night is left as it was

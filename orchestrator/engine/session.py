@@ -95,7 +95,11 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
             "models": {m.key: m.label for m in campaign.config.models}}
 
 
-def resume_command() -> str:
+def resume_command(campaign: Campaign | None = None) -> str:
+    """The command that goes on with this run: the one typed, or for a run named by date
+    (--run-id auto) its folder, since the same command after midnight UTC starts a new night."""
+    if campaign is not None and campaign.named_by_date:
+        return " ".join(shlex.quote(a) for a in ["orchestrator", "run", str(run_dir_for(campaign))])
     return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
 
 
@@ -122,7 +126,7 @@ def name_run(campaign: Campaign) -> None:
     """Give a run started with --run-id auto its name (the UTC date), once."""
     if campaign.run_dir is None and campaign.config.run_id == AUTO:
         c = campaign.config  # today's open night, or a new folder: a finished one stays as it is
-        run_id = auto_run_id(Path(c.output_dir) / c.name, lambda: Plan(campaign).fingerprint()["hash"])
+        run_id = auto_run_id(Path(c.output_dir) / c.name, lambda: Plan(campaign).fingerprint())
         campaign.config = c.model_copy(update={"run_id": run_id})
         campaign.named_by_date = True
 

@@ -30,10 +30,14 @@ def _quantile(df: np.ndarray) -> np.ndarray:
 
 
 def _with_se(frame: pl.DataFrame) -> pl.DataFrame:
+    """The standard error: the study's, else read off its CI; a sampling model's effect with
+    no CI at all had no spread in its answers (every rating alike): 0, so its change is tested
+    against the other night's spread, not left untested. A deterministic model's stays unknown."""
     df = frame["df"].fill_null(np.nan).to_numpy().astype(float)
     width = (frame["ci_high"] - frame["ci_low"]).fill_null(np.nan).to_numpy().astype(float)
     from_ci = pl.Series(width / (2 * _quantile(df))).fill_nan(None)
-    return frame.with_columns(se=pl.coalesce(pl.col("se"), from_ci))
+    no_spread = pl.when(~pl.col("deterministic") & (pl.col("n") >= 4) & pl.col("effect").is_not_null()).then(0.0)
+    return frame.with_columns(se=pl.coalesce(pl.col("se"), from_ci, no_spread))
 
 
 def _p_change(changes: pl.DataFrame) -> pl.DataFrame:
@@ -45,8 +49,11 @@ def _p_change(changes: pl.DataFrame) -> pl.DataFrame:
     d = b - a
     d = np.where(np.abs(d) <= 1e-12 * np.fmax(1.0, np.fmax(np.abs(a), np.abs(b))), 0.0, d)  # rounding
     se = np.sqrt(se_a**2 + se_b**2)
+    df_a, df_b = (np.where(d > 0, d, np.nan) for d in (df_a, df_b))  # no df: the normal
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = (se_a**2 + se_b**2) ** 2 / (se_a**4 / df_a + se_b**4 / df_b)
+        # Welch-Satterthwaite; a side with no spread adds nothing (its df do not matter)
+        df = (se_a**2 + se_b**2) ** 2 / (np.where(se_a > 0, se_a**4 / df_a, 0.0)
+                                          + np.where(se_b > 0, se_b**4 / df_b, 0.0))
         z = np.where(se > 0, d / se, np.nan)
     p = np.where(np.isnan(df), 2 * stats.norm.sf(np.abs(z)), 2 * stats.t.sf(np.abs(z), np.where(np.isnan(df), 1, df)))
     p = np.where(se > 0, p, np.where(d == 0, 1.0, np.nan))
@@ -68,6 +75,8 @@ def effect_changes(a: pl.DataFrame, b: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
     each run's effect, CI and significance, the difference with its CI, z and p (q is added
     with the family: see adjust)."""
     keep = ["effect", "ci_low", "ci_high", "p", "n", "df"]
+    a, b = (f if "deterministic" in f.columns else f.with_columns(deterministic=pl.lit(False))
+            for f in (a, b))
     side = {s: _with_se(df).select(*KEY, "model", *keep, "se") for s, df in (("a", a), ("b", b))}
     joined = (side["a"].join(side["b"], on=KEY, how="inner", suffix="_b", nulls_equal=True)
               .rename({c: f"{c}_a" for c in [*keep, "se"]}).drop("model_b"))

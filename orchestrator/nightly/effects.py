@@ -52,7 +52,10 @@ def study_effects(run: Run) -> pl.DataFrame:
         found = study.effects(tables) if tables else None
         if found is not None and found.height:
             frames.append(found.select(list(EFFECT_SCHEMA)))
-    return pl.concat(frames) if frames else empty()
+    effects = pl.concat(frames) if frames else empty()
+    # a model at temperature 0 answers one draw: its effects have no spread to test against
+    return effects.with_columns(deterministic=pl.col("modelKey").replace_strict(
+        run.deterministic, default=False, return_dtype=pl.Boolean))
 
 
 def _tallies(status: pl.Expr, answered: pl.Expr) -> list[pl.Expr]:

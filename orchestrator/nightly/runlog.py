@@ -54,6 +54,11 @@ def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
     if not path.parent.is_dir():
         raise UserError("--log's folder does not exist", file=given, field="--log",
                         fix=f"create {path.parent} first, or use --log auto")
+    from orchestrator.engine.store import MANIFEST
+    for folder in path.resolve().parents:  # a run folder holds its run alone (its results...)
+        if (folder / MANIFEST).is_file():
+            raise UserError(f"--log is inside the run folder {folder}", file=given, field="--log",
+                            fix="use --log auto (runs/<campaign>/logs/), or a file outside the runs")
     return path
 
 

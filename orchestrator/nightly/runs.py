@@ -29,25 +29,40 @@ def output_folder(folder: Path, what: str) -> Path:
     return folder
 
 
-def _open(run_dir: Path, plan_hash: Callable[[], str]) -> bool:
-    """Whether a night is still open: held by a live run (the lock then refuses a second one,
-    or --wait waits), or left unfinished with the same plan (a run then resumes it). Either
-    way a new folder would call and pay for its tasks twice."""
+def _done(results: Path) -> int:
+    """Tasks with a final record, read without changing the file (scan_results would cut a
+    torn last line, and this run does not own the night yet)."""
+    from orchestrator.engine.results import ResultLines
+    if not results.is_file():
+        return 0
+    return len({task for task, status, *_ in ResultLines(results).records() if status != "failed"})
+
+
+def _open(run_dir: Path, plan: Callable[[], dict]) -> bool:
+    """Whether a night is still open for this plan: held by a live run (the lock then refuses
+    a second one, or --wait waits), or left with tasks to do (cut short, or tasks that failed:
+    a run then resumes it). Either way a new folder would pay for its tasks twice. A night of
+    another plan (the config changed, as the run's own plan check sees it) is closed to it."""
     from orchestrator.engine.lock import lock_state
-    from orchestrator.engine.store import scan_results
+    from orchestrator.plan_changes import describe_changes
     if not (run_dir / MANIFEST).is_file():
         return True  # made, but refused before it started: nothing in it to keep
-    if (lock_state(run_dir) or "").startswith(("running", "locked")):
-        return True
-    manifest = orjson.loads((run_dir / MANIFEST).read_bytes())
-    if manifest["plan"]["hash"] != plan_hash():
-        return False  # the config changed since: a run of its own
-    return len(scan_results(run_dir / "results.ndjson").done) < manifest["plan"]["tasks"]
+    try:
+        started = orjson.loads((run_dir / MANIFEST).read_bytes())["plan"]
+        if describe_changes(started, plan()):
+            return False
+        if (lock_state(run_dir) or "").startswith(("running", "locked")):
+            return True
+        return _done(run_dir / "results.ndjson") < started["tasks"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return False  # not a night this run could resume: it gets a folder of its own
+    except UserError:
+        return True  # a damaged results file: the run names it (repair), rather than pay again
 
 
-def auto_run_id(campaign_dir: Path, plan_hash: Callable[[], str], now: datetime | None = None) -> str:
+def auto_run_id(campaign_dir: Path, plan: Callable[[], dict], now: datetime | None = None) -> str:
     """Today's run (the UTC date): the newest of DATE, DATE-2, DATE-3... while it is still open
-    (running, or unfinished with this plan), else the next name. So a second run of one
+    (running, or with tasks to do, and of this plan), else the next name. So a second run of one
     night, started by a doubled schedule or by hand, waits or resumes instead of paying again,
     and a finished night is never touched."""
     day = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
@@ -55,7 +70,7 @@ def auto_run_id(campaign_dir: Path, plan_hash: Callable[[], str], now: datetime 
     taken = 0
     while (campaign_dir / names[taken]).exists():
         taken += 1
-    if taken and _open(campaign_dir / names[taken - 1], plan_hash):
+    if taken and _open(campaign_dir / names[taken - 1], plan):
         return names[taken - 1]
     return names[taken]
 

@@ -11,6 +11,7 @@ import polars as pl
 
 from orchestrator.analysis.load import Run, open_run
 from orchestrator.studies import registered
+from orchestrator.studies.base import Output, Study
 
 
 @dataclass
@@ -40,10 +41,15 @@ def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Pa
         paths[f"{stem.name}.{ext}"] = path
 
 
+def study_outputs(run: Run) -> list[tuple[Study, list[Output]]]:
+    """Every registered study with its tables for the run (none written)."""
+    return [(study, study.analyze(run)) for study in registered()]
+
+
 def analyze(run_dir: Path) -> Analysis:
     result = Analysis(open_run(run_dir))
-    for study in registered():
-        for table in study.analyze(result.run):
+    for _, outputs in study_outputs(result.run):
+        for table in outputs:
             result.tables[table.stem] = table.frame
             _write(table.frame, run_dir / table.stem, table.key, result.run, result.paths)
     return result

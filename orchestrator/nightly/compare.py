@@ -65,15 +65,11 @@ def _served(a: RunEffects, b: RunEffects) -> pl.DataFrame:
     that the earlier run never named for that model, in any experiment. Providers rotate
     backends within a night, so a fingerprint seen before is no news; one never seen is. A run
     made before fingerprints were recorded named none: that is no change."""
-    def seen(col: str) -> pl.Expr:
-        return pl.col(col).list.explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().implode()
-
     def new(col: str) -> pl.Expr:
         return (pl.when(pl.col(f"{col}_a").list.len() > 0)
                 .then(pl.col(f"{col}_b").list.set_difference(f"{col}_a").list.sort())
                 .otherwise(pl.lit([], pl.List(pl.String))).alias(f"new_{col}"))
-    before = a.calls.group_by("modelKey").agg(seen("served").first().alias("served_a"),
-                                              seen("fingerprints").first().alias("fingerprints_a"))
+    before = a.served_by_model().rename({"served": "served_a", "fingerprints": "fingerprints_a"})
     names = b.run.models | a.run.models
     return (b.calls.select("modelKey", "experimentSlug", served_b="served", fingerprints_b="fingerprints")
             .join(before, on="modelKey")

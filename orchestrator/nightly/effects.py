@@ -11,7 +11,7 @@ import polars as pl
 
 from orchestrator.analysis.effects import EFFECT_SCHEMA, empty
 from orchestrator.analysis.load import Run, open_run
-from orchestrator.studies import registered
+from orchestrator.analysis.summary import study_outputs
 
 CALL_SCHEMA = {"status": pl.String, "modelKey": pl.String, "experimentSlug": pl.String,
                "latencyMs": pl.Float64, "costUsd": pl.Float64, "servedModel": pl.String,
@@ -36,6 +36,13 @@ class RunEffects:
         """Planned tasks without a final record: a night still running, or cut short."""
         return self.run.manifest["plan"]["tasks"] - int(self.models["records"].sum())
 
+    def served_by_model(self) -> pl.DataFrame:
+        """Per model: the served model strings and the fingerprints it named in any experiment
+        (lists, sorted)."""
+        def union(column: str) -> pl.Expr:
+            return pl.col(column).explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().sort()
+        return self.calls.group_by("modelKey").agg(union("served"), union("fingerprints"))
+
     def unfinished(self) -> str | None:
         """Why this night is not a whole one, or None."""
         if not self.pending and not (self.holder or "").startswith("running"):
@@ -47,8 +54,8 @@ class RunEffects:
 
 def study_effects(run: Run) -> pl.DataFrame:
     frames = []
-    for study in registered():
-        tables = {out.stem: out.frame for out in study.analyze(run)}
+    for study, outputs in study_outputs(run):
+        tables = {out.stem: out.frame for out in outputs}
         found = study.effects(tables) if tables else None
         if found is not None and found.height:
             frames.append(found.select(list(EFFECT_SCHEMA)))

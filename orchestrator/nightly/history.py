@@ -97,11 +97,6 @@ def campaign_history(campaign_dir: Path) -> pl.DataFrame:
     return pl.DataFrame([run_row(r, campaign_dir) for r in runs], schema=SCHEMA)
 
 
-def check_out(out: Path) -> None:
-    from orchestrator.nightly.runs import output_folder
-    output_folder(out, "history.csv and history.parquet")
-
-
 def cell(row: dict[str, Any], column: str) -> str:
     """A value as the terminal shows it (lists joined as in the csv). To fit 160 columns, the
     last result's time leaves out the day the run started, and `log` only says there is one."""
@@ -189,9 +184,10 @@ def add(app: typer.Typer) -> None:
         plan, log.
         """
         from orchestrator.cli import console, fail
+        from orchestrator.nightly.runs import output_folder
         try:
             if out is not None:
-                check_out(out)
+                output_folder(out, "history.csv and history.parquet")
             frame = campaign_history(campaign_dir)
             written = write_history(frame, out if out is not None else campaign_dir)
         except UserError as exc:

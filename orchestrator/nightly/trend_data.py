@@ -41,17 +41,10 @@ def campaign_folder(campaign_dir: Path) -> list[Path]:
     return run_folders(campaign_dir, "trend")
 
 
-def served_by(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per model: the served model strings and fingerprints seen over all its experiments."""
-    def union(column: str) -> pl.Expr:
-        return pl.col(column).list.explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().sort().str.join(SEP).alias(column)
-    return calls.group_by("modelKey").agg(union("served"), union("fingerprints"))
-
-
 def night_rows(run_dir: Path, night: int) -> tuple[str, pl.DataFrame, str | None]:
     """(run id, its rows, why it is not a whole night or None)."""
     found = run_effects(run_dir)
-    served = served_by(found.calls)
+    served = found.served_by_model().with_columns(pl.col("served", "fingerprints").list.join(SEP))
     rows = (found.effects.join(served, on="modelKey", how="left")
             .with_columns(pl.lit(night).alias("night"), pl.lit(found.name).alias("run"),
                           pl.lit(str(found.run.manifest.get("createdAt", ""))).alias("started"),

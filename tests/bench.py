@@ -407,12 +407,17 @@ def bench_scoring() -> None:
     run()
 
 
+def bench_nightly() -> None:
+    from tests.bench_nightly import bench_nightly as run
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
-                     ("local", bench_local_model), ("scoring", bench_scoring)):
+                     ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly)):
         if not which or name in which:
             fn()
 

@@ -62,7 +62,9 @@ def test_a_second_run_of_a_running_run_is_refused_and_nothing_is_paid_twice(tmp_
 
 
 def test_wait_starts_when_the_holder_ends_and_calls_nothing_it_finished(tmp_path, emulator):
-    server = emulator(latency_s=0.02)
+    # the first run must outlast the second's start (~2 s of imports on a loaded machine): at
+    # 0.02 s a call it took 1.2 s and sometimes ended before the second one looked
+    server = emulator(latency_s=0.1)
     cfg = openai_config(tmp_path, server.base_url("openai"), samples=20, limits="max_in_flight = 4")
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
     first = _start(str(cfg))

@@ -87,7 +87,8 @@ def plan(config: ConfigArg,
       tasks (items x strategies x samples x models);
     models[]: key, label, limit_key, tasks, calls, input_tokens,
       output_tokens {typical, max}, free, cost_usd {typical, max} or nulls;
-    duration_s {limit key: seconds, null without rpm/tpm};
+      batch (sent through the provider's batch API, priced at its batch price), turnaround;
+    duration_s {limit key: seconds of its online models, null without rpm/tpm};
     total {tasks, calls, cost_usd}; warnings[]. Bad input exits 2, stdout empty.
     """
     from orchestrator.plan import Plan
@@ -138,9 +139,13 @@ def print_estimates(p) -> None:
     for e in estimates.values():
         cost = ("free (runs locally)" if e.free else _usd(e.cost) if e.price is None
                 else f"{_usd(e.cost)} / {_usd(e.cost_max)}")
-        table.add_row(escape(e.label), f"{e.calls:,}", f"~{e.input_tokens:,}",
-                      f"~{e.output_typical:,} / {e.output_max:,}", cost)
+        table.add_row(escape(e.label) + (" (batch)" if e.batch else ""), f"{e.calls:,}",
+                      f"~{e.input_tokens:,}", f"~{e.output_typical:,} / {e.output_max:,}", cost)
     console.print(table)
+    for e in estimates.values():
+        if e.batch:
+            console.print(f"{escape(e.label)}: batch mode, at the batch price; results "
+                          f"{e.turnaround}", highlight=False)
     for key, seconds in times.items():
         if seconds is None:
             console.print(f"limit key '{key}': no rpm or tpm configured, so its duration depends on latency")
@@ -158,7 +163,9 @@ def run(config: ConfigArg,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
         budget: Annotated[Optional[float], typer.Option(callback=_number(0, example="5"), help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
         wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False,
-        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None) -> None:
+        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None,
+        batch: Annotated[bool, typer.Option("--batch", help="Send the tasks of every model whose provider has a batch API (openai, anthropic, gemini) as batch jobs: about half the price, results within 24 hours (as batch = true on each model).")] = False,
+        no_wait: Annotated[bool, typer.Option("--no-wait", help="Batch mode: submit the batches and exit (code 0); a later run collects what has ended and polls the rest.")] = False) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
@@ -173,17 +180,19 @@ def run(config: ConfigArg,
         campaign = _load(config, samples, run_id)
     except UserError as exc:
         fail(exc)
+    options = {"budget": budget, "wait": wait, "batch": batch, "wait_for_batches": not no_wait}
     if log is None:
-        return run_and_report(campaign, budget, wait)
+        return run_and_report(campaign, **options)
     from orchestrator.nightly.runlog import run_logged
-    run_logged(campaign, log, budget, wait)
+    run_logged(campaign, log, options)
 
 
-def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool = False) -> None:
+def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool = False,
+                   **batch_options: bool) -> None:
     """Run a loaded campaign and say how it went, with `run`'s exit codes."""
     from orchestrator.engine.session import resume_command, run_campaign
     try:
-        outcome = run_campaign(campaign, console, budget=budget, wait=wait)
+        outcome = run_campaign(campaign, console, budget=budget, wait=wait, **batch_options)
     except UserError as exc:
         fail(exc)
     except KeyboardInterrupt:  # before any model was called (e.g. waiting for the lock)
@@ -195,6 +204,9 @@ def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool =
         return
     counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
     console.print(f"wrote {counts}\nresults: {results}")
+    if outcome.in_flight:
+        console.print(f"{outcome.in_flight:,} task(s) are in batches in flight; to collect them "
+                      f"(and wait for the rest), run:\n  {resume_command(campaign, collect=True)}")
     if outcome.by_status["too_long"]:
         err_console.print(f"[yellow]{outcome.by_status['too_long']:,} request(s) were over the model's "
                           "context length and hold no answer (status too_long; see orchestrator status)[/]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from orchestrator.batch.api import TURNAROUND
 from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS, TYPICAL_ANSWER_TOKENS, Price
 
@@ -19,6 +20,8 @@ class ModelEstimate:
     output_max: int = 0
     price: Price | None = None
     free: bool = False  # a local or simulated model: it costs nothing, price or not
+    batch: bool = False  # sent through the provider's batch API, at its batch price
+    turnaround: str | None = None  # what the provider promises for a batch
 
     @property
     def cost(self) -> float | None:
@@ -32,15 +35,17 @@ class ModelEstimate:
         """The part of this estimate still to run."""
         return ModelEstimate(self.label, self.key, self.limit_key, round(self.calls * share),
                              round(self.input_tokens * share), round(self.output_typical * share),
-                             round(self.output_max * share), self.price, self.free)
+                             round(self.output_max * share), self.price, self.free, self.batch,
+                             self.turnaround)
 
 
 def estimate(plan: Plan) -> dict[str, ModelEstimate]:
     out: dict[str, ModelEstimate] = {}
     for cell in plan.cells:
         m = cell.model
-        e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price,
-                                                free=m.provider in FREE_PROVIDERS))
+        e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price_for(m.batch),
+                                                free=m.provider in FREE_PROVIDERS, batch=m.batch,
+                                                turnaround=TURNAROUND.get(m.provider) if m.batch else None))
         calls = cell.samples * cell.calls_per_task
         e.calls += calls
         e.input_tokens += calls * cell.prompt_estimate
@@ -59,11 +64,13 @@ def remaining(plan: Plan, done_by_model: dict[str, int]) -> dict[str, ModelEstim
 
 
 def durations(plan: Plan, estimates: dict[str, ModelEstimate]) -> dict[str, float | None]:
-    """Seconds each limit key needs at its configured rpm/tpm (None: no limit bounds it, so it
-    depends on latency and max_in_flight)."""
+    """Seconds each limit key needs at its configured rpm/tpm for its online models (None: no
+    limit bounds it, so it depends on latency and max_in_flight)."""
     calls: dict[str, int] = defaultdict(int)
     tokens: dict[str, int] = defaultdict(int)
     for e in estimates.values():
+        if e.batch:  # its turnaround is the provider's (ModelEstimate.turnaround), not the rate's
+            continue
         calls[e.limit_key] += e.calls
         tokens[e.limit_key] += e.input_tokens + e.output_typical
     out = {}

@@ -41,7 +41,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     models = [{"key": e.key, "label": e.label, "limit_key": e.limit_key, "tasks": tasks[e.key],
                "calls": e.calls, "input_tokens": e.input_tokens,
                "output_tokens": {"typical": e.output_typical, "max": e.output_max},
-               "free": e.free, "cost_usd": {"typical": e.cost, "max": e.cost_max}}
+               "free": e.free, "cost_usd": {"typical": e.cost, "max": e.cost_max},
+               "batch": e.batch, "turnaround": e.turnaround}
               for e in estimates.values()]
     warnings = [f"model {e.label} has no price (see configs/prices.toml): its cost is unknown"
                 for e in estimates.values() if e.price is None and not e.free]

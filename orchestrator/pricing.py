@@ -16,6 +16,9 @@ class Price(BaseModel):
     input: float = Field(ge=0)  # USD per million input tokens
     output: float = Field(ge=0)  # USD per million output tokens
 
+    def scaled(self, share: float) -> Price:
+        return Price(input=self.input * share, output=self.output * share)
+
     def cost(self, input_tokens: float, output_tokens: float) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1e6
 

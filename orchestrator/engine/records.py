@@ -26,6 +26,7 @@ class Outcome:
     extracted_by: str | None = None  # the extractor model that stated the answer, if one did
     extra_cost: float = 0.0  # USD for a helper model's calls (extractor, screener), part of the cost
     response: dict[str, Any] | None = None  # fields a study's own routine adds to the response
+    batch_id: str | None = None  # the provider's batch it came back in (batch mode)
 
 
 def now() -> datetime:
@@ -47,8 +48,11 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     return head, model_fields
 
 
-def task_cost(cell: Cell, completion: Completion | None, extra: float) -> float | None:
-    main = usage_cost(cell.model.price, completion.usage) if completion else None
+def task_cost(cell: Cell, completion: Completion | None, extra: float,
+              batch: bool = False) -> float | None:
+    """USD of the task's calls: at the batch price when it came back in a batch."""
+    price = cell.model.price_for(batch)
+    main = usage_cost(price, completion.usage) if completion else None
     return main + extra if main is not None else (extra or None)
 
 
@@ -104,11 +108,12 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "attempts": outcome.attempts,
         "latencyMs": round(outcome.latency_ms, 1),
         "usage": completion.usage if completion else None,
-        "costUsd": task_cost(cell, completion, outcome.extra_cost),
+        "costUsd": task_cost(cell, completion, outcome.extra_cost, outcome.batch_id is not None),
         "servedModel": served,
         "systemFingerprint": fingerprint,  # a silent model update shows here (compare flags it)
         "error": outcome.error,
         "extractedBy": outcome.extracted_by,
         "startedAt": outcome.started,
         "finishedAt": outcome.finished,
+        "batchId": outcome.batch_id,
     }

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -40,12 +40,21 @@ from orchestrator.providers.errors import (Fatal, ProviderError, RateLimited, Re
 FLUSH_EVERY_S = 0.2  # the most a crash can lose; those tasks simply run again on resume
 
 
-def _parse_error(parsed: Parsed, completion: Completion) -> str | None:
+def parse_error_note(parsed: Parsed, completion: Completion) -> str | None:
     """Why no answer was found, with the finish reason when the answer was cut short or empty
     (max_tokens reached, Gemini's MAX_TOKENS with no text at all)."""
     if parsed.ok or completion.finish_reason in (None, "stop", "end_turn", "stop_sequence", "STOP"):
         return parsed.error
     return f"{parsed.error} (finish reason {completion.finish_reason})"
+
+
+class BatchWork(Protocol):
+    """The batch side of a run (batch/runner.BatchSide), run beside the workers and writing
+    through the same writer."""
+
+    apis: dict[str, Any]
+
+    async def run(self, writer: ResultWriter) -> None: ...
 
 
 @dataclass
@@ -77,7 +86,7 @@ async def _answer(provider: Provider, gate: KeyController, task: Task, shared: S
         if recovered is not None and recovered.ok:
             parsed, extracted_by = recovered, extractor.model.label
     return Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                   completion, parsed, _parse_error(parsed, completion),
+                   completion, parsed, parse_error_note(parsed, completion),
                    extracted_by=extracted_by, extra_cost=extra_cost)
 
 
@@ -188,13 +197,15 @@ def _routines() -> dict[str, Routine]:
 async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
                   on_record: Callable[[dict[str, Any]], None], state: RunState | None = None,
                   handle_signals: bool = False, extractor: Extractor | None = None,
-                  screener: Helper | None = None) -> RunState:
-    """Run every task of the plan not in `skip`; returns when all are written or on a signal."""
+                  screener: Helper | None = None, batch: BatchWork | None = None) -> RunState:
+    """Run every task of the plan not in `skip` (those of `batch`'s models through their batch
+    APIs, batch/runner.py); returns when all are written or on a signal."""
     state = state or RunState()
     config = plan.campaign.config
     groups: dict[str, list[int]] = defaultdict(list)
     for i, model in enumerate(config.models):
-        groups[model.limit_key].append(i)
+        if model.key in providers:  # the rest run in batch mode, or have nothing left to do
+            groups[model.limit_key].append(i)
 
     work = anyio.CancelScope()  # cancelled by a signal or the budget: keep what is written
 
@@ -220,6 +231,8 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                     async with anyio.create_task_group() as running:
                         running.start_soon(writer.flush_every, FLUSH_EVERY_S)
                         async with anyio.create_task_group() as workers:
+                            if batch is not None:
+                                workers.start_soon(batch.run, writer)
                             for key, model_indices in groups.items():
                                 _start_key(workers, plan, gates[key], model_indices, skip,
                                            providers, state, writer, shared)
@@ -230,6 +243,8 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                 with anyio.CancelScope(shield=True):
                     for provider in everyone:
                         await provider.aclose()
+                    for api in batch.apis.values() if batch is not None else ():
+                        await api.aclose()
                 control.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the signal watcher's group wraps the one real error
         if len(group.exceptions) == 1:

@@ -13,6 +13,7 @@ import anyio
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.batch.setup import batch_everything, batch_side, check_batchable
 from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
@@ -38,6 +39,7 @@ class RunOutcome:
     by_status: Counter
     state: RunState
     pending_before: int
+    in_flight: int = 0  # tasks in batches not yet collected (run --no-wait; a later run collects)
 
     @property
     def exit_code(self) -> int:
@@ -95,12 +97,14 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
             "models": {m.key: m.label for m in campaign.config.models}}
 
 
-def resume_command(campaign: Campaign | None = None) -> str:
+def resume_command(campaign: Campaign | None = None, collect: bool = False) -> str:
     """The command that goes on with this run: the one typed, or for a run named by date
-    (--run-id auto) its folder, since the same command after midnight UTC starts a new night."""
+    (--run-id auto) its folder, since the same command after midnight UTC starts a new night.
+    `collect`: without --no-wait, so that it waits for the batches in flight."""
     if campaign is not None and campaign.named_by_date:
         return " ".join(shlex.quote(a) for a in ["orchestrator", "run", str(run_dir_for(campaign))])
-    return " ".join(shlex.quote(a) for a in ["orchestrator", *sys.argv[1:]])
+    args = [a for a in sys.argv[1:] if not (collect and a == "--no-wait")]
+    return " ".join(shlex.quote(a) for a in ["orchestrator", *args])
 
 
 def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], spent: float,
@@ -132,10 +136,16 @@ def name_run(campaign: Campaign) -> None:
 
 
 def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
-                 budget: float | None = None, wait: bool = False) -> RunOutcome:
+                 budget: float | None = None, wait: bool = False, batch: bool = False,
+                 wait_for_batches: bool = True) -> RunOutcome:
+    """`batch`: every model with a batch API runs in batch mode (run --batch);
+    `wait_for_batches` off: submit batches and return (run --no-wait)."""
     check_credentials(campaign)
     name_run(campaign)
+    if batch:
+        batch_everything(campaign, console)
     plan = Plan(campaign)
+    check_batchable(plan)
     # Providers are built first: a missing API key must fail before anything is written.
     providers: dict[str, Provider] = {
         m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id)
@@ -154,12 +164,12 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         lock.acquire(wait, on_wait=lambda who: console.print(
             f"this run is in use by {who}; waiting for it to finish (Ctrl-C stops waiting)"))
         return _run_locked(campaign, plan, providers, store, manifest, hint, console,
-                           handle_signals, budget)
+                           handle_signals, budget, wait_for_batches)
 
 
 def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], store: RunStore,
                 manifest: dict[str, Any], hint: str, console: Console, handle_signals: bool,
-                budget: float | None) -> RunOutcome:
+                budget: float | None, wait_for_batches: bool) -> RunOutcome:
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scan = scan_results(store.results)
     spent = spent_so_far(store.results) if budget is not None else 0.0
@@ -190,6 +200,12 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
-        anyio.run(execute, plan, store, scan.done, active, on_record, state, handle_signals,
-                  make_extractor(campaign), make_screener(campaign))
-    return RunOutcome(store.path, False, by_status, state, pending)
+        extractor = make_extractor(campaign)
+        side = batch_side(plan, store.path, active, scan.done, state, console, wait_for_batches,
+                          extractor)
+        online = {k: p for k, p in active.items() if side is None or k not in side.apis}
+        skip = scan.done | side.journal.in_flight_tasks() if side is not None else scan.done
+        anyio.run(execute, plan, store, skip, online, on_record, state, handle_signals,
+                  extractor, make_screener(campaign), side)
+    return RunOutcome(store.path, False, by_status, state, pending,
+                      side.in_flight if side is not None else 0)

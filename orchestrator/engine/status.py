@@ -89,4 +89,8 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
     spent = sum(usd for _, usd in paid.values())
     summary = f"{state}; spent ${spent:,.4f}; results: {store.results}"
+    from orchestrator.batch.journal import describe_in_flight
+    batches = describe_in_flight(run_dir, labels)
+    if batches:  # their tasks are among the pending; the next run collects them
+        summary += f"\n{len(batches)} batch(es) in flight:\n  " + "\n  ".join(batches)
     return table, summary + (f"\nnote: {note}" if note else "")

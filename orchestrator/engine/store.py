@@ -186,6 +186,11 @@ class ResultWriter:
             await anyio.sleep(seconds)
             self._file.flush()
 
+    def sync(self) -> None:
+        """On disk now: a batch is journalled as collected only after its records are."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
     def close(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())

@@ -88,7 +88,7 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
             log.write(f"== {stamp} exit {code}\n")
 
 
-def run_logged(campaign, given: str, budget: float | None, wait: bool) -> None:
+def run_logged(campaign, given: str, options: dict) -> None:
     """`run --log`: cli.run_and_report with the command line's consoles also writing the log
     (named after the run, so a run started with --run-id auto is named first)."""
     from orchestrator import cli
@@ -103,6 +103,6 @@ def run_logged(campaign, given: str, budget: float | None, wait: bool) -> None:
     try:
         with logging_to(path, resume_command()) as consoles:
             cli.console, cli.err_console = consoles
-            cli.run_and_report(campaign, budget, wait)
+            cli.run_and_report(campaign, **options)
     finally:
         cli.console, cli.err_console = terminal

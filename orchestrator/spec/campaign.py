@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from orchestrator.errors import UserError
 from orchestrator.pricing import Price
 from orchestrator.spec import localmodel
-from orchestrator.spec.catalog import load_presets, load_prices
+from orchestrator.spec.catalog import load_batch_discounts, load_presets, load_prices
 from orchestrator.spec.jobs import load_job, resolve_job_path
 from orchestrator.spec.checks import check_campaign
 from orchestrator.spec.loading import field_path, load_toml, validate
@@ -23,6 +23,7 @@ from orchestrator.spec.simulate import SimulateConfig
 
 PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
 SCORING_PROVIDERS = ("openai", "local", "simulated")  # those that can return prompt log-probs
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini")  # those with a batch API (batch = true)
 DEFAULT_URLS = {"anthropic": "https://api.anthropic.com",
                 "gemini": "https://generativelanguage.googleapis.com"}
 # The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
@@ -50,6 +51,8 @@ class LimitConfig(Strict):
     # The longest a server's hint may pause this key; one that asks for more (a quota gone for
     # the day) stops the model instead, to be resumed later.
     max_pause_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    # How often a batch in flight is polled (batch mode): its results take minutes to hours.
+    batch_poll_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 class LocalServerConfig(Strict):
@@ -87,6 +90,12 @@ class ModelConfig(Strict):
     # `score` reads the log-probability of each option after the prompt and picks the best by
     # DC-PMI (for pretrained models, which do not follow instructions). Part of the identity.
     answers: Literal["generate", "score"] = "generate"
+    # Send this model's tasks through its provider's batch API (about half price, results within
+    # a day; batch/). Not part of the identity: the calls and their answers are the same.
+    batch: bool = False
+    # USD per million tokens in batch mode; default: the price less the price table's batch
+    # discount for the provider.
+    batch_price: Price | None = None
 
     @field_validator("provider")
     @classmethod
@@ -136,6 +145,12 @@ class ModelConfig(Strict):
                         "the prompt, which answers = \"score\" reads", "use answers = \"score\" "
                         "with provider local, simulated or openai (an OpenAI-compatible "
                         "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)"))
+        if self.batch and self.provider not in BATCH_PROVIDERS:
+            out.append(("batch", f"provider '{self.provider}' has no batch API",
+                        f"set batch = false, or use one of {', '.join(BATCH_PROVIDERS)}"))
+        if self.batch and self.answers == "score":
+            out.append(("batch", "answers = \"score\" reads prompt log-probabilities, which the "
+                        "batch APIs do not return", "set batch = false for this model"))
         if self.provider != "local" and self.server is not None:
             out.append(("server", "'server' settings apply to provider 'local' only",
                         "remove the [models.server] table"))
@@ -156,6 +171,10 @@ class ModelConfig(Strict):
                 "simulate": self.simulate.identity() if self.simulate else None,
                 # only when set, so the keys of every model that generates stay as they were
                 **({"answers": "score"} if self.answers == "score" else {})}
+
+    def price_for(self, batch: bool) -> Price | None:
+        """The price of a call made online, or in a batch."""
+        return (self.batch_price or self.price) if batch else self.price
 
     @property
     def label(self) -> str:
@@ -295,7 +314,8 @@ def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None
 
 
 def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[str, Any],
-                     prices: dict[str, Price], path: Path | None) -> ModelConfig:
+                     prices: dict[str, Price], discounts: dict[str, float],
+                     path: Path | None) -> ModelConfig:
     """The model with its preset's fields and its price; what the model sets itself wins."""
     if model.preset is not None:
         if model.preset not in presets:
@@ -305,16 +325,19 @@ def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[s
         model = validate(ModelConfig, {**presets[model.preset], **given}, path or Path("config"), where)
     if model.price is None and model.name in prices:
         model = model.model_copy(update={"price": prices[model.name]})
+    discount = discounts.get(model.provider or "")
+    if model.batch_price is None and model.price is not None and discount is not None:
+        model = model.model_copy(update={"batch_price": model.price.scaled(1 - discount)})
     return model
 
 
 def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
     """The models with their presets' fields and prices (a run's snapshot already has them)."""
     presets = load_presets(config.presets, base)
-    prices = load_prices(config.prices, base)
-    models = [_with_catalogues(m, ("models", i), presets, prices, path)
+    prices, discounts = load_prices(config.prices, base), load_batch_discounts(config.prices, base)
+    models = [_with_catalogues(m, ("models", i), presets, prices, discounts, path)
               for i, m in enumerate(config.models)]
-    helpers = {name: _with_catalogues(m, (name,), presets, prices, path)
+    helpers = {name: _with_catalogues(m, (name,), presets, prices, discounts, path)
                for name, m in config.helpers()}
     return config.model_copy(update={"models": models, **helpers})
 

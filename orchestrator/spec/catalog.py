@@ -31,3 +31,21 @@ def load_prices(ref: str | None, base: Path) -> dict[str, Price]:
         raise UserError("'models' must be a table of model names", file=str(path), field="models",
                         fix='write [models."name"] tables with input and output prices')
     return {name: validate(Price, entry, path, ("models", name)) for name, entry in table.items()}
+
+
+def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
+    """The share off the online price each provider's batch API charges, from the price table's
+    [batch_discount] table (0.5: half price)."""
+    path = _path(ref, "prices.toml", base)
+    if not path.exists() and ref is None:
+        return {}
+    table = load_toml(path, "price table").get("batch_discount", {})
+    if not isinstance(table, dict):
+        raise UserError("'batch_discount' must be a table of providers", file=str(path),
+                        field="batch_discount", fix="write [batch_discount] with openai = 0.5 and so on")
+    for provider, share in table.items():
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
+            raise UserError(f"the batch discount of {provider} must be a share from 0 to below 1 "
+                            f"(0.5 is half price), not {share!r}", file=str(path),
+                            field=f"batch_discount.{provider}", fix=f"write {provider} = 0.5")
+    return {provider: float(share) for provider, share in table.items()}

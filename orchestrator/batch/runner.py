@@ -1,0 +1,227 @@
+"""The batch side of a run: a batch model's pending tasks go out as batch jobs, and ended
+batches come back as ordinary records (`batchId` added), through the run's one writer.
+
+Per model, one pass is: settle what a crash left unknown (journal.py), submit every pending
+task in batches within the provider's limits, poll until each has ended, collect it. Items
+that failed or expired, and tasks a batch returned nothing for, are pending again and go out in
+the next pass (up to PASSES per run; after the last one they are recorded as failed, which a
+later run retries). With `wait` off (run --no-wait) a pass stops after submitting, collecting
+what has already ended: a later run polls and collects the rest.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from orchestrator.batch.api import BatchAPI, Item
+from orchestrator.batch.journal import INPUTS, Batch, Journal
+from orchestrator.engine.calls import safe_parse
+from orchestrator.engine.extract import Extractor
+from orchestrator.engine.records import Outcome, make_record, now
+from orchestrator.engine.runner import parse_error_note
+from orchestrator.engine.state import RunState
+from orchestrator.engine.store import ResultWriter
+from orchestrator.plan import Plan, Task
+from orchestrator.providers.errors import Fatal, ProviderError, Refused, TooLong
+
+PASSES = 3  # submissions of a task per run before it is recorded as failed
+# Some room under the provider's byte limit for what wraps the lines (Anthropic's and Gemini's
+# request body around them).
+_BYTES_MARGIN = 64 * 1024
+# Discovering a batch after a crash: created at most this long before its intent was written
+# (clock skew between us and the provider).
+_SKEW_S = 300
+
+
+
+@dataclass
+class BatchSide:
+    """The batch models of a run and what they need."""
+
+    plan: Plan
+    run_dir: Path
+    journal: Journal
+    apis: dict[str, BatchAPI]  # model key -> its provider's batch API
+    submit: set[str]  # the keys in batch mode (the others only collect what is in flight)
+    done: set[str]  # tasks with a final record; grows as batches are collected
+    state: RunState
+    say: Callable[[str], None]
+    wait: bool = True
+    extractor: Extractor | None = None
+    in_flight: int = 0  # tasks left in batches not yet collected when the side returned
+
+    def __post_init__(self) -> None:
+        self._index = {m.key: i for i, m in enumerate(self.plan.campaign.config.models)}
+        self._labels = {m.key: m.label for m in self.plan.campaign.config.models}
+
+    async def run(self, writer: ResultWriter) -> None:
+        """Every batch model side by side."""
+        try:
+            async with anyio.create_task_group() as tg:
+                for key, api in self.apis.items():
+                    tg.start_soon(self._model, key, api, writer, self.done)
+        finally:
+            self.in_flight = len(self.journal.in_flight_tasks())
+
+    # --- one model ---------------------------------------------------------------------------
+    async def _model(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str]) -> None:
+        config = self.plan.campaign.config
+        poll_s = config.limit_for(config.models[self._index[key]].limit_key).batch_poll_s
+        try:
+            await self._settle(key, api)
+            for number in range(PASSES):
+                final = number == PASSES - 1
+                if key in self.submit and key not in self.state.fatal:
+                    await self._submit_pending(key, api, done)
+                requeued = await self._poll_round(key, api, writer, done, final)
+                if not self.wait:
+                    return
+                while self.journal.open_batches(key):
+                    await anyio.sleep(poll_s)
+                    requeued += await self._poll_round(key, api, writer, done, final)
+                if not requeued or key in self.state.fatal:
+                    return
+                self.say(f"{self._labels[key]}: {requeued:,} task(s) failed or expired in batch; "
+                         "sending them again")
+        except ProviderError as exc:  # the API itself failed (retries spent): stop this model
+            self.state.fatal.setdefault(key, f"batch API: {exc}")
+
+    async def _settle(self, key: str, api: BatchAPI) -> None:
+        """Batches whose creation a crash cut short: polled if they reached the provider, else
+        abandoned (their tasks pending again). Never submitted a second time."""
+        for batch in self.journal.open_batches(key):
+            if batch.batch_id is not None:
+                continue
+            since = batch.submitted_at.timestamp() - _SKEW_S
+            found = await api.find(batch.name, datetime.fromtimestamp(since, timezone.utc),
+                                   len(batch.tasks))
+            if found is not None:
+                self.journal.created(batch, found)
+                self.say(f"{self._labels[key]}: found batch {found} ({batch.name}), sent before "
+                         "the last run stopped; polling it")
+            else:
+                self.journal.abandoned(batch)
+
+    async def _submit_pending(self, key: str, api: BatchAPI, done: set[str]) -> None:
+        skip = done | self.journal.in_flight_tasks()
+        tasks = self.plan.tasks([self._index[key]], skip)
+        limits = api.limits
+        folder = self.run_dir / INPUTS
+        folder.mkdir(exist_ok=True)
+        pending: Task | None = next(tasks, None)
+        while pending is not None:
+            name = f"bo-{key}-{secrets.token_hex(4)}"
+            path = folder / f"{name}.jsonl"
+            ids: list[str] = []
+            size = 0
+            with open(path, "wb") as f:
+                while pending is not None:
+                    line = api.line(pending)
+                    if ids and (len(ids) >= limits.max_requests
+                                or size + len(line) + 1 > limits.max_bytes - _BYTES_MARGIN):
+                        break
+                    f.write(line + b"\n")
+                    size += len(line) + 1
+                    ids.append(pending.task_id)
+                    pending = next(tasks, None)
+                f.flush()
+                os.fsync(f.fileno())
+            batch = self.journal.intent(name, key, ids, path)
+            submitted = await api.submit(name, path, len(ids),
+                                         lambda file_id: self.journal.uploaded(batch, file_id))
+            self.journal.created(batch, submitted.batch_id)
+            self.say(f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
+                     f"task(s) ({size / 1e6:,.1f} MB)")
+
+    async def _poll_round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
+                          final: bool) -> int:
+        """Poll each open batch of the model once; collect those that ended. Tasks requeued."""
+        requeued = 0
+        for batch in self.journal.open_batches(key):
+            progress = await api.poll(batch.batch_id)
+            if (progress.state, progress.counts) != (batch.state, batch.counts):
+                counts = ", ".join(f"{n:,} {k}" for k, n in progress.counts.items() if n)
+                self.say(f"{self._labels[key]}: batch {batch.batch_id} {progress.state}"
+                         + (f" ({counts})" if counts else ""))
+            self.journal.state(batch, progress.state, progress.counts)
+            if progress.error:  # the whole batch was refused (e.g. validation): no item will do
+                self.state.fatal.setdefault(key, f"batch {batch.batch_id} failed: {progress.error}")
+            if progress.ended:
+                requeued += await self._collect(batch, api, writer, done, final)
+        return requeued
+
+    # --- collecting --------------------------------------------------------------------------
+    async def _collect(self, batch: Batch, api: BatchAPI, writer: ResultWriter, done: set[str],
+                       final: bool) -> int:
+        """Write the batch's items as records (those not already written by an earlier
+        collection cut short); the journal says collected only once they are on disk."""
+        wanted = set(batch.tasks) - done
+        tasks = {t.task_id: t for t in self.plan.tasks([self._index[batch.model_key]])
+                 if t.task_id in wanted} if wanted else {}
+        started, written, requeue = batch.submitted_at, 0, []
+        async for item in api.items(batch.batch_id):
+            task = tasks.pop(item.custom_id, None)
+            if task is None:
+                continue  # already written, or not one of ours
+            record = await self._record(task, item, batch, started)
+            if record is None:
+                requeue.append((task, item.error))
+                continue
+            writer.append(record)
+            done.add(task.task_id)
+            written += 1
+        requeue += [(task, None) for task in tasks.values()]  # no item came back for these
+        if final:  # out of passes for this run: say why, and a later run tries again
+            for task, error in requeue:
+                writer.append(make_record(task, Outcome(
+                    "failed", 1, _latency_ms(started), started, now(), batch_id=batch.batch_id,
+                    error=f"batch: {error or 'no result returned for this request'}")))
+        writer.sync()
+        self.journal.collected(batch, batch.state, written, len(requeue))
+        return len(requeue)
+
+    async def _record(self, task: Task, item: Item, batch: Batch,
+                      started: datetime) -> dict[str, Any] | None:
+        """The item's record, or None when the task goes back to pending."""
+        finished, latency = now(), _latency_ms(started)
+        if item.completion is None:
+            error = item.error
+            if isinstance(error, Refused):
+                status = "refused"
+            elif isinstance(error, TooLong):
+                status = "too_long"
+            elif isinstance(error, Fatal):
+                self.state.fatal.setdefault(task.cell.model_key, str(error))
+                status = "failed"
+            else:
+                return None
+            return make_record(task, Outcome(status, 1, latency, started, finished, error=str(error),
+                                             batch_id=batch.batch_id))
+        completion = item.completion
+        parsed = safe_parse(completion.text, task)
+        extracted_by, extra_cost = None, 0.0
+        if not parsed.ok and self.extractor is not None and completion.text.strip():
+            try:
+                recovered, extra_cost = await self.extractor.extract(task, completion.text, lambda: None)
+            except ProviderError:
+                recovered = None
+            if recovered is not None and recovered.ok:
+                parsed, extracted_by = recovered, self.extractor.model.label
+        return make_record(task, Outcome(
+            "ok" if parsed.ok else "parse_error", 1, latency, started, finished, completion, parsed,
+            parse_error_note(parsed, completion), extracted_by=extracted_by, extra_cost=extra_cost,
+            batch_id=batch.batch_id))
+
+
+def _latency_ms(started: datetime) -> float:
+    """From submission to collection: what a batch answer took."""
+    return max(0.0, (time.time() - started.timestamp()) * 1000)
+

@@ -206,7 +206,7 @@ def test_gemini_batch_mode_round_trip(emulator):
     assert [i["metadata"]["key"] for i in items] == [f"t{i}" for i in range(30)]  # in input order
     ok = [i for i in items if "response" in i]
     failed = [i for i in items if "error" in i]
-    assert ok and failed and failed[0]["error"]["status"] == "INTERNAL"
+    assert ok and failed and failed[0]["error"]["code"] == 13  # google.rpc.Code INTERNAL
     assert ok[0]["response"]["modelVersion"] == "gemini-test"
     assert done["metadata"]["batchStats"]["failedRequestCount"] == str(len(failed))
     listed = http(server, "GET", "/v1beta/batches")

@@ -32,6 +32,13 @@ from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI
 if TYPE_CHECKING:
     from orchestrator.emulator.server import Emulator
 
+
+def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
+    from orchestrator.emulator.server import (
+        echoed as quote,  # server.py imports this module
+    )
+    return quote(body, key)
+
 DAY_S = 24 * 3600.0
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
@@ -217,6 +224,8 @@ class Jobs:
                         status, reply = 500, proto.error(500, "internal error")
                     else:
                         status, reply = self._answer(proto, job, body)
+                    if status != 200 and self.emulator.config.echo_key and job.credential:
+                        reply = echoed(reply, job.credential)
                     job.counts["succeeded" if status == 200 else "errored"] += 1
                     (out if status == 200 else err).write(write.answered(custom_id, status, reply) + b"\n")
         finally:
@@ -279,12 +288,18 @@ class AnthropicWriter:
         return orjson.dumps({"custom_id": custom_id, "result": {"type": "expired"}})
 
 
+# HTTP status -> google.rpc.Code, as an operation's Status carries it
+GRPC_CODE = {400: 3, 401: 16, 403: 7, 404: 5, 429: 8, 500: 13, 503: 14, 504: 4}
+
+
 class GeminiWriter:
-    """Inlined responses: the response or the error status, with the request's metadata."""
+    """Inlined responses: the response, or the error as a google.rpc.Status (gRPC code), with
+    the request's metadata."""
 
     @staticmethod
     def answered(custom_id: str, status: int, body: dict[str, Any]) -> bytes:
-        out = {"response": body} if status == 200 else {"error": body["error"]}
+        out = ({"response": body} if status == 200 else
+               {"error": {"code": GRPC_CODE.get(status, 2), "message": body["error"]["message"]}})
         return orjson.dumps({**out, "metadata": {"key": custom_id}})
 
     @staticmethod

@@ -13,8 +13,22 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from orchestrator.emulator.batch import DAY_S, Job, Jobs, array_member, hex_id, rfc3339
-from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, bearer, google_key
+from orchestrator.emulator.batch import (
+    DAY_S,
+    Job,
+    Jobs,
+    array_member,
+    echoed,
+    hex_id,
+    rfc3339,
+)
+from orchestrator.emulator.protocols import (
+    Anthropic,
+    Gemini,
+    OpenAI,
+    bearer,
+    google_key,
+)
 
 if TYPE_CHECKING:
     from orchestrator.emulator.server import Emulator
@@ -97,6 +111,8 @@ class BatchRoutes:
                 body = proto.error(p.status, str(p))
                 if p.kind and protocol == "anthropic":
                     body["error"]["type"] = p.kind
+                if self.emulator.config.echo_key and credential:
+                    body = echoed(body, credential)
                 response = json(body, p.status)
             self.emulator.log.batch_calls[(protocol, name, response.status)] += 1
             b = self.emulator.config.batch

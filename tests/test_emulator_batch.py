@@ -225,7 +225,7 @@ def test_gemini_list_pages_cancel_and_expiry(emulator):
     cancelled = http(server, "GET", f"/v1beta/{names[0]}")
     assert cancelled["metadata"]["state"] == "BATCH_STATE_CANCELLED" and cancelled["done"]
     assert "response" not in cancelled
-    server.config.batch = BatchBehaviour(expire=0.5)
+    server.config.batch = BatchBehaviour(expire=1.0)
     op = http(server, "POST", "/v1beta/models/g:batchGenerateContent", gemini_batch(4))
     expired = http(server, "GET", f"/v1beta/{op['name']}")
     assert expired["metadata"]["state"] == "BATCH_STATE_EXPIRED" and "response" not in expired

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from aiohttp import web
 
 from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI
 
@@ -133,6 +134,31 @@ def array_member(text: str, key: str) -> Iterator[Any]:
             raise ValueError(f"',' or '}}' expected at {i}")
 
 
+class Problem(Exception):
+    """An error answer in the protocol's own shape."""
+
+    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+
+def answer(body: Any, status: int = 200) -> web.Response:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    return web.Response(status=status, body=data, content_type="application/json")
+
+
+async def read_capped(request: web.Request, cap: int) -> bytearray:
+    """The request body, read as it streams in (client_max_size does not apply), or a 413."""
+    buf, size = bytearray(), 0
+    async for chunk in request.content.iter_chunked(1 << 20):
+        size += len(chunk)
+        if size > cap:
+            raise Problem(413, f"Request exceeds the maximum allowed size of {cap} bytes.", "request_too_large")
+        buf += chunk
+    return buf
+
+
+
 class Jobs:
     """Every batch job and uploaded file of one emulator, newest last."""
 
@@ -199,7 +225,9 @@ class Jobs:
         """Process the job if its time has come (once: a job's items are answered only once)."""
         if job.ended or time.time() < job.deadline:
             return
-        b, rng = self.behaviour, random.Random(f"{self.emulator.config.seed}/{job.id}")
+        # Seeded by the job's place among the emulator's jobs, not its (random) id: the same
+        # draws on every run.
+        b, rng = self.behaviour, random.Random(f"{self.emulator.config.seed}/{list(self.jobs).index(job.id)}")
         if job.protocol == "gemini" and b.expire > 0 and any(rng.random() < b.expire for _ in range(job.count)):
             job.expired, job.ended_at = True, time.time()
             return

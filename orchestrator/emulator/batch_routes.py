@@ -13,22 +13,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from orchestrator.emulator.batch import (
-    DAY_S,
-    Job,
-    Jobs,
-    array_member,
-    echoed,
-    hex_id,
-    rfc3339,
-)
-from orchestrator.emulator.protocols import (
-    Anthropic,
-    Gemini,
-    OpenAI,
-    bearer,
-    google_key,
-)
+from orchestrator.emulator.batch import (DAY_S, Job, Jobs, Problem, answer, array_member, echoed,
+                                         hex_id, read_capped, rfc3339)
+from orchestrator.emulator.batch_gemini import GeminiRoutes
+from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, bearer, google_key
 
 if TYPE_CHECKING:
     from orchestrator.emulator.server import Emulator
@@ -36,39 +24,12 @@ if TYPE_CHECKING:
 MB = 2**20
 OPENAI_MAX = (50_000, 200 * MB)  # requests a batch, bytes a file
 ANTHROPIC_MAX = (100_000, 256 * MB)
-GEMINI_INLINE_BYTES = 20 * MB
 _CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-GEMINI_BATCH = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
-GEMINI_OUTPUT = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
 
 Handler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
 
 
-class Problem(Exception):
-    """An error answer in the protocol's own shape."""
-
-    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.kind = status, kind
-
-
-def json(body: Any, status: int = 200) -> web.Response:
-    data = body if isinstance(body, bytes) else orjson.dumps(body)
-    return web.Response(status=status, body=data, content_type="application/json")
-
-
-async def read_capped(request: web.Request, cap: int) -> bytearray:
-    """The request body, read as it streams in (client_max_size does not apply), or a 413."""
-    buf, size = bytearray(), 0
-    async for chunk in request.content.iter_chunked(1 << 20):
-        size += len(chunk)
-        if size > cap:
-            raise Problem(413, f"Request exceeds the maximum allowed size of {cap} bytes.", "request_too_large")
-        buf += chunk
-    return buf
-
-
-class BatchRoutes:
+class BatchRoutes(GeminiRoutes):
     def __init__(self, emulator: Emulator) -> None:
         self.emulator, self.jobs = emulator, Jobs(emulator)
         self.openai, self.anthropic, self.gemini = OpenAI(), Anthropic(), Gemini()
@@ -113,7 +74,7 @@ class BatchRoutes:
                     body["error"]["type"] = p.kind
                 if self.emulator.config.echo_key and credential:
                     body = echoed(body, credential)
-                response = json(body, p.status)
+                response = answer(body, p.status)
             self.emulator.log.batch_calls[(protocol, name, response.status)] += 1
             b = self.emulator.config.batch
             if delay := b.reply_delay_s.get(name):
@@ -155,7 +116,7 @@ class BatchRoutes:
                                     "status_details": None, "expires_at": None, "_path": path,
                                     "_owner": credential}
         self.emulator.log.uploads.append((file_id, size))
-        return json(self._file_object(file_id, credential))
+        return answer(self._file_object(file_id, credential))
 
     def _file_object(self, file_id: str, credential: str) -> dict[str, Any]:
         f = self.jobs.files.get(file_id)
@@ -164,7 +125,7 @@ class BatchRoutes:
         return {k: v for k, v in f.items() if not k.startswith("_")}
 
     async def file(self, request: web.Request, credential: str) -> web.Response:
-        return json(self._file_object(request.match_info["id"], credential))
+        return answer(self._file_object(request.match_info["id"], credential))
 
     async def content(self, request: web.Request, credential: str) -> web.StreamResponse:
         file_id = request.match_info["id"]
@@ -203,7 +164,7 @@ class BatchRoutes:
         else:
             job = self.jobs.create("openai", job_id, credential, items, count,
                                    metadata.get("bias_orchestrator", ""), **extra)
-        return json(self._openai_view(job, status="failed" if errors else "validating"))
+        return answer(self._openai_view(job, status="failed" if errors else "validating"))
 
     @staticmethod
     def _validate(source: Path, endpoint: str, items: Path) -> tuple[list[dict[str, Any]], int]:
@@ -275,7 +236,7 @@ class BatchRoutes:
                 "metadata": job.extra["metadata"]}
 
     async def openai_get(self, request: web.Request, credential: str) -> web.Response:
-        return json(self._openai_view(self._job("openai", request.match_info["id"], credential)))
+        return answer(self._openai_view(self._job("openai", request.match_info["id"], credential)))
 
     async def openai_list(self, request: web.Request, credential: str) -> web.Response:
         jobs = self.jobs.listed("openai", credential)
@@ -284,14 +245,14 @@ class BatchRoutes:
             ids = [j.id for j in jobs]
             jobs = jobs[ids.index(after) + 1:] if after in ids else []
         page = [self._openai_view(j, advance=False) for j in jobs[:limit]]
-        return json({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+        return answer({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
                      "last_id": page[-1]["id"] if page else None, "has_more": len(jobs) > limit})
 
     async def openai_cancel(self, request: web.Request, credential: str) -> web.Response:
         job = self._job("openai", request.match_info["id"], credential)
         was_running = not job.ended
         self.jobs.cancel(job)
-        return json(self._openai_view(job, status="cancelling" if was_running else None))
+        return answer(self._openai_view(job, status="cancelling" if was_running else None))
 
     # --- Anthropic -----------------------------------------------------------------------------
     async def anthropic_create(self, request: web.Request, credential: str) -> web.Response:
@@ -320,7 +281,7 @@ class BatchRoutes:
             items.unlink(missing_ok=True)
             raise
         del text
-        return json(self._anthropic_view(self.jobs.create("anthropic", job_id, credential, items, len(seen)),
+        return answer(self._anthropic_view(self.jobs.create("anthropic", job_id, credential, items, len(seen)),
                                          request))
 
     def _anthropic_view(self, job: Job, request: web.Request, canceling: bool = False) -> dict[str, Any]:
@@ -336,7 +297,7 @@ class BatchRoutes:
                 "results_url": url if job.ended and not canceling else None}
 
     async def anthropic_get(self, request: web.Request, credential: str) -> web.Response:
-        return json(self._anthropic_view(self._job("anthropic", request.match_info["id"], credential), request))
+        return answer(self._anthropic_view(self._job("anthropic", request.match_info["id"], credential), request))
 
     async def anthropic_results(self, request: web.Request, credential: str) -> web.StreamResponse:
         job = self._job("anthropic", request.match_info["id"], credential)
@@ -357,79 +318,11 @@ class BatchRoutes:
         else:
             more, jobs = len(jobs) > limit, jobs[:limit]
         page = [self._anthropic_view(j, request) for j in jobs]
-        return json({"data": page, "has_more": more, "first_id": page[0]["id"] if page else None,
+        return answer({"data": page, "has_more": more, "first_id": page[0]["id"] if page else None,
                      "last_id": page[-1]["id"] if page else None})
 
     async def anthropic_cancel(self, request: web.Request, credential: str) -> web.Response:
         job = self._job("anthropic", request.match_info["id"], credential)
         was_running = not job.ended
         self.jobs.cancel(job)
-        return json(self._anthropic_view(job, request, canceling=was_running))
-
-    # --- Gemini --------------------------------------------------------------------------------
-    async def gemini_create(self, request: web.Request, credential: str) -> web.Response:
-        raw = await read_capped(request, GEMINI_INLINE_BYTES)
-        model = request.match_info["model"]
-        job_id, items, count = hex_id(16), self.jobs.path(f"{hex_id()}.in"), 0
-        try:
-            batch = orjson.loads(raw)["batch"]
-            config = batch.get("input_config") or batch.get("inputConfig")
-            name = batch.get("display_name") or batch.get("displayName") or ""
-            with open(items, "wb") as out:
-                for n, entry in enumerate(config["requests"]["requests"]):
-                    key = str((entry.get("metadata") or {}).get("key", n))
-                    self.gemini.read(entry["request"], credential, model)
-                    out.write(orjson.dumps([key, entry["request"]]) + b"\n")
-                    count += 1
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            items.unlink(missing_ok=True)
-            raise Problem(400, f"Invalid JSON payload: {exc}") from None
-        if not count:
-            raise Problem(400, "batch.input_config.requests.requests must not be empty")
-        job = self.jobs.create("gemini", job_id, credential, items, count, name, model=model)
-        return json(self._gemini_operation(job, state="BATCH_STATE_PENDING"))
-
-    def _gemini_operation(self, job: Job, state: str | None = None, with_output: bool = False) -> bytes:
-        """The long-running operation of the job; once it has succeeded and `with_output`, with
-        its inlined responses (read from the results file, as the list leaves them out)."""
-        if state is None:
-            state = ("BATCH_STATE_RUNNING" if not job.ended else "BATCH_STATE_CANCELLED" if job.cancelled_at
-                     else "BATCH_STATE_EXPIRED" if job.expired else "BATCH_STATE_SUCCEEDED")
-        c = job.counts
-        stats = {"requestCount": str(job.count), "pendingRequestCount": str(0 if job.ended else job.count)}
-        if job.ended:
-            stats |= {"successfulRequestCount": str(c["succeeded"]), "failedRequestCount": str(c["errored"])}
-        name = f"batches/{job.id}"
-        meta = {"@type": GEMINI_BATCH, "model": f"models/{job.extra['model']}", "displayName": job.name,
-                "createTime": rfc3339(job.created), "updateTime": rfc3339(job.ended_at or job.created),
-                "batchStats": stats, "state": state, "name": name}
-        if job.ended:
-            meta["endTime"] = rfc3339(job.ended_at)
-        op: dict[str, Any] = {"name": name, "metadata": meta}
-        if job.ended:
-            op["done"] = True
-        if job.cancelled_at:
-            op["error"] = {"code": 1, "message": "CANCELLED"}
-        head = orjson.dumps(op)
-        if not (with_output and state == "BATCH_STATE_SUCCEEDED" and job.output):
-            return head
-        with open(job.output, "rb") as f:
-            lines = b",".join(line.rstrip(b"\n") for line in f)
-        return (head[:-1] + b',"response":{"@type":"' + GEMINI_OUTPUT.encode()
-                + b'","inlinedResponses":{"inlinedResponses":[' + lines + b"]}}}")
-
-    async def gemini_get(self, request: web.Request, credential: str) -> web.Response:
-        job = self._job("gemini", request.match_info["id"], credential)
-        return json(self._gemini_operation(job, with_output=True))
-
-    async def gemini_list(self, request: web.Request, credential: str) -> web.Response:
-        jobs, q = self.jobs.listed("gemini", credential), request.query
-        size = max(1, min(1000, int(q.get("pageSize", 50))))
-        start = int(q.get("pageToken") or 0)
-        page = b",".join(self._gemini_operation(j) for j in jobs[start:start + size])
-        token = b',"nextPageToken":"%d"' % (start + size) if start + size < len(jobs) else b""
-        return json(b'{"operations":[' + page + b"]" + token + b"}")
-
-    async def gemini_cancel(self, request: web.Request, credential: str) -> web.Response:
-        self.jobs.cancel(self._job("gemini", request.match_info["id"], credential))
-        return json({})
+        return answer(self._anthropic_view(job, request, canceling=was_running))

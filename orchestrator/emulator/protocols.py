@@ -21,6 +21,10 @@ class Call:
     logprobs: dict[str, Any] | None = None  # what the server computed for it (answers.py)
 
 
+def bearer(request: web.Request) -> str:
+    return request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -31,13 +35,15 @@ class OpenAI:
     name, route, overload_status = "openai", "/v1/chat/completions", 503
 
     def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
-        auth = request.headers.get("Authorization", "")
+        return self.read(body, bearer(request))
+
+    def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
+        """A call from its body alone (a batch item has no request of its own)."""
         texts = [_text(m.get("content")) for m in body["messages"]]
         fmt = body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
-        return Call(auth.removeprefix("Bearer ").strip(), body["model"], "".join(texts), max_tokens,
-                    schema, texts[-1])
+        return Call(credential, body["model"], "".join(texts), max_tokens, schema, texts[-1])
 
     def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
                 refused: bool, thoughts: int = 0) -> dict[str, Any]:
@@ -75,12 +81,11 @@ class OpenAICompletions(OpenAI):
 
     route = "/v1/completions"
 
-    def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
-        auth = request.headers.get("Authorization", "")
+    def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
         prompt = body["prompt"]
         if not isinstance(prompt, str):
             raise ValueError("prompt must be a string")
-        return Call(auth.removeprefix("Bearer ").strip(), body["model"], prompt,
+        return Call(credential, body["model"], prompt,
                     int(body.get("max_tokens") or 16), None, prompt,
                     echo=bool(body.get("echo")) and body.get("logprobs") is not None)
 
@@ -100,9 +105,12 @@ class Anthropic:
     def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
         if "anthropic-version" not in request.headers:
             raise ValueError("missing anthropic-version header")
+        return self.read(body, request.headers.get("x-api-key", ""))
+
+    def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
         texts = [_text(body.get("system"))] + [_text(m["content"]) for m in body["messages"]]
-        return Call(request.headers.get("x-api-key", ""), body["model"], "".join(texts),
-                    int(body["max_tokens"]), None, texts[-1])
+        return Call(credential, body["model"], "".join(texts), int(body["max_tokens"]), None,
+                    texts[-1])
 
     def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
                 refused: bool, thoughts: int = 0) -> dict[str, Any]:
@@ -124,6 +132,10 @@ class Anthropic:
                                     "Please go to Plans & Billing to upgrade or purchase credits.")
 
 
+def google_key(request: web.Request) -> str:
+    return request.headers.get("x-goog-api-key") or request.query.get("key", "")
+
+
 class Gemini:
     name, route, overload_status = "gemini", "/v1beta/models/{action}", 503
 
@@ -131,12 +143,14 @@ class Gemini:
         model, _, verb = request.match_info["action"].partition(":")
         if verb != "generateContent":
             raise ValueError(f"unsupported method {verb}")
+        return self.read(body, google_key(request), model)
+
+    def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
         system = _text((body.get("systemInstruction") or {}).get("parts"))
         texts = [_text(c.get("parts")) for c in body["contents"]]
         config = body.get("generationConfig") or {}
-        credential = request.headers.get("x-goog-api-key") or request.query.get("key", "")
-        return Call(credential, model, system + "".join(texts), int(config.get("maxOutputTokens") or 256),
-                    config.get("responseSchema"), texts[-1])
+        return Call(credential, model or "", system + "".join(texts),
+                    int(config.get("maxOutputTokens") or 256), config.get("responseSchema"), texts[-1])
 
     def success(self, call: Call, text: str | None, prompt_tokens: int, completion_tokens: int,
                 refused: bool, thoughts: int = 0) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -16,6 +17,8 @@ import orjson
 from aiohttp import web
 
 from orchestrator.emulator.answers import answer, echo_logprobs, tokens
+from orchestrator.emulator.batch import BatchBehaviour
+from orchestrator.emulator.batch_routes import BatchRoutes
 from orchestrator.emulator.limits import Window
 from orchestrator.emulator.protocols import PROTOCOLS, Call, Protocol
 
@@ -62,6 +65,10 @@ class EmulatorConfig:
     # answers name (requested name -> served string) and OpenAI's system_fingerprint.
     served_as: dict[str, str] = field(default_factory=dict)
     system_fingerprint: str | None = "fp_emulator"
+    # The answer text of a call from (protocol name, its request body as sent), or None for the
+    # default answer: the online routes and batch items alike (a test serves a respondent here).
+    respondent: Callable[[str, dict[str, Any]], str | None] | None = None
+    batch: BatchBehaviour = field(default_factory=BatchBehaviour)
 
 
 @dataclass
@@ -74,6 +81,14 @@ class Log:
     malformed_texts: set[str] = field(default_factory=set)
     admitted_tokens: list[tuple[float, str, float]] = field(default_factory=list)
     scripted: Counter = field(default_factory=Counter)  # script marker -> requests answered
+    # Batch APIs: uploaded files (id, bytes); batches created per protocol; how often each custom
+    # id was in a created batch and was processed (answered or errored: never twice, if the
+    # client submits nothing twice); answers per (protocol, route, status).
+    uploads: list[tuple[str, int]] = field(default_factory=list)
+    batches: Counter = field(default_factory=Counter)
+    batch_submitted: Counter = field(default_factory=Counter)
+    batch_items: Counter = field(default_factory=Counter)
+    batch_calls: Counter = field(default_factory=Counter)
 
 
 def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
@@ -97,6 +112,7 @@ class Emulator:
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
+        self.batch = BatchRoutes(self)
 
     @property
     def url(self) -> str:
@@ -173,17 +189,14 @@ class Emulator:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             return self._reply(proto, Call("", "", "", 0, None), 400, proto.error(400, f"bad request: {exc}"))
         self.log.arrivals.append((time.monotonic(), proto.name, call.model))
-        self.log.bodies.append(orjson.loads(raw))
+        self.log.bodies.append(orjson.loads(raw))  # a copy: the respondent reads it as sent
         keys = self.config.keys
         if keys is not None and call.credential not in keys:
             return self._reply(proto, call, 401, proto.error(401, "invalid api key"))
-        if call.model.startswith("missing-"):
-            return self._reply(proto, call, 404, proto.error(404, f"model {call.model} not found"))
+        if (refused := self.gate(proto, call)) is not None:
+            return self._reply(proto, call, *refused)
         window = self._window(proto.name, call.credential)
-        prompt_tokens = round(tokens(call.prompt) * self.config.token_ratio)
-        if self.config.context_tokens is not None and prompt_tokens > self.config.context_tokens:
-            self.log.served["too_long"] += 1
-            return self._reply(proto, call, *proto.too_long(prompt_tokens, self.config.context_tokens))
+        prompt_tokens = self.prompt_tokens(call)
         verdict = window.admit(prompt_tokens + call.max_tokens)
         if not verdict.admitted:
             return self._too_many(proto, call, window, verdict.retry_after_s)
@@ -207,23 +220,48 @@ class Emulator:
             return web.Response()
         if kind == "slow":
             await asyncio.sleep(f.slow_s)
-        text = self._scripted(call.prompt) or answer(call.user_prompt, call.schema, self.rng)
+        body, used = self.answer(proto, call, self.log.bodies[-1], kind)
+        window.settle(verdict.entry, used)
+        return self._reply(proto, call, 200, body, self._limit_headers(proto, window))
+
+    # --- what the online route and a batch item share ----------------------------------------
+    def prompt_tokens(self, call: Call) -> int:
+        return round(tokens(call.prompt) * self.config.token_ratio)
+
+    def gate(self, proto: Protocol, call: Call) -> tuple[int, dict[str, Any]] | None:
+        """The provider's error for a call no model can answer (an unknown model, a prompt over
+        the context length), or None."""
+        if call.model.startswith("missing-"):
+            return 404, proto.error(404, f"model {call.model} not found")
+        prompt_tokens = self.prompt_tokens(call)
+        if self.config.context_tokens is not None and prompt_tokens > self.config.context_tokens:
+            self.log.served["too_long"] += 1
+            return proto.too_long(prompt_tokens, self.config.context_tokens)
+        return None
+
+    def answer(self, proto: Protocol, call: Call, request: dict[str, Any],
+               kind: str = "ok") -> tuple[dict[str, Any], int]:
+        """The 200 body answering `call` (its request body as sent: what the respondent hook
+        reads), and the tokens it used (prompt + completion, thinking included)."""
+        hook = self.config.respondent
+        text = ((hook(proto.name, request) if hook else None) or self._scripted(call.prompt)
+                or answer(call.user_prompt, call.schema, self.rng))
         if call.echo:
             call.logprobs = echo_logprobs(call.prompt, self.config.logprob_bonus)
         if kind == "malformed":
             text = f"Let me think. The answer is roughly {self.rng.randint(1, 999)}."
             self.log.malformed_texts.add(text)
+        prompt_tokens = self.prompt_tokens(call)
         completion_tokens = round(tokens(text) * self.config.token_ratio)
         thoughts = min(self.config.thoughts_tokens, call.max_tokens) if proto.name == "gemini" else 0
         if thoughts and thoughts + completion_tokens > call.max_tokens:
             text, completion_tokens = None, 0  # thinking left no room for any answer (MAX_TOKENS)
-        window.settle(verdict.entry, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens))
         served = dataclasses.replace(call, model=self.config.served_as.get(call.model, call.model))
         body = proto.success(served, text, prompt_tokens, completion_tokens, refused=kind == "refusal",
                              thoughts=thoughts)
         if proto.name == "openai" and self.config.system_fingerprint:
             body["system_fingerprint"] = self.config.system_fingerprint
-        return self._reply(proto, call, 200, body, self._limit_headers(proto, window))
+        return body, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens)
 
     def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float,
                   verbatim: str | None = None) -> web.Response:
@@ -237,6 +275,7 @@ class Emulator:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 2**20)
+        self.batch.add(app)  # first: Gemini's batch route shares the online route's path
         for proto in PROTOCOLS:
             app.router.add_post(proto.route, self._handler(proto))
         return app
@@ -271,4 +310,5 @@ class Emulator:
         if self._loop is not None and self._runner is not None:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
+        self.batch.jobs.close()
 

@@ -7,11 +7,13 @@ headers and are scrubbed from every message this module raises.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import math
 import os
 import re
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -216,27 +218,56 @@ class HTTPProvider:
             return self.completion(payload, headers)
         raise self.error(status, headers, payload)
 
-    async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy, bytes]:
-        """One request: the answer's status, headers and body, or a classified error."""
+    def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 headers={"Content-Type": "application/json", **self.headers(self._key)},
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        return self._session
+
+    async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy, bytes]:
+        """One request: the answer's status, headers and body, or a classified error."""
+        session = self._session or self._client()
         try:
-            async with self._session.post(url, data=body) as resp:
+            async with session.post(url, data=body) as resp:
                 return resp.status, resp.headers, await resp.read()
-        except asyncio.TimeoutError:
-            raise Transient(f"no answer within {self._timeout_s:g} s") from None
-        except aiohttp.ClientConnectorError as exc:  # no such host, connection refused
-            raise Unreachable(self.scrub(
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+            raise self.failure(exc) from None
+
+    async def send(self, method: str, url: str, data: Any = None,
+                   headers: dict[str, str] | None = None) -> tuple[int, CIMultiDictProxy, bytes]:
+        """Any request (a GET, an upload) on the same session, its failures classified as
+        post()'s are."""
+        async with self.stream(method, url, data, headers) as resp:
+            return resp.status, resp.headers, await resp.read()
+
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, url: str, data: Any = None,
+                     headers: dict[str, str] | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A request whose body is sent and read inside the block, in pieces if need be (a
+        batch's input file, its results): no limit on the whole, only on each wait for the
+        server. A failure inside the block is classified as post()'s are."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s)
+        try:
+            async with self._client().request(method, url, data=data, headers=headers,
+                                              timeout=timeout) as resp:
+                yield resp
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+            raise self.failure(exc) from None
+
+    def failure(self, exc: BaseException) -> Exception:
+        """What a failed exchange means: worth another try, no server there, or no hope."""
+        if isinstance(exc, asyncio.TimeoutError):
+            return Transient(f"no answer within {self._timeout_s:g} s")
+        if isinstance(exc, aiohttp.ClientConnectorError):  # no such host, connection refused
+            return Unreachable(self.scrub(
                 f"cannot connect to {self.base_url} ({type(exc).__name__}: {exc})\n  fix: check "
-                "base_url and that the server is up, then run again to resume")) from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise Transient(self.scrub(f"{type(exc).__name__}: {exc}")) from None
-        except aiohttp.ClientError as exc:  # e.g. an unusable URL: no retry can help
-            raise Fatal(self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url "
-                                   f"{self.base_url}")) from None
+                "base_url and that the server is up, then run again to resume"))
+        if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+            return Transient(self.scrub(f"{type(exc).__name__}: {exc}"))
+        # e.g. an unusable URL: no retry can help
+        return Fatal(self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url {self.base_url}"))
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
         label, key_env = self.model.label, self.model.api_key_env or "api_key_env"

@@ -412,12 +412,18 @@ def bench_nightly() -> None:
     run()
 
 
+def bench_batch() -> None:
+    from tests.bench_batch import bench_batch as run
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
-                     ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly)):
+                     ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly),
+                     ("batch", bench_batch)):
         if not which or name in which:
             fn()
 

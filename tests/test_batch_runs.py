@@ -1,0 +1,220 @@
+"""Batch mode end to end against the emulator's batch APIs: the records, the passes that requeue
+failed and expired items, --no-wait, and the same analysis as online."""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+from polars.testing import assert_frame_equal
+from rich.console import Console
+
+from orchestrator.analysis.summary import analyze
+from orchestrator.batch.journal import Journal
+from orchestrator.batch.runner import PASSES
+from orchestrator.emulator.batch import BatchBehaviour
+from orchestrator.engine.session import run_campaign
+from orchestrator.plan import Plan
+from orchestrator.providers.simulated import SimulatedProvider
+from orchestrator.spec.campaign import ModelConfig, load_campaign
+from tests.conftest import cli, write_config
+
+NAMES = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-1.5-flash"}
+
+
+def batch_config(tmp_path: Path, server, protocol: str = "openai", *, batch: bool = True,
+                 samples: int = 4, run_id: str = "r1", seed: str = "seed = 11") -> Path:
+    return write_config(tmp_path, f"""
+        name = "b"
+        jobs = ["ai-bias-benchmark"]
+        samples = {samples}
+        seed = 5
+        run_id = "{run_id}"
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "{protocol}"
+        name = "{NAMES[protocol]}"
+        base_url = "{server.base_url(protocol)}"
+        temperature = 0.7
+        {seed if protocol != "anthropic" else ""}
+        batch = {str(batch).lower()}
+        [limits.{protocol}]
+        batch_poll_s = 0.05
+        """, name=f"{protocol}-{run_id}.toml")
+
+
+def run(cfg: Path, **options):
+    with open(os.devnull, "w") as sink:
+        return run_campaign(load_campaign(cfg), Console(file=sink), handle_signals=False, **options)
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic", "gemini"])
+def test_a_batch_run_writes_every_task_once_at_the_batch_price(tmp_path, emulator, protocol):
+    server = emulator()
+    cfg = batch_config(tmp_path, server, protocol)
+    outcome = run(cfg)
+    assert outcome.exit_code == 0 and outcome.in_flight == 0
+    recs = records(outcome.run_dir)
+    expected = {t.task_id for t in Plan(load_campaign(cfg)).tasks()}
+    assert Counter(r["taskId"] for r in recs) == Counter(expected)  # each once
+    assert {r["status"] for r in recs} == {"ok"}
+    assert server.log.batches[protocol] == 1 and not server.log.arrivals  # no online call
+    assert max(server.log.batch_items.values()) == 1
+    (batch_id,) = {r["batchId"] for r in recs}
+    assert batch_id == Journal(outcome.run_dir).batches.popitem()[1].batch_id
+    # priced at half the online price of configs/prices.toml ([batch_discount])
+    model = load_campaign(cfg).config.models[0]
+    for r in recs[:5]:
+        usage = r["usage"]
+        online = model.price.cost(usage["prompt_tokens"], usage["completion_tokens"])
+        assert r["costUsd"] == pytest.approx(online / 2, rel=1e-12)
+
+
+def _simulated_respondent(cfg: Path):
+    """The simulated respondent behind the emulator: each request body (messages and seed) is
+    answered as the in-process simulated provider answers its task."""
+    campaign = load_campaign(cfg)
+    model = campaign.config.models[0]
+    from orchestrator.providers.registry import make_provider
+    online = make_provider(model, campaign.config.limit_for(model.limit_key))
+    simulated = SimulatedProvider(ModelConfig(provider="simulated", name="sim", simulate={
+        "effects": {"escalation-past-investment": {"conditions": [
+            {"shares": {"Continue": 0.8}}, {"shares": {"Continue": 0.3}}]}}}))
+    answers = {}
+    for task in Plan(campaign).tasks():
+        body = orjson.loads(online.body(task))
+        answers[orjson.dumps([body["messages"], body.get("seed")])] = anyio.run(
+            simulated.complete, task).text
+    return lambda protocol, body: answers.get(orjson.dumps([body["messages"], body.get("seed")]))
+
+
+def test_the_simulated_respondent_gives_the_same_analysis_online_and_in_batch(tmp_path, emulator):
+    server = emulator()
+    online_cfg = batch_config(tmp_path, server, batch=False, samples=30, run_id="online")
+    batch_cfg = batch_config(tmp_path, server, batch=True, samples=30, run_id="batch")
+    server.config.respondent = _simulated_respondent(online_cfg)
+    online, batched = run(online_cfg), run(batch_cfg)
+    assert online.exit_code == batched.exit_code == 0
+    assert len(server.log.arrivals) == Plan(load_campaign(online_cfg)).total  # online: one call each
+    assert server.log.batches["openai"] == 1
+    by_task = {r["taskId"]: r["response"] for r in records(online.run_dir)}
+    assert {r["taskId"]: r["response"] for r in records(batched.run_dir)} == by_task
+    a, b = analyze(online.run_dir).tables, analyze(batched.run_dir).tables
+    assert a.keys() == b.keys() and a
+    for stem in a:  # the same records in another order: sums differ in their last bit only
+        assert_frame_equal(a[stem], b[stem], check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
+    # and the planted effect is there to be seen (the respondent was really used)
+    shares = [orjson.loads(r["response"]["raw"])["choice"] for r in records(batched.run_dir)
+              if r["experimentSlug"] == "escalation-past-investment" and r["conditionIndex"] == 0]
+    assert shares.count("Continue") / len(shares) > 0.6
+
+
+def _batches_in_order(run_dir: Path):
+    return sorted(Journal(run_dir).batches.values(), key=lambda b: b.submitted_at)
+
+
+def test_failed_and_expired_items_go_out_again_and_exactly_those(tmp_path, emulator):
+    server = emulator()
+    server.config.batch = BatchBehaviour(item_errors=0.3, expire=0.2)
+    cfg = batch_config(tmp_path, server, samples=10)
+    outcome = run(cfg)
+    batches = _batches_in_order(outcome.run_dir)
+    assert len(batches) == PASSES  # ~half fail each pass: three passes are used
+    recs = records(outcome.run_dir)
+    ok = {r["taskId"] for r in recs if r["status"] == "ok"}
+    answered = Counter(r["batchId"] for r in recs if r["status"] == "ok")
+    for before, after in zip(batches, batches[1:]):
+        ok_before = {r["taskId"] for r in recs if r["status"] == "ok" and r["batchId"] == before.batch_id}
+        assert set(after.tasks) == set(before.tasks) - ok_before  # exactly the missing ones
+        assert before.requeued == len(after.tasks) and 0 < len(after.tasks) < len(before.tasks)
+    assert all(answered[b.batch_id] for b in batches)
+    failed = [r for r in recs if r["status"] == "failed"]  # still missing after the last pass
+    assert {r["taskId"] for r in failed} == set(batches[-1].tasks) - ok
+    assert all(r["error"].startswith("batch: ") for r in failed)
+    assert len(ok) + len(failed) == Plan(load_campaign(cfg)).total
+    assert max(server.log.batch_items.values()) <= PASSES
+    assert outcome.exit_code == 1  # some failed: run again to retry them
+    # the next run sends only those
+    server.config.batch = BatchBehaviour()
+    again = run(cfg)
+    assert again.exit_code == 0
+    assert set(_batches_in_order(outcome.run_dir)[-1].tasks) == {r["taskId"] for r in failed}
+
+
+def test_no_wait_submits_and_a_later_run_collects(tmp_path, emulator):
+    server = emulator()
+    server.config.batch = BatchBehaviour(processing_s=2.0)
+    cfg = batch_config(tmp_path, server)
+    first = run(cfg, wait_for_batches=False)
+    total = Plan(load_campaign(cfg)).total
+    assert first.exit_code == 0 and first.in_flight == total
+    assert not (first.run_dir / "results.ndjson").read_bytes()
+    status = cli("status", str(first.run_dir), cwd=tmp_path)
+    assert "1 batch(es) in flight" in status.stdout and f"{total:,} tasks pending" in status.stdout
+    second = run(cfg)  # waits for it
+    assert second.exit_code == 0 and second.in_flight == 0
+    assert len(records(first.run_dir)) == total
+    assert server.log.batches["openai"] == 1  # polled, not sent again
+
+
+def test_a_model_switched_back_online_collects_its_batches_first(tmp_path, emulator):
+    """Tasks in a batch in flight are never also called online: that would pay twice."""
+    server = emulator()
+    server.config.batch = BatchBehaviour(processing_s=1.0)
+    cfg = batch_config(tmp_path, server)
+    run(cfg, wait_for_batches=False)
+    online = batch_config(tmp_path, server, batch=False)
+    outcome = run(online)
+    assert outcome.exit_code == 0
+    assert len(server.log.arrivals) == 0 and server.log.batches["openai"] == 1
+    assert len(records(outcome.run_dir)) == Plan(load_campaign(cfg)).total
+
+
+def test_plan_shows_batch_mode_its_turnaround_and_price(tmp_path, emulator):
+    server = emulator()
+    online, batched = (cli("plan", "--json", str(batch_config(tmp_path, server, batch=b, run_id=str(b))),
+                           cwd=tmp_path) for b in (False, True))
+    a, b = orjson.loads(online.stdout)["models"][0], orjson.loads(batched.stdout)["models"][0]
+    assert (a["batch"], b["batch"]) == (False, True) and b["turnaround"] == "within 24 hours"
+    assert b["cost_usd"]["typical"] == pytest.approx(a["cost_usd"]["typical"] / 2)
+    text = cli("plan", str(batch_config(tmp_path, server, run_id="t")), cwd=tmp_path,
+               ).stdout
+    assert "batch mode, at the batch price; results within 24 hours" in text
+
+
+@pytest.mark.parametrize("setting, message", [
+    ('provider = "simulated"\nname = "s"\nbatch = true', "has no batch API"),
+    ('provider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\nanswers = "score"\nbatch = true',
+     "batch APIs do not return"),
+])
+def test_batch_mode_where_it_cannot_be_is_refused(tmp_path, setting, message):
+    cfg = write_config(tmp_path, f"""
+        name = "x"
+        jobs = ["ai-bias-benchmark"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        {setting}
+        """)
+    done = cli("run", str(cfg), cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "models[0].batch" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_run_batch_with_no_batch_model_is_refused(tmp_path):
+    cfg = write_config(tmp_path, f"""
+        name = "x"
+        jobs = ["ai-bias-benchmark"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "simulated"
+        name = "s"
+        """)
+    done = cli("run", str(cfg), "--batch", cwd=tmp_path)
+    assert done.returncode == 2 and "--batch" in done.stderr and not (tmp_path / "runs").exists()

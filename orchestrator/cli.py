@@ -331,17 +331,19 @@ def emulate(port: Annotated[int, typer.Option(callback=_number(0, 65535, example
             slow_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers delayed by --slow-s.")] = 0.0,
             slow_s: Annotated[float, typer.Option(callback=_number(0, example="30"), help="How long a slow answer takes.")] = 30.0,
             malformed_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers with no JSON in them.")] = 0.0,
-            refusal_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers the model refuses.")] = 0.0) -> None:
+            refusal_rate: Annotated[float, typer.Option(callback=RATE, help="Share of answers the model refuses.")] = 0.0,
+            batch_s: Annotated[float, typer.Option(callback=_number(0, example="60"), help="How long a batch job takes to end.")] = 0.0) -> None:
     """Serve OpenAI chat completions (/v1), Anthropic Messages and Gemini generateContent on
-    loopback, with enforced limits (429s with the real headers) and injected faults: rehearse a
-    campaign's limits before spending money. Models named missing-* answer 404."""
+    loopback, with enforced limits (429s with the real headers) and injected faults, and the
+    three batch APIs: rehearse a campaign before spending money. Models named missing-* answer 404."""
     import asyncio
 
+    from orchestrator.emulator.batch import BatchBehaviour
     from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
     faults = Faults(server_error=error_rate, overloaded=overload_rate, dropped=drop_rate, slow=slow_rate,
                     slow_s=slow_s, malformed=malformed_rate, refusal=refusal_rate)
-    emulator = Emulator(EmulatorConfig(rpm=rpm, tpm=tpm, period_s=period_s,
-                                       latency_s=latency_ms / 1000, faults=faults))
+    emulator = Emulator(EmulatorConfig(rpm=rpm, tpm=tpm, period_s=period_s, latency_s=latency_ms / 1000,
+                                       faults=faults, batch=BatchBehaviour(processing_s=batch_s)))
 
     async def serve() -> None:
         try:
@@ -363,6 +365,8 @@ def emulate(port: Annotated[int, typer.Option(callback=_number(0, 65535, example
         fail(exc)
     except KeyboardInterrupt:
         pass
+    finally:
+        emulator.batch.jobs.close()  # its batches' files
 
 
 @app.command()

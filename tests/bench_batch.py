@@ -13,14 +13,17 @@ from tests.conftest import ROOT
 SAMPLES = 8_333  # x 12 cells of the AI Bias Benchmark = 99,996 tasks
 
 SERVER = """
-import asyncio
+import asyncio, signal
 from orchestrator.emulator.server import Emulator, EmulatorConfig
+server = Emulator(EmulatorConfig())
 async def main():
-    server = Emulator(EmulatorConfig())
     await server.start()
     print(server.url, flush=True)
-    await asyncio.Event().wait()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
 asyncio.run(main())
+server.batch.jobs.close()  # its batches' files
 """
 
 
@@ -54,4 +57,5 @@ print(lines, batches)
                       f"submitted and collected in {seconds:.2f} s, {anon:.0f} MB peak heap "
                       f"({peak:.0f} MB peak RSS)")
     finally:
-        server.kill()
+        server.terminate()
+        server.wait()

@@ -69,6 +69,7 @@ def test_a_batch_run_writes_every_task_once_at_the_batch_price(tmp_path, emulato
     assert max(server.log.batch_items.values()) == 1
     (batch_id,) = {r["batchId"] for r in recs}
     assert batch_id == Journal(outcome.run_dir).batches.popitem()[1].batch_id
+    assert not list((outcome.run_dir / "batches").iterdir())  # inputs of closed batches: gone
     # priced at half the online price of configs/prices.toml ([batch_discount])
     model = load_campaign(cfg).config.models[0]
     for r in recs[:5]:

@@ -133,9 +133,16 @@ class Journal:
     def collected(self, batch: Batch, state: str, written: int, requeued: int) -> None:
         self._append({"event": "collected", "batch": batch.name, "state": state,
                       "written": written, "requeued": requeued})
+        self._drop_input(batch)
 
     def abandoned(self, batch: Batch) -> None:
         self._append({"event": "abandoned", "batch": batch.name})
+        self._drop_input(batch)
+
+    def _drop_input(self, batch: Batch) -> None:
+        """A closed batch's input file is never sent again (its tasks' next batch gets its own):
+        it would only hold disk, ~1 KB a request."""
+        (self.run_dir / batch.input).unlink(missing_ok=True)
 
     # --- what it holds ---------------------------------------------------------------------
     def open_batches(self, model_key: str | None = None) -> list[Batch]:

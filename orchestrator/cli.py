@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign, load_campaign
+from orchestrator.cache.commands import add as _cache_commands
 from orchestrator.nightly.commands import add_commands as _nightly_commands
 from orchestrator.studies import exporters, registered
 
@@ -158,7 +159,8 @@ def run(config: ConfigArg,
         samples: Annotated[Optional[int], typer.Option(help="Samples per condition (overrides the config).")] = None,
         budget: Annotated[Optional[float], typer.Option(callback=_number(0, example="5"), help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.")] = None,
         wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False,
-        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None) -> None:
+        log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None,
+        no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the response cache, whatever the config's `cache` says.")] = False) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
@@ -173,6 +175,8 @@ def run(config: ConfigArg,
         campaign = _load(config, samples, run_id)
     except UserError as exc:
         fail(exc)
+    if no_cache:  # not part of the plan: a run may be resumed with or without it
+        campaign.config = campaign.config.model_copy(update={"cache": False})
     if log is None:
         return run_and_report(campaign, budget, wait)
     from orchestrator.nightly.runlog import run_logged
@@ -384,3 +388,4 @@ def export(run_dir: RunDirArg,
 for _study in registered():  # commands of a study's own (the trace audit's review, calibrate...)
     _study.add_commands(app)
 _nightly_commands(app)
+_cache_commands(app)

@@ -48,6 +48,9 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def task_cost(cell: Cell, completion: Completion | None, extra: float) -> float | None:
+    """USD of the task's calls; an answer from the response cache was paid in another run."""
+    if completion is not None and completion.cached_from is not None:
+        return extra
     main = usage_cost(cell.model.price, completion.usage) if completion else None
     return main + extra if main is not None else (extra or None)
 
@@ -109,6 +112,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "systemFingerprint": fingerprint,  # a silent model update shows here (compare flags it)
         "error": outcome.error,
         "extractedBy": outcome.extracted_by,
+        "cachedFrom": completion.cached_from if completion else None,  # the run that paid for it
         "startedAt": outcome.started,
         "finishedAt": outcome.finished,
     }

@@ -13,6 +13,7 @@ import anyio
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.cache.session import run_cache
 from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
@@ -183,13 +184,13 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
               for m in campaign.config.models for key in [m.key]}
     by_status: Counter = Counter()
-    with RunProgress(console, models, state) as progress:
+    with run_cache(campaign, console) as cache, RunProgress(console, models, state) as progress:
         def on_record(rec: dict[str, Any]) -> None:
             by_status[rec["status"]] += 1
             progress.on_record(rec)
 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
-        anyio.run(execute, plan, store, scan.done, active, on_record, state, handle_signals,
-                  make_extractor(campaign), make_screener(campaign))
+        anyio.run(execute, plan, store, scan.done, cache.wrap(active), on_record, state, handle_signals,
+                  cache.helper(make_extractor(campaign)), cache.helper(make_screener(campaign)))
     return RunOutcome(store.path, False, by_status, state, pending)

@@ -95,7 +95,7 @@ def test_a_second_model_added_to_a_campaign_calls_only_the_new_model(tmp_path, e
         was = paid[r["taskId"]]
         assert r["response"] == was["response"] and r["usage"] == was["usage"]
         assert r["servedModel"] == was["servedModel"] and r["systemFingerprint"] == was["systemFingerprint"]
-    assert f"cache.sqlite: answered {TASKS} of {2 * TASKS} calls" in printed
+    assert f"response cache on, {tmp_path / 'cache.sqlite'}: answered {TASKS} of {2 * TASKS} calls" in printed
     # The analysis of the cached model's answers is the one r1 made of them (to the last bits
     # of a float: the records are summed in another order).
     assert_frame_equal(table(second.run_dir, "openai/fake-model"), table(first.run_dir, "openai/fake-model"),
@@ -258,3 +258,37 @@ def test_cache_stats_and_prune(tmp_path, emulator):
     pruned = runner.invoke(app, ["cache", "prune", "--older-than", "0s", "--cache", str(path)])
     assert pruned.exit_code == 0 and f"deleted {TASKS} entries" in pruned.output and "0 left" in pruned.output
     assert "0 entries" in runner.invoke(app, ["cache", "stats", "--cache", str(path)]).output
+
+
+def test_a_task_of_several_calls_is_cached_only_when_all_of_them_were(tmp_path, emulator):
+    """A study's own routine (engine/caller.py): its record says cachedFrom only if no call of
+    the task was paid in this run."""
+    import anyio
+
+    from orchestrator.cache.provider import CachedProvider
+    from orchestrator.engine.caller import Caller
+    from orchestrator.engine.limits import KeyController
+    from orchestrator.providers.openai import OpenAIProvider
+
+    server = emulator()
+    plan = Plan(load_campaign(config(tmp_path, server.base_url("openai"), "r1")))
+    model, task = plan.campaign.config.models[0], next(plan.tasks())
+    asks = {name: ({"role": "user", "content": f"{task.cell.messages[-1]['content']} ({name})"},)
+            for name in ("first", "retry", "other")}
+
+    async def routine(run_id: str, steps: tuple[str, ...]):
+        cache = store.ResponseCache(tmp_path / "cache.sqlite", run_id, read=True, warn=pytest.fail)
+        provider = CachedProvider(OpenAIProvider(model), model, cache)
+        caller = Caller(provider, KeyController(plan.campaign.config.limit_for("openai")), task, lambda: None)
+        texts = [(await caller.ask(asks[step])).text for step in steps]
+        await provider.aclose()
+        cache.close()
+        return caller.completion(texts[-1]), texts
+
+    paid, texts = anyio.run(routine, "r1", ("first", "retry"))
+    assert paid.cached_from is None and len(server.log.arrivals) == 2
+    again, same = anyio.run(routine, "r2", ("first", "retry"))
+    assert again.cached_from == "r1" and same == texts and len(server.log.arrivals) == 2
+    assert again.usage == paid.usage  # both calls' usage, as it was paid
+    mixed, _ = anyio.run(routine, "r3", ("first", "other"))
+    assert mixed.cached_from is None and len(server.log.arrivals) == 3  # one call paid tonight

@@ -76,7 +76,7 @@ class RunCache:
             how = f"answered {store.hits:,} of {store.lookups:,} calls from earlier runs"
         if store.failed:
             return f"response cache {self.path}: off after the warning above"
-        return f"response cache {self.path}: {how}; kept {store.stored:,} new answers"
+        return f"response cache on, {self.path}: {how}; kept {store.stored:,} new answers"
 
     def close(self) -> None:
         if self.store is not None:

@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign, load_campaign
+from orchestrator.cache.commands import add as _cache_commands
 from orchestrator.nightly.commands import add_commands as _nightly_commands
 from orchestrator.studies import exporters, registered
 
@@ -165,7 +166,8 @@ def run(config: ConfigArg,
         wait: Annotated[bool, typer.Option("--wait", help="If another process is running this run, wait for it to finish instead of exiting with code 2.")] = False,
         log: Annotated[Optional[str], typer.Option(help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it).")] = None,
         batch: Annotated[bool, typer.Option("--batch", help="Send the tasks of every model whose provider has a batch API (openai, anthropic, gemini) as batch jobs: about half the price, results within 24 hours (as batch = true on each model).")] = False,
-        no_wait: Annotated[bool, typer.Option("--no-wait", help="Batch mode: submit the batches and exit (code 0); a later run collects what has ended and polls the rest.")] = False) -> None:
+        no_wait: Annotated[bool, typer.Option("--no-wait", help="Batch mode: submit the batches and exit (code 0); a later run collects what has ended and polls the rest.")] = False,
+        no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the response cache, whatever the config's `cache` says.")] = False) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
     CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
@@ -180,6 +182,8 @@ def run(config: ConfigArg,
         campaign = _load(config, samples, run_id)
     except UserError as exc:
         fail(exc)
+    if no_cache:  # not part of the plan: a run may be resumed with or without it
+        campaign.config = campaign.config.model_copy(update={"cache": False})
     options = {"budget": budget, "wait": wait, "batch": batch, "wait_for_batches": not no_wait}
     if log is None:
         return run_and_report(campaign, **options)
@@ -400,3 +404,4 @@ def export(run_dir: RunDirArg,
 for _study in registered():  # commands of a study's own (the trace audit's review, calibrate...)
     _study.add_commands(app)
 _nightly_commands(app)
+_cache_commands(app)

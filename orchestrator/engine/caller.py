@@ -42,6 +42,8 @@ class Helper:
             changes["variant"] = cell.variant.model_copy(update={"contract": contract})
         asked = Task(task.task_id, dataclasses.replace(cell, **changes), task.sample)
         completion, _ = await call_with_retries(self.provider, self.gate, asked, on_retry)
+        if completion.cached_from is not None:  # paid in an earlier run
+            return completion, 0.0
         return completion, usage_cost(self.model.price, completion.usage) or 0.0
 
 
@@ -75,6 +77,8 @@ class Caller:
     fingerprint: str | None = None
     extra_cost: float = 0.0  # USD of the screener's calls (its own price)
     calls: int = field(default=0)
+    cached_from: str | None = None  # a run that paid for one of its calls, from the cache
+    paid: int = 0  # calls this run paid for (model and screener): cached only while none was
     log: dict[str, Any] = field(default_factory=dict)  # the routine's record fields so far
 
 
@@ -83,7 +87,12 @@ class Caller:
         if text is None and not self.calls:
             return None
         return Completion(text, usage=self.usage, served_model=self.served,
-                          system_fingerprint=self.fingerprint)
+                          system_fingerprint=self.fingerprint,
+                          cached_from=None if self.paid else self.cached_from)
+
+    def _count(self, completion: Completion) -> None:
+        self.cached_from = completion.cached_from or self.cached_from
+        self.paid += completion.cached_from is None
 
     async def ask(self, messages: Messages) -> Completion:
         """The task's model on these messages (the task's own, or a retry's)."""
@@ -93,6 +102,7 @@ class Caller:
         self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
         self.served, self.calls = completion.served_model or self.served, self.calls + 1
         self.fingerprint = completion.system_fingerprint or self.fingerprint
+        self._count(completion)
         return completion
 
     async def screen(self, messages: Messages, contract: ResponseContract) -> Completion | None:
@@ -101,6 +111,7 @@ class Caller:
             return None
         completion, cost = await self.screener.ask(self.task, messages, lambda: None, contract)
         self.extra_cost += cost
+        self._count(completion)
         return completion
 
 

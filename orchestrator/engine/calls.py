@@ -2,6 +2,7 @@
 and the parse of the answer that never fails. The runner and the extractor both call here."""
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Awaitable, Callable
 
@@ -9,6 +10,7 @@ import anyio
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
                       wait_random_exponential)
 
+from orchestrator.cache.provider import CachedProvider
 from orchestrator.engine.limits import KeyController
 from orchestrator.parse import Parsed, parse_answer
 from orchestrator.plan import Task
@@ -55,15 +57,22 @@ def _too_long_a_pause(exc: RateLimited, cfg: LimitConfig) -> Fatal:
 
 async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
                             on_retry: Callable[[], None],
-                            call: Callable[[], Awaitable[Completion]] | None = None
-                            ) -> tuple[Completion, int]:
+                            call: Callable[[], Awaitable[Completion]] | None = None,
+                            scored: tuple[str, str] | None = None) -> tuple[Completion, int]:
     """The completion and the number of attempts it took; raises the last error if none worked.
-    The call is the task's completion, or `call` (one scoring request of the task).
+    The call is the task's completion, or the scoring of `scored` (text, continuation), or
+    `call`. An answer the response cache holds is returned first, as one attempt: it waits for
+    no slot of the rate gate, since no request is made.
 
     The first attempt runs bare: building tenacity's machinery costs more per call than the call
     itself on a fast endpoint, and most calls succeed at once. After a retryable error tenacity
     takes over, replaying that error as its attempt 1 so its backoff and stop rules see it.
     """
+    if call is None and type(provider) is CachedProvider:  # off: this one check is all it costs
+        if (hit := provider.lookup(task, scored)) is not None:
+            return hit, 1
+    if scored is not None:
+        call = functools.partial(provider.score, task, *scored)
     try:
         return await _attempt(provider, gate, task, call), 1
     except (RateLimited, Transient) as exc:

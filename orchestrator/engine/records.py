@@ -50,9 +50,11 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def task_cost(cell: Cell, completion: Completion | None, extra: float,
               batch: bool = False) -> float | None:
-    """USD of the task's calls: at the batch price when it came back in a batch."""
-    price = cell.model.price_for(batch)
-    main = usage_cost(price, completion.usage) if completion else None
+    """USD of the task's calls, at the batch price when it came back in a batch; an answer from
+    the response cache was paid in another run."""
+    if completion is not None and completion.cached_from is not None:
+        return extra
+    main = usage_cost(cell.model.price_for(batch), completion.usage) if completion else None
     return main + extra if main is not None else (extra or None)
 
 
@@ -113,6 +115,7 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "systemFingerprint": fingerprint,  # a silent model update shows here (compare flags it)
         "error": outcome.error,
         "extractedBy": outcome.extracted_by,
+        "cachedFrom": completion.cached_from if completion else None,  # the run that paid for it
         "startedAt": outcome.started,
         "finishedAt": outcome.finished,
         "batchId": outcome.batch_id,

@@ -54,20 +54,23 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
     text = cell.messages[-1]["content"]
     roles = cell.contract.roles or cell.contract.options
     scores, usage, attempts, served, fingerprint, rate = [], None, 0, None, None, None
+    cached_from, paid_any = None, False  # from the cache only if every call it made was
     for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
         def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
-            return call_with_retries(provider, gate, task, on_retry,
-                                     lambda: provider.score(task, ANSWER_CUE, c))
+            return call_with_retries(provider, gate, task, on_retry, scored=(ANSWER_CUE, c))
         premise, paid, n = await premises.get((cell.model_key, continuation), premise_call)
         if paid is not None:
             usage, attempts = add_usage(usage, paid.usage), attempts + n
-        completion, n = await call_with_retries(provider, gate, task, on_retry,
-                                                lambda c=continuation: provider.score(task, text, c))
+            cached_from, paid_any = paid.cached_from or cached_from, paid_any or not paid.cached_from
+        completion, n = await call_with_retries(provider, gate, task, on_retry, scored=(text, continuation))
         usage, attempts = add_usage(usage, completion.usage), attempts + n
+        cached_from = completion.cached_from or cached_from
+        paid_any = paid_any or not completion.cached_from
         served, rate = completion.served_model or served, completion.rate or rate
         fingerprint = completion.system_fingerprint or fingerprint
         scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
                        "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})
     best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
     return Completion(text=scores[best]["option"], usage=usage, served_model=served, rate=rate,
-                      system_fingerprint=fingerprint, scores=tuple(scores)), attempts
+                      system_fingerprint=fingerprint, scores=tuple(scores),
+                      cached_from=None if paid_any else cached_from), attempts

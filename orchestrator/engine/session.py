@@ -14,6 +14,7 @@ from rich.console import Console
 
 from orchestrator import __version__
 from orchestrator.batch.setup import batch_everything, batch_side, check_batchable
+from orchestrator.cache.session import run_cache
 from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
@@ -193,19 +194,19 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
               for m in campaign.config.models for key in [m.key]}
     by_status: Counter = Counter()
-    with RunProgress(console, models, state) as progress:
+    with run_cache(campaign, console) as cache, RunProgress(console, models, state) as progress:
         def on_record(rec: dict[str, Any]) -> None:
             by_status[rec["status"]] += 1
             progress.on_record(rec)
 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
-        extractor = make_extractor(campaign)
+        extractor = cache.helper(make_extractor(campaign))
         side = batch_side(plan, store.path, active, scan.done, state, console, wait_for_batches,
                           extractor)
         online = {k: p for k, p in active.items() if side is None or k not in side.apis}
         skip = scan.done | side.journal.in_flight_tasks() if side is not None else scan.done
-        anyio.run(execute, plan, store, skip, online, on_record, state, handle_signals,
-                  extractor, make_screener(campaign), side)
+        anyio.run(execute, plan, store, skip, cache.wrap(online), on_record, state, handle_signals,
+                  extractor, cache.helper(make_screener(campaign)), side)
     return RunOutcome(store.path, False, by_status, state, pending,
                       side.in_flight if side is not None else 0)

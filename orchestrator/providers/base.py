@@ -20,6 +20,7 @@ class Completion:
     rate: RateInfo | None = None  # what the server said about its remaining quota
     logprob: float | None = None  # a scoring call: log P(continuation | text)
     scores: tuple[dict, ...] | None = None  # a scored answer: each option's log-probabilities
+    cached_from: str | None = None  # the run that paid for it, when the response cache answered
 
 
 class Provider(Protocol):

@@ -237,6 +237,16 @@ class CampaignConfig(Strict):
     items: int | None = Field(default=None, ge=1)
     shots: int = Field(default=0, ge=0)
     shot_kind: Literal["format", "task"] = "format"
+    # Reuse responses paid for in earlier runs (orchestrator/cache): true for the user's cache
+    # folder, or the cache file's path (relative to this config's folder). Not part of the plan.
+    cache: bool | str = False
+
+    @field_validator("cache")
+    @classmethod
+    def _a_path(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("cache is true, false or the path of the cache file, not an empty string")
+        return value
 
     @field_validator("run_id")
     @classmethod

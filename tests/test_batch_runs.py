@@ -219,3 +219,25 @@ def test_run_batch_with_no_batch_model_is_refused(tmp_path):
         """)
     done = cli("run", str(cfg), "--batch", cwd=tmp_path)
     assert done.returncode == 2 and "--batch" in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_batch_answers_feed_the_response_cache_and_cached_calls_are_not_batched(tmp_path, emulator):
+    server = emulator()
+    cache = f'cache = "{tmp_path / "responses.sqlite"}"'
+
+    def cached(cfg: Path) -> Path:
+        cfg.write_text(cache + "\n" + cfg.read_text())
+        return cfg
+
+    first = run(cached(batch_config(tmp_path, server, batch=True, run_id="paid")))
+    assert first.exit_code == 0 and server.log.batches["openai"] == 1
+    # an online run of the same calls: every answer is the batch's, no call made
+    online = run(cached(batch_config(tmp_path, server, batch=False, run_id="again")))
+    recs = records(online.run_dir)
+    assert online.exit_code == 0 and not server.log.arrivals
+    assert {r["cachedFrom"] for r in recs} == {"paid"} and {r["costUsd"] for r in recs} == {0.0}
+    # and a batch run of them sends no batch
+    third = run(cached(batch_config(tmp_path, server, batch=True, run_id="third")))
+    assert third.exit_code == 0 and server.log.batches["openai"] == 1
+    assert len(records(third.run_dir)) == Plan(load_campaign(batch_config(tmp_path, server))).total
+    assert {r["batchId"] for r in records(third.run_dir)} == {None}

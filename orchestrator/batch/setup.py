@@ -9,6 +9,8 @@ from rich.markup import escape
 
 from orchestrator.batch.journal import Journal
 from orchestrator.batch.runner import BatchSide
+from orchestrator.cache.provider import CachedProvider
+from orchestrator.cache.session import RunCache
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.state import RunState
 from orchestrator.errors import UserError
@@ -48,8 +50,8 @@ def check_batchable(plan: Plan) -> None:
 
 
 def batch_side(plan: Plan, run_dir: Path, active: dict[str, Provider], done: set[str],
-               state: RunState, console: Console, wait: bool,
-               extractor: Extractor | None) -> BatchSide | None:
+               state: RunState, console: Console, wait: bool, extractor: Extractor | None,
+               cache: RunCache) -> BatchSide | None:
     """The batch side of this run: models in batch mode, and any model with batches still in
     flight (collected even when it is now online, so that nothing is paid for twice)."""
     journal = Journal(run_dir)
@@ -61,4 +63,7 @@ def batch_side(plan: Plan, run_dir: Path, active: dict[str, Provider], done: set
     from orchestrator.batch.wire import batch_api
     apis = {key: batch_api(active[key]) for key in keys}
     say = lambda text: console.print(escape(text), highlight=False)  # noqa: E731
-    return BatchSide(plan, run_dir, journal, apis, submit, set(done), state, say, wait, extractor)
+    caches = {k: p for k, p in cache.wrap({k: active[k] for k in keys}).items()
+              if isinstance(p, CachedProvider)}
+    return BatchSide(plan, run_dir, journal, apis, submit, set(done), state, say, wait, extractor,
+                     caches)

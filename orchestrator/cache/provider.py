@@ -47,9 +47,13 @@ class CachedProvider:
 
     async def complete(self, task: Task) -> Completion:
         completion = await self.inner.complete(task)
+        self.keep(task, completion)
+        return completion
+
+    def keep(self, task: Task, completion: Completion) -> None:
+        """Keep the task's answer (made here, or come back in a batch)."""
         if self.cache.usable:
             self.cache.put(self._key(task, None), completion, self._label)
-        return completion
 
     async def score(self, task: Task, text: str, continuation: str) -> Completion:
         completion = await self.inner.score(task, text, continuation)

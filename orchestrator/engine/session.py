@@ -203,7 +203,7 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
         extractor = cache.helper(make_extractor(campaign))
         side = batch_side(plan, store.path, active, scan.done, state, console, wait_for_batches,
-                          extractor)
+                          extractor, cache)
         online = {k: p for k, p in active.items() if side is None or k not in side.apis}
         skip = scan.done | side.journal.in_flight_tasks() if side is not None else scan.done
         anyio.run(execute, plan, store, skip, cache.wrap(online), on_record, state, handle_signals,

@@ -3,6 +3,7 @@ failed and expired items, --no-wait, and the same analysis as online."""
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -121,10 +122,11 @@ def _batches_in_order(run_dir: Path):
     return sorted(Journal(run_dir).batches.values(), key=lambda b: b.submitted_at)
 
 
-def test_failed_and_expired_items_go_out_again_and_exactly_those(tmp_path, emulator):
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_failed_and_expired_items_go_out_again_and_exactly_those(tmp_path, emulator, protocol):
     server = emulator()
     server.config.batch = BatchBehaviour(item_errors=0.3, expire=0.2)
-    cfg = batch_config(tmp_path, server, samples=10)
+    cfg = batch_config(tmp_path, server, protocol, samples=10)
     outcome = run(cfg)
     batches = _batches_in_order(outcome.run_dir)
     assert len(batches) == PASSES  # ~half fail each pass: three passes are used
@@ -142,6 +144,7 @@ def test_failed_and_expired_items_go_out_again_and_exactly_those(tmp_path, emula
     assert len(ok) + len(failed) == Plan(load_campaign(cfg)).total
     assert max(server.log.batch_items.values()) <= PASSES
     assert outcome.exit_code == 1  # some failed: run again to retry them
+    assert server.log.batches[protocol] == PASSES
     # the next run sends only those
     server.config.batch = BatchBehaviour()
     again = run(cfg)
@@ -241,3 +244,77 @@ def test_batch_answers_feed_the_response_cache_and_cached_calls_are_not_batched(
     assert third.exit_code == 0 and server.log.batches["openai"] == 1
     assert len(records(third.run_dir)) == Plan(load_campaign(batch_config(tmp_path, server))).total
     assert {r["batchId"] for r in records(third.run_dir)} == {None}
+
+
+def test_over_long_prompts_in_a_batch_are_final_not_requeued(tmp_path, emulator):
+    server = emulator()
+    server.config.context_tokens = 100  # shorter than the benchmark's long prompts only
+    cfg = batch_config(tmp_path, server)
+    outcome = run(cfg)
+    recs = records(outcome.run_dir)
+    too_long = [r for r in recs if r["status"] == "too_long"]
+    assert too_long and len(too_long) < len(recs)
+    assert all("maximum context length" in r["error"] and r["batchId"] for r in too_long)
+    assert server.log.batches["openai"] == 1  # not sent again: the outcome is final
+    assert outcome.exit_code == 0 and len(recs) == Plan(load_campaign(cfg)).total
+
+
+def test_an_answer_without_json_in_a_batch_goes_to_the_extractor(tmp_path, emulator):
+    server = emulator()
+
+    def respondent(protocol: str, body: dict) -> str | None:
+        if "You extract answers" not in body["messages"][0]["content"]:
+            return "I would go on with it, on balance."  # the batch's answers hold no JSON
+        # the extractor states an answer in the format it is shown (extract.answer_format)
+        asked = body["messages"][-1]["content"]
+        if found := re.search(r'\{"(\w+)": "<one of: ([^|>]+?) [|>]', asked):
+            return orjson.dumps({found[1]: found[2]}).decode()
+        found = re.search(r'\{"(\w+)": <(integer (\d+)|number)', asked)
+        return orjson.dumps({found[1]: int(found[3]) if found[3] else 1.5}).decode()
+    server.config.respondent = respondent
+    cfg = batch_config(tmp_path, server, samples=1)
+    cfg.write_text(cfg.read_text() + f"""
+[extractor]
+provider = "openai"
+name = "extractor-model"
+base_url = "{server.base_url('openai')}"
+limit = "extractor"
+""")
+    outcome = run(cfg)
+    recs = records(outcome.run_dir)
+    assert outcome.exit_code == 0 and {r["status"] for r in recs} == {"ok"}
+    assert {r["extractedBy"] for r in recs} == {"openai/extractor-model"}
+    assert len(server.log.arrivals) == len(recs)  # one online call each: the extractor's
+    assert all(r["response"]["raw"] == "I would go on with it, on balance." for r in recs)
+
+
+def test_a_gemini_batch_that_expires_sends_all_its_tasks_again(tmp_path, emulator):
+    """Gemini's batch expires whole, with no results: every task is pending again."""
+    server = emulator()
+    server.config.batch = BatchBehaviour(expire=0.5)
+    cfg = batch_config(tmp_path, server, "gemini")
+    outcome = run(cfg)
+    batches = _batches_in_order(outcome.run_dir)
+    assert len(batches) == PASSES and all(set(b.tasks) == set(batches[0].tasks) for b in batches)
+    assert {r["status"] for r in records(outcome.run_dir)} == {"failed"} and outcome.exit_code == 1
+
+
+def test_the_budget_counts_the_batch_price(tmp_path, emulator):
+    server = emulator()
+    estimate = orjson.loads(cli("plan", "--json", str(batch_config(tmp_path, server, batch=False, run_id="p")),
+                                cwd=tmp_path).stdout)["total"]["cost_usd"]
+    between = f"{estimate * 0.75:.8f}"  # above the batch estimate (half), below the online one
+    online = cli("run", str(batch_config(tmp_path, server, batch=False, run_id="o")), "--budget", between,
+                 cwd=tmp_path)
+    assert online.returncode == 2 and "over the budget" in online.stderr
+    batched = cli("run", str(batch_config(tmp_path, server, run_id="b")), "--budget", between, cwd=tmp_path)
+    assert batched.returncode == 0, batched.stderr
+
+
+def test_a_study_making_several_calls_per_task_cannot_be_batched(tmp_path, emulator):
+    server = emulator()
+    cfg = batch_config(tmp_path, server)
+    cfg.write_text(cfg.read_text().replace('jobs = ["ai-bias-benchmark"]', 'jobs = ["trace-audit-golden"]'))
+    done = cli("run", str(cfg), cwd=tmp_path)
+    assert done.returncode == 2 and "several calls per task" in done.stderr
+    assert "models[0].batch" in done.stderr and not (tmp_path / "runs").exists()

@@ -119,3 +119,31 @@ def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emul
     (run_dir / "batches.ndjson").write_bytes(b"".join(journal[:-1]))
     _finish(cfg)
     _check_once_each(cfg, server, "openai")
+
+
+@pytest.mark.parametrize("processing_s", [0.0, 3.0])
+def test_kill_9_while_two_batches_of_one_size_are_created_at_anthropic(tmp_path, emulator, processing_s):
+    """Anthropic keeps no name: two models' batches of one size, both unconfirmed, are told
+    apart by their results (at once, or once they have ended), and neither is sent again."""
+    server = emulator()
+    server.config.batch = BatchBehaviour(reply_delay_s={"create": 4}, processing_s=processing_s)
+    cfg = batch_config(tmp_path, server, "anthropic")
+    cfg.write_text(cfg.read_text() + f"""
+[[models]]
+provider = "anthropic"
+name = "claude-3-5-sonnet-latest"
+base_url = "{server.base_url('anthropic')}"
+temperature = 0.7
+batch = true
+""")
+    proc = _start(cfg)
+    _until(lambda: server.log.batches["anthropic"] == 2, proc)
+    _kill(proc)
+    journal = Journal(tmp_run(cfg))
+    assert [b.batch_id for b in journal.open_batches()] == [None, None]
+    server.config.batch = BatchBehaviour()
+    _finish(cfg)
+    _check_once_each(cfg, server, "anthropic", batches=2)
+    by_model = {b.model_key: b.batch_id for b in Journal(tmp_run(cfg)).batches.values()}
+    recs = [orjson.loads(line) for line in (tmp_run(cfg) / "results.ndjson").read_bytes().splitlines()]
+    assert all(r["batchId"] == by_model[r["modelKey"]] for r in recs)  # each model its own batch

@@ -20,7 +20,7 @@ def test_steps_are_read_back_in_a_new_process(tmp_path):
     journal.uploaded(a, "file-1")
     journal.created(a, "batch_1")
     journal.state(a, "in_progress", {"total": 2, "completed": 1})
-    b = _intent(journal, "b", ["t3"])
+    _intent(journal, "b", ["t3"])
     again = Journal(tmp_path)
     a2, b2 = again.batches["a"], again.batches["b"]
     assert (a2.file_id, a2.batch_id, a2.state, a2.counts) == ("file-1", "batch_1", "in_progress",
@@ -51,6 +51,8 @@ def test_a_torn_last_line_is_a_step_never_taken(tmp_path):
         f.write(b'{"event":"created","batch":"a","id":"bat')
     again = Journal(tmp_path)
     assert again.batches["a"].batch_id is None  # so the next run asks the provider (find)
+    again.created(again.batches["a"], "batch_9")  # the next step cuts the torn line first
+    assert Journal(tmp_path).batches["a"].batch_id == "batch_9"
     # and a torn intent is a batch never sent
     (tmp_path / JOURNAL).write_bytes(b'{"event":"intent","batch":"z","model":"m","tas')
     assert Journal(tmp_path).batches == {}

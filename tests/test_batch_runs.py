@@ -2,6 +2,7 @@
 failed and expired items, --no-wait, and the same analysis as online."""
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections import Counter
@@ -14,11 +15,14 @@ from polars.testing import assert_frame_equal
 from rich.console import Console
 
 from orchestrator.analysis.summary import analyze
+from orchestrator.batch.api import BatchLimits
 from orchestrator.batch.journal import Journal
+from orchestrator.batch.openai import OpenAIBatch
 from orchestrator.batch.runner import PASSES
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
+from orchestrator.providers.errors import Transient
 from orchestrator.providers.simulated import SimulatedProvider
 from orchestrator.spec.campaign import ModelConfig, load_campaign
 from tests.conftest import cli, write_config
@@ -168,17 +172,38 @@ def test_no_wait_submits_and_a_later_run_collects(tmp_path, emulator):
     assert server.log.batches["openai"] == 1  # polled, not sent again
 
 
-def test_a_model_switched_back_online_collects_its_batches_first(tmp_path, emulator):
-    """Tasks in a batch in flight are never also called online: that would pay twice."""
+def test_a_model_switched_back_online_collects_its_batches_and_runs_the_rest_online(
+        tmp_path, emulator, monkeypatch):
+    """Tasks in a batch in flight are never also called online (that would pay twice); the
+    model's other tasks run online, and what its batch gives back runs online the next time."""
     server = emulator()
-    server.config.batch = BatchBehaviour(processing_s=1.0)
-    cfg = batch_config(tmp_path, server)
-    run(cfg, wait_for_batches=False)
-    online = batch_config(tmp_path, server, batch=False)
-    outcome = run(online)
-    assert outcome.exit_code == 0
-    assert len(server.log.arrivals) == 0 and server.log.batches["openai"] == 1
-    assert len(records(outcome.run_dir)) == Plan(load_campaign(cfg)).total
+    server.config.batch = BatchBehaviour(processing_s=1.0, item_errors=0.5)
+    cfg = batch_config(tmp_path, server, samples=4)
+    monkeypatch.setattr(OpenAIBatch, "limits", BatchLimits(max_requests=20, max_bytes=2**27))
+    sent = OpenAIBatch.submit
+
+    async def once(self, *args):  # the first batch goes out, then the network fails
+        if server.log.batches["openai"]:
+            raise Transient("connection reset")
+        return await sent(self, *args)
+    monkeypatch.setattr(OpenAIBatch, "submit", once)
+    first = run(cfg, wait_for_batches=False)
+    assert first.exit_code == 1 and server.log.batches["openai"] == 1
+    journal = Journal(first.run_dir)  # the second batch's creation is unconfirmed: never made
+    in_batch = {t for b in journal.open_batches() if b.batch_id for t in b.tasks}
+    total = Plan(load_campaign(cfg)).total
+    assert len(in_batch) == 20 < total and len(journal.in_flight_tasks()) == 40
+    outcome = run(batch_config(tmp_path, server, batch=False, samples=4))  # now online
+    recs = records(outcome.run_dir)
+    failed = {r["taskId"] for r in recs if r["status"] == "failed"}
+    batched = {r["taskId"] for r in recs if r["batchId"]}
+    assert batched == in_batch and failed and failed <= in_batch  # collected; some failed
+    assert len(server.log.arrivals) == total - 20  # the rest online, none of the batch's
+    assert outcome.exit_code == 1  # run again for the failed ones
+    again = run(batch_config(tmp_path, server, batch=False, samples=4))
+    assert again.exit_code == 0 and len(server.log.arrivals) == total - 20 + len(failed)
+    assert server.log.batches["openai"] == 1
+    assert len({r["taskId"] for r in records(outcome.run_dir) if r["status"] != "failed"}) == total
 
 
 def test_plan_shows_batch_mode_its_turnaround_and_price(tmp_path, emulator):
@@ -238,7 +263,7 @@ def test_batch_answers_feed_the_response_cache_and_cached_calls_are_not_batched(
     online = run(cached(batch_config(tmp_path, server, batch=False, run_id="again")))
     recs = records(online.run_dir)
     assert online.exit_code == 0 and not server.log.arrivals
-    assert {r["cachedFrom"] for r in recs} == {"paid"} and {r["costUsd"] for r in recs} == {0.0}
+    assert {r["cachedFrom"] for r in recs} == {"b/paid"} and {r["costUsd"] for r in recs} == {0.0}
     # and a batch run of them sends no batch
     third = run(cached(batch_config(tmp_path, server, batch=True, run_id="third")))
     assert third.exit_code == 0 and server.log.batches["openai"] == 1
@@ -318,3 +343,49 @@ def test_a_study_making_several_calls_per_task_cannot_be_batched(tmp_path, emula
     done = cli("run", str(cfg), cwd=tmp_path)
     assert done.returncode == 2 and "several calls per task" in done.stderr
     assert "models[0].batch" in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_run_batch_leaves_what_cannot_be_batched_online(tmp_path, emulator):
+    """--batch: a scoring model and a preset of another service run online, and say why."""
+    from tests.test_scoring import emulator_config
+    server = emulator()
+    cfg = emulator_config(tmp_path, server.base_url("openai"), "r1")
+    cfg.write_text(cfg.read_text().replace("[limits.openai]", f"""
+[[models]]
+provider = "openai"
+name = "gpt-4o-mini"
+base_url = "{server.base_url('openai')}"
+
+[[models]]
+preset = "vllm"
+name = "served-here"
+base_url = "{server.base_url('openai')}"
+
+[limits.openai]
+batch_poll_s = 0.05"""))
+    out = io.StringIO()
+    outcome = run_campaign(load_campaign(cfg), Console(file=out, width=300), handle_signals=False,
+                           batch=True)
+    printed = out.getvalue()
+    assert outcome.exit_code == 0 and server.log.batches["openai"] == 1
+    assert '--batch: openai/base-model runs online: answers = "score"' in printed
+    assert "--batch: vllm:openai/served-here runs online: no batch API" in printed
+    batched = {r["model"]["name"] for r in records(outcome.run_dir) if r["batchId"]}
+    assert batched == {"gpt-4o-mini"}
+    scored = [r for r in records(outcome.run_dir) if r["model"]["name"] == "base-model"]
+    assert scored and all(r["response"]["mode"] == "score" for r in scored)
+
+
+def test_batch_true_on_a_preset_of_another_service_is_refused(tmp_path):
+    cfg = write_config(tmp_path, f"""
+        name = "x"
+        jobs = ["ai-bias-benchmark"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        preset = "groq"
+        name = "llama-3.1-8b-instant"
+        batch = true
+        """)
+    done = cli("run", str(cfg), cwd=tmp_path)
+    assert done.returncode == 2 and "preset 'groq' has no batch API" in done.stderr
+    assert not (tmp_path / "runs").exists()

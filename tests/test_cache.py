@@ -89,7 +89,7 @@ def test_a_second_model_added_to_a_campaign_calls_only_the_new_model(tmp_path, e
     assert len(recs) == 2 * TASKS and {r["status"] for r in recs} == {"ok"}
     old = [r for r in recs if r["model"]["name"] == "fake-model"]
     new = [r for r in recs if r["model"]["name"] == "other-model"]
-    assert {r["cachedFrom"] for r in old} == {"r1"} and {r["cachedFrom"] for r in new} == {None}
+    assert {r["cachedFrom"] for r in old} == {"c/r1"} and {r["cachedFrom"] for r in new} == {None}
     assert {r["costUsd"] for r in old} == {0.0} and all(r["costUsd"] > 0 for r in new)
     for r in old:  # the same task (the same call), the answer paid for in r1, as it was
         was = paid[r["taskId"]]
@@ -104,7 +104,7 @@ def test_a_second_model_added_to_a_campaign_calls_only_the_new_model(tmp_path, e
     # A third run of the same campaign pays for nothing; its results come from both runs.
     third, _ = run(config(tmp_path, server.base_url("openai"), "r3", ("fake-model", "other-model")))
     assert len(server.log.arrivals) == 2 * TASKS
-    assert Counter(r["cachedFrom"] for r in records(third.run_dir)) == {"r1": TASKS, "r2": TASKS}
+    assert Counter(r["cachedFrom"] for r in records(third.run_dir)) == {"c/r1": TASKS, "c/r2": TASKS}
 
 
 def test_the_cache_changes_neither_the_plan_nor_the_task_ids(tmp_path, emulator):
@@ -133,6 +133,23 @@ def test_a_nightly_run_reads_nothing_from_the_cache(tmp_path, emulator):
     assert len(server.log.arrivals) == 2 * TASKS  # every call made again, tonight
     assert {r["cachedFrom"] for r in records(nightly.run_dir)} == {None}
     assert "not read (a run named by date sees today's model)" in printed
+
+
+def test_a_nightly_run_resumed_by_its_folder_reads_nothing_from_the_cache(tmp_path, emulator):
+    """The resume hint of a run named by date is its folder; resumed so, it is still nightly."""
+    server = emulator()
+    cfg = config(tmp_path, server.base_url("openai"), "r1")
+    run(cfg)
+    nightly, _ = run(cfg, run_id="auto")
+    lines = (nightly.run_dir / "results.ndjson").read_bytes().splitlines(keepends=True)
+    (nightly.run_dir / "results.ndjson").write_bytes(b"".join(lines[:5]))  # cut short
+    from orchestrator.engine.session import campaign_of_run
+    out = io.StringIO()
+    resumed = run_campaign(campaign_of_run(nightly.run_dir), Console(file=out, width=400),
+                           handle_signals=False)
+    assert resumed.exit_code == 0 and len(server.log.arrivals) == 2 * TASKS + TASKS - 5
+    assert {r["cachedFrom"] for r in records(nightly.run_dir)} == {None}
+    assert "not read (a run named by date sees today's model)" in out.getvalue()
 
 
 def test_a_corrupted_cache_file_is_skipped_with_a_warning(tmp_path, emulator):
@@ -205,7 +222,7 @@ def test_two_processes_writing_one_cache_at_once_both_finish(tmp_path, emulator)
         assert "warning" not in out + err and "kept 360 new answers" in out
     kept = dict(hammer.execute("SELECT run_id, COUNT(*) FROM responses GROUP BY run_id").fetchall())
     hammer.close()
-    assert kept == {"p0": 6 * 2 * 30, "p1": 6 * 2 * 30, "hammer": commits} and commits > 10
+    assert kept == {"c/p0": 6 * 2 * 30, "c/p1": 6 * 2 * 30, "hammer": commits} and commits > 10
 
 
 def test_scored_answers_and_their_premises_come_from_the_cache(tmp_path, emulator):
@@ -222,7 +239,7 @@ def test_scored_answers_and_their_premises_come_from_the_cache(tmp_path, emulato
     assert len(server.log.arrivals) == calls  # every scoring call and premise was kept
     a = {r["taskId"]: r for r in records(first.run_dir)}
     b = records(second.run_dir)
-    assert {r["cachedFrom"] for r in b} == {"s1"} and len(b) == len(a) > 100
+    assert {r["cachedFrom"] for r in b} == {"s/s1"} and len(b) == len(a) > 100
     assert all(r["response"] == a[r["taskId"]]["response"] for r in b)
 
 
@@ -292,3 +309,17 @@ def test_a_task_of_several_calls_is_cached_only_when_all_of_them_were(tmp_path, 
     assert again.usage == paid.usage  # both calls' usage, as it was paid
     mixed, _ = anyio.run(routine, "r3", ("first", "other"))
     assert mixed.cached_from is None and len(server.log.arrivals) == 3  # one call paid tonight
+
+
+def test_a_garbled_row_is_a_miss_not_a_failure(tmp_path, emulator):
+    server = emulator()
+    cfg = config(tmp_path, server.base_url("openai"), "r1")
+    run(cfg)
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        garbled = db.execute("UPDATE responses SET usage = 'not json' WHERE key IN "
+                             "(SELECT key FROM responses LIMIT 4)").rowcount
+    assert garbled == 4
+    second, printed = run(config(tmp_path, server.base_url("openai"), "r2"))
+    assert second.exit_code == 0 and "warning" not in printed
+    assert len(server.log.arrivals) == TASKS + 4  # those four paid again, the rest cached
+    assert Counter(r["cachedFrom"] for r in records(second.run_dir)) == {"c/r1": TASKS - 4, None: 4}

@@ -38,23 +38,24 @@ class AnthropicBatch(BatchClient):
             return (await self.json("POST", self.base, data=body, retry=False))["id"]
         return Submitted(await self.create_once(create, name, count))
 
-    async def find(self, name: str, since: datetime, count: int) -> str | None:
-        """Anthropic keeps no name for a batch: the one batch of `count` requests created at or
-        after `since` is taken for it. None if there is none, and None if there are several:
-        two batches of the same size created in that window cannot be told apart, and taking
-        the wrong one would record another batch's answers (the runner then submits again,
-        paying twice rather than mixing up results)."""
+    async def find(self, name: str, since: datetime, count: int,
+                   exclude: frozenset[str] = frozenset()) -> list[str]:
+        """Anthropic keeps no name for a batch: every batch of `count` requests created at or
+        after `since`, but those in `exclude` (the run's own, already known), is a candidate.
+        Several may be (two models of one size submitted together): the runner then tells them
+        apart by their results' custom ids once they have ended, and submits nothing again."""
         edge, after, found = timestamp(since) - CLOCK_SKEW_S, None, []
         while True:
             page = await self.json("GET", f"{self.base}?limit=100" + (f"&after_id={after}" if after else ""))
             for batch in page.get("data") or []:
                 created = moment(batch.get("created_at"))
                 if created is not None and created < edge:
-                    return found[0] if len(found) == 1 else None
-                if sum((batch.get("request_counts") or {}).values()) == count:
+                    return found
+                if (sum((batch.get("request_counts") or {}).values()) == count
+                        and batch["id"] not in exclude):
                     found.append(batch["id"])
             if not page.get("has_more") or not page.get("data"):
-                return found[0] if len(found) == 1 else None
+                return found
             after = page.get("last_id") or page["data"][-1]["id"]
 
     async def _batch(self, batch_id: str) -> dict:

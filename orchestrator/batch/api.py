@@ -70,9 +70,11 @@ class BatchAPI(Protocol):
         call on_uploaded(file id), then create the batch)."""
         ...
 
-    async def find(self, name: str, since: datetime, count: int) -> str | None:
-        """The id of a batch named `name` created at or after `since`, if the provider has one
-        (where it keeps no name: the one batch of `count` requests created since then)."""
+    async def find(self, name: str, since: datetime, count: int,
+                   exclude: frozenset[str] = frozenset()) -> list[str]:
+        """The ids of the batches that may be the one named `name`, created at or after `since`
+        and not in `exclude`: one or none where the provider keeps the name; where it keeps
+        none (Anthropic), every batch of `count` requests created since then."""
         ...
 
     async def poll(self, batch_id: str) -> Progress: ...

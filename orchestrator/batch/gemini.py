@@ -46,7 +46,8 @@ class GeminiBatch(BatchClient):
             return (await self.json("POST", url, data=body, retry=False))["name"]
         return Submitted(await self.create_once(create, name, count))
 
-    async def find(self, name: str, since: datetime, count: int) -> str | None:
+    async def find(self, name: str, since: datetime, count: int,
+                   exclude: frozenset[str] = frozenset()) -> list[str]:
         """By display name, over the list of batches."""
         edge, token = timestamp(since) - CLOCK_SKEW_S, None
         for _ in range(MAX_LIST_PAGES):
@@ -55,12 +56,13 @@ class GeminiBatch(BatchClient):
             for op in page.get("operations") or []:
                 meta = op.get("metadata") or {}
                 created = moment(meta.get("createTime"))
-                if meta.get("displayName") == name and (created is None or created >= edge):
-                    return op["name"]
+                if (meta.get("displayName") == name and (created is None or created >= edge)
+                        and op["name"] not in exclude):
+                    return [op["name"]]
             token = page.get("nextPageToken")
             if not token:
-                return None
-        return None
+                return []
+        return []
 
     async def _operation(self, batch_id: str) -> dict:
         return await self.json("GET", f"{self.base}/{batch_id}")

@@ -108,11 +108,37 @@ class Journal:
 
     def _append(self, event: dict[str, Any]) -> None:
         event = {**event, "at": event.get("at") or _now()}
+        self._cut_torn_tail()
         with open(self.path, "ab") as f:
             f.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
             f.flush()
             os.fsync(f.fileno())
         self._apply(event)
+
+    def _cut_torn_tail(self) -> None:
+        """A line torn by a crash is cut before the next is appended, or the two would make
+        one line that no reader could take (the readers skip a torn tail, and write nothing)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size == 0:
+            return
+        with open(self.path, "r+b") as f:
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            end = size  # the last newline, read backwards a block at a time
+            while end > 0:
+                start = max(0, end - (1 << 20))
+                f.seek(start)
+                at = f.read(end - start).rfind(b"\n")
+                if at >= 0:
+                    end = start + at + 1
+                    break
+                end = start
+            f.truncate(end)
+            os.fsync(f.fileno())
 
     # --- the steps -------------------------------------------------------------------------
     def intent(self, name: str, model_key: str, tasks: list[str], input_file: Path) -> Batch:

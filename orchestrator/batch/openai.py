@@ -59,7 +59,8 @@ class OpenAIBatch(BatchClient):
             return batch["id"]
         return Submitted(await self.create_once(create, name, count), file_id)
 
-    async def find(self, name: str, since: datetime, count: int) -> str | None:
+    async def find(self, name: str, since: datetime, count: int,
+                   exclude: frozenset[str] = frozenset()) -> list[str]:
         """By the name in the batch's metadata, over the batch list (newest first, so the walk
         stops at the first batch older than `since`)."""
         edge, after = timestamp(since) - CLOCK_SKEW_S, None
@@ -69,11 +70,11 @@ class OpenAIBatch(BatchClient):
             for batch in page.get("data") or []:
                 created = moment(batch.get("created_at"))
                 if created is not None and created < edge:
-                    return None
-                if (batch.get("metadata") or {}).get(NAME_KEY) == name:
-                    return batch["id"]
+                    return []
+                if (batch.get("metadata") or {}).get(NAME_KEY) == name and batch["id"] not in exclude:
+                    return [batch["id"]]
             if not page.get("has_more") or not page.get("data"):
-                return None
+                return []
             after = page["data"][-1]["id"]
 
     async def _batch(self, batch_id: str) -> dict:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import anyio
 
 from orchestrator.batch.api import BatchAPI, Item
 from orchestrator.batch.journal import INPUTS, Batch, Journal
+from orchestrator.batch.settle import settle
 from orchestrator.cache.provider import CachedProvider
 from orchestrator.engine.calls import safe_parse
 from orchestrator.engine.extract import Extractor
@@ -31,15 +33,15 @@ from orchestrator.engine.runner import parse_error_note
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import ResultWriter
 from orchestrator.plan import Plan, Task
-from orchestrator.providers.errors import Fatal, ProviderError, Refused, TooLong
+from orchestrator.providers.errors import Fatal, ProviderError, RateLimited, Refused, TooLong, Transient
 
 PASSES = 3  # submissions of a task per run before it is recorded as failed
 # Some room under the provider's byte limit for what wraps the lines (Anthropic's and Gemini's
 # request body around them).
 _BYTES_MARGIN = 64 * 1024
-# Discovering a batch after a crash: created at most this long before its intent was written
-# (clock skew between us and the provider).
-_SKEW_S = 300
+# Polls in a row that may fail (network, provider) before the model stops for this run: a
+# batch takes hours, and a few minutes without network must not end the wait.
+POLL_FAILURES = 20
 
 
 
@@ -65,6 +67,7 @@ class BatchSide:
     def __post_init__(self) -> None:
         self._index = {m.key: i for i, m in enumerate(self.plan.campaign.config.models)}
         self._labels = {m.key: m.label for m in self.plan.campaign.config.models}
+        self._poll_failures: Counter = Counter()
 
     async def run(self, writer: ResultWriter) -> None:
         """Every batch model side by side."""
@@ -75,55 +78,51 @@ class BatchSide:
         finally:
             self.in_flight = len(self.journal.in_flight_tasks())
 
+    async def settle_all(self) -> None:
+        """Before the run decides what goes online: batches a crash left unconfirmed are found
+        or abandoned (settle.py), so that an abandoned batch's tasks run this time."""
+        try:
+            for key, api in self.apis.items():
+                await settle(self.journal, key, api, self.say)
+        finally:  # their sessions belong to this event loop; the run opens new ones
+            for api in self.apis.values():
+                await api.aclose()
+
     # --- one model ---------------------------------------------------------------------------
     async def _model(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str]) -> None:
         config = self.plan.campaign.config
         poll_s = config.limit_for(config.models[self._index[key]].limit_key).batch_poll_s
+        submits = key in self.submit  # else it only collects what is in flight (now online)
         try:
-            await self._settle(key, api)
+            await settle(self.journal, key, api, self.say)
             for number in range(PASSES):
-                final = number == PASSES - 1
-                if key in self.submit and key not in self.state.fatal:
+                final = number == PASSES - 1 or not submits
+                if submits and key not in self.state.fatal:
                     await self._submit_pending(key, api, writer, done)
                 requeued = await self._poll_round(key, api, writer, done, final)
                 if not self.wait:
                     return
-                while self.journal.open_batches(key):
+                while self.journal.open_batches(key) and key not in self.state.fatal:
                     await anyio.sleep(poll_s)
+                    await settle(self.journal, key, api, self.say)
                     requeued += await self._poll_round(key, api, writer, done, final)
-                if not requeued or key in self.state.fatal:
+                if not requeued or final or key in self.state.fatal:
                     return
                 self.say(f"{self._labels[key]}: {requeued:,} task(s) failed or expired in batch; "
                          "sending them again")
         except ProviderError as exc:  # the API itself failed (retries spent): stop this model
             self.state.fatal.setdefault(key, f"batch API: {exc}")
 
-    async def _settle(self, key: str, api: BatchAPI) -> None:
-        """Batches whose creation a crash cut short: polled if they reached the provider, else
-        abandoned (their tasks pending again). Never submitted a second time."""
-        for batch in self.journal.open_batches(key):
-            if batch.batch_id is not None:
-                continue
-            since = batch.submitted_at.timestamp() - _SKEW_S
-            found = await api.find(batch.name, datetime.fromtimestamp(since, timezone.utc),
-                                   len(batch.tasks))
-            if found is not None:
-                self.journal.created(batch, found)
-                self.say(f"{self._labels[key]}: found batch {found} ({batch.name}), sent before "
-                         "the last run stopped; polling it")
-            else:
-                self.journal.abandoned(batch)
-
     async def _submit_pending(self, key: str, api: BatchAPI, writer: ResultWriter,
                               done: set[str]) -> None:
         skip = done | self.journal.in_flight_tasks()
         tasks = self.plan.tasks([self._index[key]], skip)
-        if key in self.caches:
-            tasks = self._uncached(self.caches[key], tasks, writer, done)
         limits = api.limits
         folder = self.run_dir / INPUTS
         folder.mkdir(exist_ok=True)
-        pending: Task | None = next(tasks, None)
+        self._drop_orphans(folder)
+        next_task = lambda: self._next_uncached(key, tasks, writer, done)  # noqa: E731
+        pending = await next_task()
         while pending is not None:
             name = f"bo-{key}-{secrets.token_hex(4)}"
             path = folder / f"{name}.jsonl"
@@ -138,7 +137,7 @@ class BatchSide:
                     f.write(line + b"\n")
                     size += len(line) + 1
                     ids.append(pending.task_id)
-                    pending = next(tasks, None)
+                    pending = await next_task()
                 f.flush()
                 os.fsync(f.fileno())
             batch = self.journal.intent(name, key, ids, path)
@@ -148,26 +147,44 @@ class BatchSide:
             self.say(f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
                      f"task(s) ({size / 1e6:,.1f} MB)")
 
-    def _uncached(self, cache: CachedProvider, tasks: Iterator[Task], writer: ResultWriter,
-                  done: set[str]) -> Iterator[Task]:
-        """The tasks the cache holds no answer for; those it does are written as records now."""
+    async def _next_uncached(self, key: str, tasks: Iterator[Task], writer: ResultWriter,
+                             done: set[str]) -> Task | None:
+        """The next task to send; those the response cache answers are written as records now
+        (parsed and extracted as a batch's answers are)."""
+        cache = self.caches.get(key)
         for task in tasks:
-            completion = cache.lookup(task)
+            completion = cache.lookup(task) if cache is not None else None
             if completion is None:
-                yield task
-                continue
-            parsed = safe_parse(completion.text, task)
-            writer.append(make_record(task, Outcome(
-                "ok" if parsed.ok else "parse_error", 1, 0.0, now(), now(), completion, parsed,
-                parse_error_note(parsed, completion))))
+                return task
+            writer.append(await self._record(task, Item(task.task_id, completion), None, now()))
             done.add(task.task_id)
+        return None
+
+    def _drop_orphans(self, folder: Path) -> None:
+        """Input files of no open batch: written just before a crash cut short their intent, or
+        left by one after `collected`. They were never sent, or never will be again."""
+        keep = {Path(b.input).name for b in self.journal.open_batches()}
+        for path in folder.glob("*.jsonl"):
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
 
     async def _poll_round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
                           final: bool) -> int:
         """Poll each open batch of the model once; collect those that ended. Tasks requeued."""
         requeued = 0
         for batch in self.journal.open_batches(key):
-            progress = await api.poll(batch.batch_id)
+            if batch.batch_id is None:
+                continue  # its creation is unconfirmed yet (settle.py)
+            try:
+                progress = await api.poll(batch.batch_id)
+                self._poll_failures[key] = 0
+            except (Transient, RateLimited) as exc:
+                self._poll_failures[key] += 1
+                if self._poll_failures[key] >= POLL_FAILURES:
+                    raise
+                self.say(f"{self._labels[key]}: polling batch {batch.batch_id} failed ({exc}); "
+                         "trying again at the next poll")
+                continue
             if (progress.state, progress.counts) != (batch.state, batch.counts):
                 counts = ", ".join(f"{n:,} {k}" for k, n in progress.counts.items() if n)
                 self.say(f"{self._labels[key]}: batch {batch.batch_id} {progress.state}"
@@ -209,10 +226,12 @@ class BatchSide:
         self.journal.collected(batch, batch.state, written, len(requeue))
         return len(requeue)
 
-    async def _record(self, task: Task, item: Item, batch: Batch,
+    async def _record(self, task: Task, item: Item, batch: Batch | None,
                       started: datetime) -> dict[str, Any] | None:
-        """The item's record, or None when the task goes back to pending."""
+        """The item's record (of a batch, or the cache's answer without one), or None when the
+        task goes back to pending."""
         finished, latency = now(), _latency_ms(started)
+        batch_id = batch.batch_id if batch is not None else None
         if item.completion is None:
             error = item.error
             if isinstance(error, Refused):
@@ -225,9 +244,9 @@ class BatchSide:
             else:
                 return None
             return make_record(task, Outcome(status, 1, latency, started, finished, error=str(error),
-                                             batch_id=batch.batch_id))
+                                             batch_id=batch_id))
         completion = item.completion
-        if (cache := self.caches.get(task.cell.model_key)) is not None:
+        if batch is not None and (cache := self.caches.get(task.cell.model_key)) is not None:
             cache.keep(task, completion)
         parsed = safe_parse(completion.text, task)
         extracted_by, extra_cost = None, 0.0
@@ -241,7 +260,7 @@ class BatchSide:
         return make_record(task, Outcome(
             "ok" if parsed.ok else "parse_error", 1, latency, started, finished, completion, parsed,
             parse_error_note(parsed, completion), extracted_by=extracted_by, extra_cost=extra_cost,
-            batch_id=batch.batch_id))
+            batch_id=batch_id))
 
 
 def _latency_ms(started: datetime) -> float:

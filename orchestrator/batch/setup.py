@@ -16,28 +16,46 @@ from orchestrator.engine.state import RunState
 from orchestrator.errors import UserError
 from orchestrator.plan import Plan
 from orchestrator.providers.base import Provider
-from orchestrator.spec.campaign import BATCH_PROVIDERS, Campaign
+from orchestrator.spec.campaign import BATCH_PROVIDERS, Campaign, ModelConfig
+
+
+def _multi_call_kinds() -> set[str]:
+    from orchestrator.studies import registered
+    return {kind for study in registered() for kind in study.routine_kinds}
+
+
+def why_online(model: ModelConfig, campaign: Campaign) -> str | None:
+    """Why `run --batch` leaves this model online, or None when it can be batched."""
+    if not model.has_batch_api:
+        return "no batch API"
+    if model.answers == "score":
+        return 'answers = "score" (the batch APIs return no prompt log-probabilities)'
+    kinds = _multi_call_kinds()
+    if any(v.contract.kind in kinds for job in campaign.jobs for e in job.experiments
+           for c in e.conditions for v in c.variants):
+        return "its jobs make several calls per task"
+    return None
 
 
 def batch_everything(campaign: Campaign, console: Console) -> None:
-    """run --batch: every model whose provider has a batch API runs in batch mode."""
-    models = campaign.config.models
-    online = [m.label for m in models if m.provider not in BATCH_PROVIDERS]
-    if len(online) == len(models):
-        raise UserError("--batch: no model of this campaign has a batch API", field="--batch",
-                        fix=f"batch mode is for providers {', '.join(BATCH_PROVIDERS)}; drop --batch")
-    if online:
-        console.print(f"--batch: {', '.join(map(escape, online))} ha{'s' if len(online) == 1 else 've'} "
-                      "no batch API and run(s) online", highlight=False)
-    campaign.config = campaign.config.model_copy(update={"models": [
-        m.model_copy(update={"batch": True}) if m.provider in BATCH_PROVIDERS else m for m in models]})
+    """run --batch: every model that can be batched runs in batch mode; the others say why not."""
+    models, batched = campaign.config.models, []
+    for m in models:
+        why = why_online(m, campaign)
+        if why is not None:
+            console.print(f"--batch: {escape(m.label)} runs online: {why}", highlight=False)
+        batched.append(m.model_copy(update={"batch": True}) if why is None else m)
+    if not any(m.batch for m in batched):
+        raise UserError("--batch: no model of this campaign can run in batch mode", field="--batch",
+                        fix=f"batch mode is for providers {', '.join(BATCH_PROVIDERS)} (generated "
+                            "answers, one call per task); drop --batch")
+    campaign.config = campaign.config.model_copy(update={"models": batched})
 
 
 def check_batchable(plan: Plan) -> None:
     """A task whose study makes its own calls (several per task, each depending on the last)
     cannot be one line of a batch."""
-    from orchestrator.studies import registered
-    kinds = {kind for study in registered() for kind in study.routine_kinds}
+    kinds = _multi_call_kinds()
     for i, model in enumerate(plan.campaign.config.models):
         if not model.batch:
             continue

@@ -115,14 +115,18 @@ class BatchClient:
                 return await create()
             except (Transient, RateLimited) as exc:
                 found = await self.find(name, since, count)
-                if found is not None:
-                    return found
+                if len(found) == 1:
+                    return found[0]
+                if found:  # made, but which is ours only its results will tell (runner._settle)
+                    raise Transient(f"created, but {len(found)} batches of this size were made at "
+                                    "once; the run tells them apart when they have ended") from None
                 if attempt == self.attempts:
                     raise
                 await asyncio.sleep(min(self.max_wait_s, exc.retry_after or self.wait_s * 2 ** (attempt - 1)))
         raise AssertionError("unreachable")
 
-    async def find(self, name: str, since: datetime, count: int) -> str | None:
+    async def find(self, name: str, since: datetime, count: int,
+                   exclude: frozenset[str] = frozenset()) -> list[str]:
         raise NotImplementedError
 
     async def lines(self, url: str) -> AsyncIterator[bytes]:

@@ -44,8 +44,9 @@ class RunCache:
         self.console = console
         self.store: ResponseCache | None = None
         if self.path is not None:
-            self.store = ResponseCache(self.path, campaign.config.run_id,
-                                       read=not campaign.named_by_date, warn=self._warn)
+            # the run that paid, as campaign/run-id: run ids alone repeat across campaigns
+            self.store = ResponseCache(self.path, f"{campaign.config.name}/{campaign.config.run_id}",
+                                       read=not campaign.nightly, warn=self._warn)
         self.models = {m.key: m for m in campaign.config.models}
 
     def _warn(self, message: str) -> None:

@@ -126,11 +126,16 @@ class ResponseCache:
                 return None
             if found is None:
                 return None
-        self.hits += 1
         text, usage, served, fingerprint, finish, logprob, run_id = found
-        return Completion(text, usage=orjson.loads(usage) if usage else None, served_model=served,
-                          system_fingerprint=fingerprint, finish_reason=finish, logprob=logprob,
-                          cached_from=run_id)
+        try:
+            usage = orjson.loads(usage) if usage else None
+            if not isinstance(text, str) or not isinstance(usage, dict | None):
+                raise ValueError("not an answer")
+        except ValueError:  # a row someone or something garbled: a miss, and it is paid again
+            return None
+        self.hits += 1
+        return Completion(text, usage=usage, served_model=served, system_fingerprint=fingerprint,
+                          finish_reason=finish, logprob=logprob, cached_from=run_id)
 
     def put(self, key: bytes, completion: Completion, model: str) -> None:
         if self._conn is None:

@@ -85,6 +85,7 @@ def campaign_of_run(run_dir: Path) -> Campaign:
     source = Path(manifest["configPath"]) if manifest.get("configPath") else None
     campaign = build_campaign(config, source if source and source.exists() else None, jobs)
     campaign.run_dir = run_dir
+    campaign.nightly = bool(manifest.get("namedByDate"))
     return campaign
 
 
@@ -95,7 +96,9 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
             "config": campaign.config.model_dump(mode="json"), "plan": plan.fingerprint(),
             # The job definitions themselves, so analysis never depends on files that may move.
             "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
-            "models": {m.key: m.label for m in campaign.config.models}}
+            "models": {m.key: m.label for m in campaign.config.models},
+            # only when set, so other manifests stay as they were
+            **({"namedByDate": True} if campaign.nightly else {})}
 
 
 def resume_command(campaign: Campaign | None = None, collect: bool = False) -> str:
@@ -133,7 +136,7 @@ def name_run(campaign: Campaign) -> None:
         c = campaign.config  # today's open night, or a new folder: a finished one stays as it is
         run_id = auto_run_id(Path(c.output_dir) / c.name, lambda: Plan(campaign).fingerprint())
         campaign.config = c.model_copy(update={"run_id": run_id})
-        campaign.named_by_date = True
+        campaign.named_by_date = campaign.nightly = True
 
 
 def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
@@ -147,6 +150,9 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         batch_everything(campaign, console)
     plan = Plan(campaign)
     check_batchable(plan)
+    if not wait_for_batches and not any(m.batch for m in campaign.config.models):
+        console.print("--no-wait is for batch mode, and no model of this campaign runs in it: "
+                      "the run goes on as usual")
     # Providers are built first: a missing API key must fail before anything is written.
     providers: dict[str, Provider] = {
         m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id)
@@ -204,7 +210,11 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         extractor = cache.helper(make_extractor(campaign))
         side = batch_side(plan, store.path, active, scan.done, state, console, wait_for_batches,
                           extractor, cache)
-        online = {k: p for k, p in active.items() if side is None or k not in side.apis}
+        # A model switched back online runs online, but for its tasks in batches in flight,
+        # which the batch side collects (requeued ones run online in the next run).
+        if side is not None:
+            anyio.run(side.settle_all)
+        online = {k: p for k, p in active.items() if side is None or k not in side.submit}
         skip = scan.done | side.journal.in_flight_tasks() if side is not None else scan.done
         anyio.run(execute, plan, store, skip, cache.wrap(online), on_record, state, handle_signals,
                   extractor, cache.helper(make_screener(campaign)), side)

@@ -145,9 +145,11 @@ class ModelConfig(Strict):
                         "the prompt, which answers = \"score\" reads", "use answers = \"score\" "
                         "with provider local, simulated or openai (an OpenAI-compatible "
                         "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)"))
-        if self.batch and self.provider not in BATCH_PROVIDERS:
-            out.append(("batch", f"provider '{self.provider}' has no batch API",
-                        f"set batch = false, or use one of {', '.join(BATCH_PROVIDERS)}"))
+        if self.batch and not self.has_batch_api:
+            service = f"preset '{self.preset}'" if self.provider in BATCH_PROVIDERS else f"provider '{self.provider}'"
+            out.append(("batch", f"{service} has no batch API this tool speaks",
+                        f"set batch = false; batch mode is for providers {', '.join(BATCH_PROVIDERS)} "
+                        "(without a preset, or with the preset of the same name)"))
         if self.batch and self.answers == "score":
             out.append(("batch", "answers = \"score\" reads prompt log-probabilities, which the "
                         "batch APIs do not return", "set batch = false for this model"))
@@ -171,6 +173,12 @@ class ModelConfig(Strict):
                 "simulate": self.simulate.identity() if self.simulate else None,
                 # only when set, so the keys of every model that generates stay as they were
                 **({"answers": "score"} if self.answers == "score" else {})}
+
+    @property
+    def has_batch_api(self) -> bool:
+        """OpenAI, Anthropic or Gemini themselves: a preset of another service speaking their
+        protocol (Groq, vLLM, Ollama, ...) has no such batch API, nor its discount."""
+        return self.provider in BATCH_PROVIDERS and self.preset in (None, self.provider)
 
     def price_for(self, batch: bool) -> Price | None:
         """The price of a call made online, or in a batch."""
@@ -281,6 +289,9 @@ class Campaign:
         self.config, self.jobs, self.source = config, jobs, source
         self.run_dir: Path | None = None  # set when resumed by folder; else from the config
         self.named_by_date = False  # run_id was `auto` (engine/session.name_run)
+        # A nightly re-run (named by date, now or when it started: the manifest's namedByDate):
+        # it never reads the response cache, since it exists to see today's model.
+        self.nightly = False
 
     def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model
@@ -335,7 +346,7 @@ def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[s
         model = validate(ModelConfig, {**presets[model.preset], **given}, path or Path("config"), where)
     if model.price is None and model.name in prices:
         model = model.model_copy(update={"price": prices[model.name]})
-    discount = discounts.get(model.provider or "")
+    discount = discounts.get(model.provider or "") if model.has_batch_api else None
     if model.batch_price is None and model.price is not None and discount is not None:
         model = model.model_copy(update={"batch_price": model.price.scaled(1 - discount)})
     return model
@@ -367,6 +378,8 @@ def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | 
     base = path.parent if path else Path.cwd()
     if jobs is None:
         config = apply_catalogues(config, base, path)
+        if isinstance(config.cache, str):  # the run's snapshot names the file wherever it resumes
+            config = config.model_copy(update={"cache": str((base / Path(config.cache).expanduser()).resolve())})
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
     named += config.helpers()
     for where, model in named:

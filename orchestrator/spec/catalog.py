@@ -44,6 +44,9 @@ def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
         raise UserError("'batch_discount' must be a table of providers", file=str(path),
                         field="batch_discount", fix="write [batch_discount] with openai = 0.5 and so on")
     for provider, share in table.items():
+        if provider not in ("openai", "anthropic", "gemini"):
+            raise UserError(f"'{provider}' has no batch API this tool speaks", file=str(path),
+                            field=f"batch_discount.{provider}", fix="list openai, anthropic or gemini")
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
             raise UserError(f"the batch discount of {provider} must be a share from 0 to below 1 "
                             f"(0.5 is half price), not {share!r}", file=str(path),

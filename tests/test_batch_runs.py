@@ -389,3 +389,19 @@ def test_batch_true_on_a_preset_of_another_service_is_refused(tmp_path):
     done = cli("run", str(cfg), cwd=tmp_path)
     assert done.returncode == 2 and "preset 'groq' has no batch API" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_budget_never_stops_the_collection_of_batches_already_sent(tmp_path, emulator):
+    """Collecting what is paid for costs nothing more: a budget their spend passes neither
+    refuses the run that collects them nor cuts the collection short; it only stops sending."""
+    server = emulator()
+    server.config.batch = BatchBehaviour(processing_s=1.0)
+    cfg = batch_config(tmp_path, server)
+    estimate = orjson.loads(cli("plan", "--json", str(cfg), cwd=tmp_path).stdout)["total"]["cost_usd"]
+    sent = cli("run", str(cfg), "--no-wait", "--budget", f"{estimate * 1.01:.8f}", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    low = cli("run", str(cfg), "--budget", f"{estimate * 0.2:.8f}", cwd=tmp_path)
+    assert low.returncode == 3 and "budget reached" in low.stderr  # spent more than it allows
+    total = Plan(load_campaign(cfg)).total
+    assert len(records(tmp_path / "runs" / "b" / "r1")) == total  # every record collected
+    assert server.log.batches["openai"] == 1

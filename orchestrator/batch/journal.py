@@ -17,6 +17,7 @@ decides. A torn last line (kill -9 mid-write) is skipped: an intent cut short wa
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -174,6 +175,13 @@ class Journal:
     def open_batches(self, model_key: str | None = None) -> list[Batch]:
         return [b for b in self.batches.values()
                 if b.in_flight and (model_key is None or b.model_key == model_key)]
+
+    def in_flight_by_model(self) -> Counter:
+        """Tasks in batches in flight, per model key."""
+        counts: Counter = Counter()
+        for batch in self.open_batches():
+            counts[batch.model_key] += len(batch.tasks)
+        return counts
 
     def in_flight_tasks(self) -> set[str]:
         return {t for b in self.batches.values() if b.in_flight for t in b.tasks}

@@ -97,7 +97,7 @@ class BatchSide:
             await settle(self.journal, key, api, self.say)
             for number in range(PASSES):
                 final = number == PASSES - 1 or not submits
-                if submits and key not in self.state.fatal:
+                if submits and key not in self.state.fatal and not self.state.budget_reached:
                     await self._submit_pending(key, api, writer, done)
                 requeued = await self._poll_round(key, api, writer, done, final)
                 if not self.wait:

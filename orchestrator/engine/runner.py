@@ -207,13 +207,15 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
         if model.key in providers:  # the rest run in batch mode, or have nothing left to do
             groups[model.limit_key].append(i)
 
-    work = anyio.CancelScope()  # cancelled by a signal or the budget: keep what is written
+    work = anyio.CancelScope()  # cancelled by a signal: keep what is written
+
+    online = anyio.CancelScope()  # cancelled by the budget: batches sent are paid, and collected
 
     def count(rec: dict[str, Any]) -> None:
         state.spend += rec.get("costUsd") or 0.0
         if state.budget is not None and state.spend >= state.budget and not state.budget_reached:
-            state.budget_reached = True
-            work.cancel()
+            state.budget_reached = True  # nor does the batch side send any more
+            online.cancel()
         on_record(rec)
 
     helpers = [h for h in (extractor, screener) if h is not None]
@@ -233,9 +235,11 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                         async with anyio.create_task_group() as workers:
                             if batch is not None:
                                 workers.start_soon(batch.run, writer)
-                            for key, model_indices in groups.items():
-                                _start_key(workers, plan, gates[key], model_indices, skip,
-                                           providers, state, writer, shared)
+                            with online:
+                                async with anyio.create_task_group() as keys:
+                                    for key, model_indices in groups.items():
+                                        _start_key(keys, plan, gates[key], model_indices, skip,
+                                                   providers, state, writer, shared)
                         running.cancel_scope.cancel()
             finally:
                 # The signal watcher still listens here, so a second signal is absorbed.

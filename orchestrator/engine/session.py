@@ -13,6 +13,7 @@ import anyio
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.batch.journal import Journal
 from orchestrator.batch.setup import batch_everything, batch_side, check_batchable
 from orchestrator.cache.session import run_cache
 from orchestrator.engine.caller import Helper
@@ -180,8 +181,10 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scan = scan_results(store.results)
     spent = spent_so_far(store.results) if budget is not None else 0.0
-    if budget is not None and plan.total - len(scan.done):
-        check_budget(campaign, plan, scan.done_by_model, spent, budget)
+    # tasks in batches in flight are paid for already: collecting them costs nothing more
+    sent = Counter(scan.done_by_model) + Journal(store.path).in_flight_by_model()
+    if budget is not None and plan.total - sum(sent.values()):
+        check_budget(campaign, plan, sent, spent, budget)
     existed = store.open(manifest, hint)
     if scan.repaired_bytes:
         console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "

@@ -208,6 +208,8 @@ def run_and_report(campaign: Campaign, budget: float | None = None, wait: bool =
         return
     counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
     console.print(f"wrote {counts}\nresults: {results}")
+    if outcome.unsent:
+        err_console.print(f"{outcome.unsent:,} task(s) of models in batch mode were not sent (see above)")
     if outcome.in_flight:
         console.print(f"{outcome.in_flight:,} task(s) are in batches in flight; to collect them "
                       f"(and wait for the rest), run:\n  {resume_command(campaign, collect=True)}")

@@ -140,3 +140,30 @@ def test_a_budget_never_stops_the_collection_of_batches_already_sent(tmp_path, e
     total = Plan(load_campaign(cfg)).total
     assert len(records(tmp_path / "runs" / "b" / "r1")) == total  # every record collected
     assert server.log.batches["openai"] == 1
+
+
+def test_a_budget_counts_batches_in_flight_when_there_is_more_to_send(tmp_path, emulator, monkeypatch):
+    """Batches in flight are charged when they come back: a run that would also send more is
+    refused by a budget that the whole estimate passes."""
+    from orchestrator.batch.api import BatchLimits
+    from orchestrator.batch.openai import OpenAIBatch
+    from orchestrator.providers.errors import Transient
+    server = emulator()
+    server.config.batch = BatchBehaviour(processing_s=30.0)
+    cfg = batch_config(tmp_path, server, samples=4)
+    monkeypatch.setattr(OpenAIBatch, "limits", BatchLimits(max_requests=20, max_bytes=2**27))
+    sent = OpenAIBatch.submit
+
+    async def once(self, *args):  # the first batch goes out, then the network fails
+        if server.log.batches["openai"]:
+            raise Transient("connection reset")
+        return await sent(self, *args)
+    monkeypatch.setattr(OpenAIBatch, "submit", once)
+    first = run_campaign(load_campaign(cfg), Console(file=io.StringIO()), handle_signals=False,
+                         wait_for_batches=False)
+    assert server.log.batches["openai"] == 1 and first.exit_code == 1
+    monkeypatch.setattr(OpenAIBatch, "submit", sent)
+    whole = orjson.loads(cli("plan", "--json", str(cfg), cwd=tmp_path).stdout)["total"]["cost_usd"]
+    refused = cli("run", str(cfg), "--no-wait", "--budget", f"{whole * 0.9:.8f}", cwd=tmp_path)
+    assert refused.returncode == 2 and "over the budget" in refused.stderr
+    assert server.log.batches["openai"] == 1

@@ -53,6 +53,13 @@ def test_a_torn_last_line_is_a_step_never_taken(tmp_path):
     assert again.batches["a"].batch_id is None  # so the next run asks the provider (find)
     again.created(again.batches["a"], "batch_9")  # the next step cuts the torn line first
     assert Journal(tmp_path).batches["a"].batch_id == "batch_9"
+    # a last line whole but for its newline was read, and is kept
+    with open(tmp_path / JOURNAL, "ab") as f:
+        f.write(b'{"event":"state","batch":"a","state":"in_progress","counts":{},"at":"2026-12-01T00:00:00+00:00"}')
+    again = Journal(tmp_path)
+    assert again.batches["a"].state == "in_progress"
+    again.collected(again.batches["a"], "completed", 1, 0)
+    assert Journal(tmp_path).batches["a"].closed
     # and a torn intent is a batch never sent
     (tmp_path / JOURNAL).write_bytes(b'{"event":"intent","batch":"z","model":"m","tas')
     assert Journal(tmp_path).batches == {}

@@ -9,6 +9,8 @@ import anyio
 import orjson
 import pytest
 
+from orchestrator.batch.api import Unconfirmed
+
 from orchestrator.batch.anthropic import AnthropicBatch
 from orchestrator.batch.gemini import GeminiBatch
 from orchestrator.batch.openai import OpenAIBatch
@@ -112,7 +114,7 @@ def test_find_recovers_a_batch_created_but_never_recorded(emulator, monkeypatch,
     assert never == [] and later == []
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", ["openai", "gemini"])
 def test_a_lost_answer_to_create_does_not_create_twice(emulator, monkeypatch, tmp_path, protocol):
     server = emulator(batch=BatchBehaviour(drop_replies={"create": 1, "poll": 2}))
     api, tasks = client(protocol, server, monkeypatch)
@@ -128,6 +130,23 @@ def test_a_lost_answer_to_create_does_not_create_twice(emulator, monkeypatch, tm
     assert server.log.batch_calls[(protocol, "create", 200)] == 1
     assert progress.ended and len(items) == 6 and all(i.completion for i in items)
     assert set(server.log.batch_items.values()) == {1}
+
+
+def test_a_lost_answer_to_create_at_anthropic_is_unconfirmed_not_created_again(emulator, monkeypatch, tmp_path):
+    """Anthropic keeps no name: the batch found by its size may be another's, so submit says it
+    is unconfirmed (the runner tells it by its results, settle.py) and creates nothing more."""
+    server = emulator(batch=BatchBehaviour(drop_replies={"create": 1}))
+    api, tasks = client("anthropic", server, monkeypatch)
+
+    async def go():
+        try:
+            await api.submit("b-1", write(api, tasks[:6], tmp_path / "in.jsonl"), 6, lambda _: None)
+        finally:
+            await api.aclose()
+
+    with pytest.raises(Unconfirmed):
+        anyio.run(go)
+    assert server.log.batches["anthropic"] == 1
 
 
 def test_anthropic_find_names_every_batch_of_one_size_but_the_known(emulator, monkeypatch, tmp_path):

@@ -22,6 +22,7 @@ STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_er
 
 class AnthropicBatch(BatchClient):
     limits = BatchLimits(max_requests=100_000, max_bytes=256 * MB)
+    names_batches = False  # find() goes by size and time: settle.py confirms by results
     turnaround = "within 24 hours (most within an hour)"
 
     def __init__(self, provider: AnthropicProvider) -> None:
@@ -31,12 +32,12 @@ class AnthropicBatch(BatchClient):
     def line(self, task: Task) -> bytes:
         return b'{"custom_id":' + orjson.dumps(task.task_id) + b',"params":' + self.provider.body(task) + b"}"
 
-    async def submit(self, name: str, path: Path, count: int,
-                     on_uploaded: Callable[[str], None]) -> Submitted:
+    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
+                     known: frozenset[str] = frozenset()) -> Submitted:
         async def create() -> str:
             body = lambda: self.joined(path, b'{"requests":[', b"]}")  # noqa: E731
             return (await self.json("POST", self.base, data=body, retry=False))["id"]
-        return Submitted(await self.create_once(create, name, count))
+        return Submitted(await self.create_once(create, name, count, known))
 
     async def find(self, name: str, since: datetime, count: int,
                    exclude: frozenset[str] = frozenset()) -> list[str]:

@@ -55,19 +55,27 @@ class Item:
     error: Exception | None = None
 
 
+class Unconfirmed(Exception):
+    """The batch may have been created (the request failed on the way back) and the provider
+    keeps no name to find it by: the run tells it by its results (settle.py)."""
+
+
 class BatchAPI(Protocol):
     limits: BatchLimits
     turnaround: str  # what the provider promises, for the plan ("within 24 hours")
+    names_batches: bool  # whether find() finds a batch by its name (else by size: Anthropic)
 
     def line(self, task: Task) -> bytes:
         """The task's request as one entry of the batch input, without a newline (its custom id
         is the task id)."""
         ...
 
-    async def submit(self, name: str, path: Path, count: int,
-                     on_uploaded: Callable[[str], None]) -> Submitted:
+    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
+                     known: frozenset[str] = frozenset()) -> Submitted:
         """Send the `count` entries in `path` as one batch named `name` (OpenAI: upload the file,
-        call on_uploaded(file id), then create the batch)."""
+        call on_uploaded(file id), then create the batch). `known`: the run's batches, never
+        taken for this one when a failed create request is looked up. Raises Unconfirmed when
+        the create request failed and a batch of this size may be it."""
         ...
 
     async def find(self, name: str, since: datetime, count: int,

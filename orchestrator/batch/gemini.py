@@ -36,15 +36,15 @@ class GeminiBatch(BatchClient):
         return (b'{"request":' + self.provider.body(task) + b',"metadata":{"key":'
                 + orjson.dumps(task.task_id) + b"}}")
 
-    async def submit(self, name: str, path: Path, count: int,
-                     on_uploaded: Callable[[str], None]) -> Submitted:
+    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
+                     known: frozenset[str] = frozenset()) -> Submitted:
         url = f"{self.base}/models/{quote(self.provider.model.name, safe='')}:batchGenerateContent"
         head = b'{"batch":{"display_name":' + orjson.dumps(name) + b',"input_config":{"requests":{"requests":['
 
         async def create() -> str:
             body = lambda: self.joined(path, head, b"]}}}}")  # noqa: E731
             return (await self.json("POST", url, data=body, retry=False))["name"]
-        return Submitted(await self.create_once(create, name, count))
+        return Submitted(await self.create_once(create, name, count, known))
 
     async def find(self, name: str, since: datetime, count: int,
                    exclude: frozenset[str] = frozenset()) -> list[str]:

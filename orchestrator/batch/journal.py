@@ -17,7 +17,6 @@ decides. A torn last line (kill -9 mid-write) is skipped: an intent cut short wa
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -138,7 +137,12 @@ class Journal:
                     end = start + at + 1
                     break
                 end = start
-            f.truncate(end)
+            f.seek(end)
+            try:  # whole, only its newline missing: it was read, and is kept
+                orjson.loads(f.read())
+                f.write(b"\n")
+            except orjson.JSONDecodeError:
+                f.truncate(end)
             os.fsync(f.fileno())
 
     # --- the steps -------------------------------------------------------------------------
@@ -176,12 +180,13 @@ class Journal:
         return [b for b in self.batches.values()
                 if b.in_flight and (model_key is None or b.model_key == model_key)]
 
-    def in_flight_by_model(self) -> Counter:
-        """Tasks in batches in flight, per model key."""
-        counts: Counter = Counter()
-        for batch in self.open_batches():
-            counts[batch.model_key] += len(batch.tasks)
-        return counts
+    def known_ids(self) -> frozenset[str]:
+        """The provider ids of the run's batches."""
+        return frozenset(b.batch_id for b in self.batches.values() if b.batch_id)
+
+    def sent_tasks(self, done: set[str]) -> int:
+        """Tasks without a record in batches the provider has (created, not yet collected)."""
+        return sum(1 for b in self.open_batches() if b.batch_id for t in b.tasks if t not in done)
 
     def in_flight_tasks(self) -> set[str]:
         return {t for b in self.batches.values() if b.in_flight for t in b.tasks}

@@ -47,8 +47,8 @@ class OpenAIBatch(BatchClient):
             return answer["id"]
         return await self.retrying(once)
 
-    async def submit(self, name: str, path: Path, count: int,
-                     on_uploaded: Callable[[str], None]) -> Submitted:
+    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
+                     known: frozenset[str] = frozenset()) -> Submitted:
         file_id = await self._upload(path)
         on_uploaded(file_id)
 
@@ -57,7 +57,7 @@ class OpenAIBatch(BatchClient):
                 "input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h",
                 "metadata": {NAME_KEY: name}})
             return batch["id"]
-        return Submitted(await self.create_once(create, name, count), file_id)
+        return Submitted(await self.create_once(create, name, count, known), file_id)
 
     async def find(self, name: str, since: datetime, count: int,
                    exclude: frozenset[str] = frozenset()) -> list[str]:

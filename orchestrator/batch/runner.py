@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.batch.api import BatchAPI, Item
+from orchestrator.batch.api import BatchAPI, Item, Unconfirmed
 from orchestrator.batch.journal import INPUTS, Batch, Journal
 from orchestrator.batch.settle import settle
 from orchestrator.cache.provider import CachedProvider
@@ -63,27 +63,38 @@ class BatchSide:
     # what comes back in a batch is kept
     caches: dict[str, CachedProvider] = field(default_factory=dict)
     in_flight: int = 0  # tasks left in batches not yet collected when the side returned
+    unsent: int = 0  # tasks of models in batch mode left pending and in no batch
 
     def __post_init__(self) -> None:
         self._index = {m.key: i for i, m in enumerate(self.plan.campaign.config.models)}
         self._labels = {m.key: m.label for m in self.plan.campaign.config.models}
-        self._poll_failures: Counter = Counter()
+        self._poll_failures: Counter = Counter()  # rounds in a row that failed, per model
+        self._requeued: Counter = Counter()  # tasks given back to pending in this pass, per model
 
     async def run(self, writer: ResultWriter) -> None:
         """Every batch model side by side."""
+        self._drop_orphans(self.run_dir / INPUTS)
         try:
             async with anyio.create_task_group() as tg:
                 for key, api in self.apis.items():
                     tg.start_soon(self._model, key, api, writer, self.done)
         finally:
-            self.in_flight = len(self.journal.in_flight_tasks())
+            in_flight = self.journal.in_flight_tasks()
+            self.in_flight = len(in_flight)
+            # Tasks of models in batch mode neither written nor in flight: not sent this time
+            # (a fatal error, the budget, passes spent on batches that never arrived).
+            indices = [self._index[key] for key in self.submit]
+            self.unsent = sum(1 for _ in self.plan.tasks(indices, self.done | in_flight)) if indices else 0
 
     async def settle_all(self) -> None:
         """Before the run decides what goes online: batches a crash left unconfirmed are found
         or abandoned (settle.py), so that an abandoned batch's tasks run this time."""
         try:
             for key, api in self.apis.items():
-                await settle(self.journal, key, api, self.say)
+                try:
+                    await settle(self.journal, key, api, self.say)
+                except ProviderError as exc:  # its unconfirmed tasks stay in flight, not online
+                    self.state.fatal.setdefault(key, f"batch API: {exc}")
         finally:  # their sessions belong to this event loop; the run opens new ones
             for api in self.apis.values():
                 await api.aclose()
@@ -94,24 +105,44 @@ class BatchSide:
         poll_s = config.limit_for(config.models[self._index[key]].limit_key).batch_poll_s
         submits = key in self.submit  # else it only collects what is in flight (now online)
         try:
-            await settle(self.journal, key, api, self.say)
             for number in range(PASSES):
                 final = number == PASSES - 1 or not submits
-                if submits and key not in self.state.fatal and not self.state.budget_reached:
+                self._requeued[key] = 0
+                if submits:
                     await self._submit_pending(key, api, writer, done)
-                requeued = await self._poll_round(key, api, writer, done, final)
+                await self._round(key, api, writer, done, final)
                 if not self.wait:
                     return
-                while self.journal.open_batches(key) and key not in self.state.fatal:
+                # A fatal error or the budget stops sending; what was sent is still collected.
+                while self.journal.open_batches(key):
                     await anyio.sleep(poll_s)
-                    await settle(self.journal, key, api, self.say)
-                    requeued += await self._poll_round(key, api, writer, done, final)
-                if not requeued or final or key in self.state.fatal:
+                    await self._round(key, api, writer, done, final)
+                if not self._requeued[key] or final or not self._may_send(key):
                     return
-                self.say(f"{self._labels[key]}: {requeued:,} task(s) failed or expired in batch; "
-                         "sending them again")
+                self.say(f"{self._labels[key]}: {self._requeued[key]:,} task(s) failed or expired "
+                         "in batch; sending them again")
         except ProviderError as exc:  # the API itself failed (retries spent): stop this model
             self.state.fatal.setdefault(key, f"batch API: {exc}")
+
+    def _may_send(self, key: str) -> bool:
+        return key not in self.state.fatal and not self.state.budget_reached
+
+    async def _round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
+                     final: bool) -> None:
+        """One look at the model's batches: settle the unconfirmed, poll the others, collect
+        those that ended. Each step is safe to repeat, so a failing network or provider is
+        waited out for POLL_FAILURES rounds in a row before the model stops."""
+        try:
+            self._requeued[key] += await settle(self.journal, key, api, self.say)
+            await self._poll_round(key, api, writer, done, final)
+        except (Transient, RateLimited) as exc:
+            self._poll_failures[key] += 1
+            if self._poll_failures[key] >= POLL_FAILURES:
+                raise
+            self.say(f"{self._labels[key]}: the batch API failed ({exc}); trying again at the "
+                     "next poll")
+            return
+        self._poll_failures[key] = 0
 
     async def _submit_pending(self, key: str, api: BatchAPI, writer: ResultWriter,
                               done: set[str]) -> None:
@@ -120,10 +151,9 @@ class BatchSide:
         limits = api.limits
         folder = self.run_dir / INPUTS
         folder.mkdir(exist_ok=True)
-        self._drop_orphans(folder)
         next_task = lambda: self._next_uncached(key, tasks, writer, done)  # noqa: E731
         pending = await next_task()
-        while pending is not None:
+        while pending is not None and self._may_send(key):
             name = f"bo-{key}-{secrets.token_hex(4)}"
             path = folder / f"{name}.jsonl"
             ids: list[str] = []
@@ -141,8 +171,14 @@ class BatchSide:
                 f.flush()
                 os.fsync(f.fileno())
             batch = self.journal.intent(name, key, ids, path)
-            submitted = await api.submit(name, path, len(ids),
-                                         lambda file_id: self.journal.uploaded(batch, file_id))
+            try:
+                submitted = await api.submit(name, path, len(ids),
+                                             lambda file_id: self.journal.uploaded(batch, file_id),
+                                             self.journal.known_ids())
+            except Unconfirmed as exc:  # in flight until its results tell (settle.py)
+                self.say(f"{self._labels[key]}: {exc}; waiting for their results to tell which "
+                         f"is {name}")
+                continue
             self.journal.created(batch, submitted.batch_id)
             self.say(f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
                      f"task(s) ({size / 1e6:,.1f} MB)")
@@ -162,29 +198,22 @@ class BatchSide:
 
     def _drop_orphans(self, folder: Path) -> None:
         """Input files of no open batch: written just before a crash cut short their intent, or
-        left by one after `collected`. They were never sent, or never will be again."""
+        left by one after `collected`. They were never sent, or never will be again. Run once,
+        before any model writes a new one."""
+        if not folder.is_dir():
+            return
         keep = {Path(b.input).name for b in self.journal.open_batches()}
         for path in folder.glob("*.jsonl"):
             if path.name not in keep:
                 path.unlink(missing_ok=True)
 
     async def _poll_round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
-                          final: bool) -> int:
-        """Poll each open batch of the model once; collect those that ended. Tasks requeued."""
-        requeued = 0
+                          final: bool) -> None:
+        """Poll each open batch of the model once; collect those that ended."""
         for batch in self.journal.open_batches(key):
             if batch.batch_id is None:
                 continue  # its creation is unconfirmed yet (settle.py)
-            try:
-                progress = await api.poll(batch.batch_id)
-                self._poll_failures[key] = 0
-            except (Transient, RateLimited) as exc:
-                self._poll_failures[key] += 1
-                if self._poll_failures[key] >= POLL_FAILURES:
-                    raise
-                self.say(f"{self._labels[key]}: polling batch {batch.batch_id} failed ({exc}); "
-                         "trying again at the next poll")
-                continue
+            progress = await api.poll(batch.batch_id)
             if (progress.state, progress.counts) != (batch.state, batch.counts):
                 counts = ", ".join(f"{n:,} {k}" for k, n in progress.counts.items() if n)
                 self.say(f"{self._labels[key]}: batch {batch.batch_id} {progress.state}"
@@ -193,8 +222,7 @@ class BatchSide:
             if progress.error:  # the whole batch was refused (e.g. validation): no item will do
                 self.state.fatal.setdefault(key, f"batch {batch.batch_id} failed: {progress.error}")
             if progress.ended:
-                requeued += await self._collect(batch, api, writer, done, final)
-        return requeued
+                self._requeued[key] += await self._collect(batch, api, writer, done, final)
 
     # --- collecting --------------------------------------------------------------------------
     async def _collect(self, batch: Batch, api: BatchAPI, writer: ResultWriter, done: set[str],

@@ -73,6 +73,9 @@ def batch_side(plan: Plan, run_dir: Path, active: dict[str, Provider], done: set
     """The batch side of this run: models in batch mode, and any model with batches still in
     flight (collected even when it is now online, so that nothing is paid for twice)."""
     journal = Journal(run_dir)
+    for batch in journal.open_batches():  # written, but a crash came before `collected`
+        if batch.batch_id and done.issuperset(batch.tasks):
+            journal.collected(batch, batch.state, 0, 0)
     in_flight = {b.model_key for b in journal.open_batches()}
     submit = {m.key for m in plan.campaign.config.models if m.batch and m.key in active}
     keys = submit | (in_flight & set(active))

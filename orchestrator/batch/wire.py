@@ -15,7 +15,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from orchestrator.batch.api import BatchAPI, BatchLimits, Item
+from orchestrator.batch.api import BatchAPI, BatchLimits, Item, Unconfirmed
 from orchestrator.providers.errors import RateLimited, Transient
 from orchestrator.providers.http import HTTPProvider
 
@@ -44,6 +44,7 @@ def timestamp(since: datetime) -> float:
 
 
 class BatchClient:
+    names_batches = True
     """A batch API spoken on the wrapped online provider's session: the same key, headers,
     bodies and error classes as its online calls."""
 
@@ -105,21 +106,22 @@ class BatchClient:
             return value
         return await (self.retrying(once) if retry else once())
 
-    async def create_once(self, create: Callable[[], Awaitable[str]], name: str, count: int) -> str:
+    async def create_once(self, create: Callable[[], Awaitable[str]], name: str, count: int,
+                          known: frozenset[str] = frozenset()) -> str:
         """Create a batch and return its id, never twice: after a failure the request may have
         been acted on all the same (the answer lost on the way), so the provider is asked for
-        the batch before trying again."""
+        the batch (but those in `known`, the run's own) before trying again."""
         since = datetime.now(timezone.utc)
         for attempt in range(1, self.attempts + 1):
             try:
                 return await create()
             except (Transient, RateLimited) as exc:
-                found = await self.find(name, since, count)
-                if len(found) == 1:
+                found = await self.find(name, since, count, known)
+                if found and self.names_batches:
                     return found[0]
-                if found:  # made, but which is ours only its results will tell (runner._settle)
-                    raise Transient(f"created, but {len(found)} batches of this size were made at "
-                                    "once; the run tells them apart when they have ended") from None
+                if found:  # one of these may be ours: only its results will tell (settle.py)
+                    raise Unconfirmed(f"the create request failed, and {len(found)} batch(es) of "
+                                      "this size were made since") from None
                 if attempt == self.attempts:
                     raise
                 await asyncio.sleep(min(self.max_wait_s, exc.retry_after or self.wait_s * 2 ** (attempt - 1)))

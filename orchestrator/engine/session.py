@@ -42,6 +42,7 @@ class RunOutcome:
     state: RunState
     pending_before: int
     in_flight: int = 0  # tasks in batches not yet collected (run --no-wait; a later run collects)
+    unsent: int = 0  # tasks of models in batch mode that were not sent (the messages say why)
 
     @property
     def exit_code(self) -> int:
@@ -49,7 +50,7 @@ class RunOutcome:
             return 3
         if self.state.interrupted_by is not None:
             return 128 + self.state.interrupted_by
-        return 1 if self.by_status["failed"] or self.state.fatal else 0
+        return 1 if self.by_status["failed"] or self.state.fatal or self.unsent else 0
 
 
 def make_extractor(campaign: Campaign) -> Extractor | None:
@@ -181,10 +182,11 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scan = scan_results(store.results)
     spent = spent_so_far(store.results) if budget is not None else 0.0
-    # tasks in batches in flight are paid for already: collecting them costs nothing more
-    sent = Counter(scan.done_by_model) + Journal(store.path).in_flight_by_model()
-    if budget is not None and plan.total - sum(sent.values()):
-        check_budget(campaign, plan, sent, spent, budget)
+    # A run that only collects batches already sent costs nothing more: no budget refuses it.
+    # Otherwise the estimate covers them too, since their cost counts when they come back.
+    sent = Journal(store.path).sent_tasks(scan.done)
+    if budget is not None and plan.total - len(scan.done) - sent:
+        check_budget(campaign, plan, scan.done_by_model, spent, budget)
     existed = store.open(manifest, hint)
     if scan.repaired_bytes:
         console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
@@ -222,4 +224,4 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         anyio.run(execute, plan, store, skip, cache.wrap(online), on_record, state, handle_signals,
                   extractor, cache.helper(make_screener(campaign)), side)
     return RunOutcome(store.path, False, by_status, state, pending,
-                      side.in_flight if side is not None else 0)
+                      side.in_flight if side is not None else 0, side.unsent if side is not None else 0)

@@ -1,7 +1,7 @@
 """The batch side of a run: a batch model's pending tasks go out as batch jobs, and ended
 batches come back as ordinary records (`batchId` added), through the run's one writer.
 
-Per model, one pass is: settle what a crash left unknown (journal.py), submit every pending
+Per model, one pass is: settle what a crash left unconfirmed (settle.py), submit every pending
 task in batches within the provider's limits, poll until each has ended, collect it. Items
 that failed or expired, and tasks a batch returned nothing for, are pending again and go out in
 the next pass (up to PASSES per run; after the last one they are recorded as failed, which a
@@ -42,7 +42,6 @@ _BYTES_MARGIN = 64 * 1024
 # Polls in a row that may fail (network, provider) before the model stops for this run: a
 # batch takes hours, and a few minutes without network must not end the wait.
 POLL_FAILURES = 20
-
 
 
 @dataclass

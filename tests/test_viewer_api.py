@@ -333,3 +333,54 @@ def test_a_port_in_use_exits_2_naming_it(run_dir, tmp_path):
     assert done.returncode == 2 and f"127.0.0.1:{port}" in said and "--port 0" in said
     assert "Traceback" not in done.stderr and "viewer:" not in done.stdout
     assert _snapshot(run_dir) == before
+
+
+def test_the_command_prints_its_address_and_serves_until_interrupted(run_dir, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "view", str(run_dir), "--port", "0"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("viewer: http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split()[1]
+        with urllib.request.urlopen(url + "api/overview", timeout=60) as resp:
+            body = json.loads(resp.read())
+        assert body["run"]["runId"] == run_dir.name
+        try:
+            urllib.request.urlopen(url + "api/nothing-here", timeout=60)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404 and json.loads(exc.read())["error"]
+        else:
+            raise AssertionError("an unknown path answered 200")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    assert code == 0 and "Traceback" not in proc.stderr.read()
+
+
+def test_a_failed_attempt_a_resume_superseded_is_not_listed(run_dir, tmp_path):
+    """A task's final record is its first terminal one (engine/status.py), not the failed
+    attempt before it; a task that only failed is listed by its last failed line."""
+    from orchestrator.engine.status import tally
+    copy = tmp_path / "retried"
+    shutil.copytree(run_dir, copy)
+    records = _records(run_dir)
+    first, second = dict(records[0]), dict(records[1])
+    first.update(status="failed", error="HTTP 500")
+    lost = dict(second, taskId="f" * 32, status="failed", error="HTTP 500 again")
+    lines = [orjson.dumps(r) + b"\n" for r in [first, *records, dict(lost, error="HTTP 500"), lost]]
+    (copy / "results.ndjson").write_bytes(b"".join(lines))
+    s = Served(copy)
+    try:
+        assert s.ok("/api/answers")["total"] == len(records) + 1
+        assert s.ok(f"/api/answer/{first['taskId']}")["record"]["status"] == records[0]["status"]
+        assert s.ok(f"/api/answer/{'f' * 32}")["record"]["error"] == "HTTP 500 again"
+        counts, _, _ = tally(copy / "results.ndjson")
+        total: dict[str, int] = {}
+        for (_, st), n in counts.items():
+            total[st] = total.get(st, 0) + n
+        assert s.ok("/api/overview")["statusCounts"] == total and total["failed"] == 1
+    finally:
+        s.close()

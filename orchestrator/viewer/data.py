@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,8 +100,10 @@ class RunData:
     jobs: dict[str, Job]
     cells: Cells
     _loaded: Loaded | None = None
-    _cache: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cache: dict[str, tuple[Any, float, Any]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the frame's
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # the rest's: a slow
+    # summary (the effects) never holds up a page
 
     @classmethod
     def open(cls, path: Path) -> RunData:
@@ -141,20 +144,23 @@ class RunData:
             return Loaded(state, _empty(), {}, np.zeros(0, dtype=np.int64), None)
         lines, df = check_and_parse(self.results, _read)
         spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
-        df = df.filter(final_lines(df))
+        if (df["status"] == "failed").any():  # else every line is a final record (as analysis reads)
+            df = df.filter(final_lines(df))
         df = df.with_columns(study=pl.col("job").replace_strict(self.study_of, default=None,
                                                                 return_dtype=pl.String))
         df = df.join(self.cells.table(), on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left")
         return Loaded(state, df, spend, line_starts(self.results, lines.complete_bytes), lines.note())
 
-    def cached(self, name: str, compute):
-        """compute() once per state of the results file."""
-        state = file_state(self.results)
-        hit = self._cache.get(name)
-        if hit is None or hit[0] != state:
-            hit = (state, compute())
-            self._cache[name] = hit
-        return hit[1]
+    def cached(self, name: str, compute, every_s: float = 0.0):
+        """compute() once per state of the results file; while a run appends to it, at most
+        once every `every_s` seconds (the value before is kept meanwhile)."""
+        with self._cache_lock:
+            state = file_state(self.results)
+            hit = self._cache.get(name)
+            if hit is None or (hit[0] != state and time.monotonic() - hit[1] >= every_s):
+                hit = (state, time.monotonic(), compute())
+                self._cache[name] = hit
+            return hit[2]
 
     # --- listing -------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from orchestrator.errors import UserError
 from orchestrator.viewer.data import NotFound, RunData, model_settings, now_iso
 
 _TOP = 20
+EFFECTS_EVERY_S = 30.0
 
 
 def effects(data: RunData) -> pl.DataFrame:
@@ -22,7 +23,9 @@ def effects(data: RunData) -> pl.DataFrame:
         if data.loaded().frame.height == 0:
             return pl.DataFrame(schema=EFFECT_SCHEMA)
         return run_effects(data.path).effects.select(list(EFFECT_SCHEMA))
-    return data.cached("effects", compute)
+    # analysis of a large run takes seconds: while a run is going, its effects follow it
+    # every EFFECTS_EVERY_S (its progress, on every poll)
+    return data.cached("effects", compute, EFFECTS_EVERY_S)
 
 
 def overview(data: RunData) -> dict[str, Any]:

@@ -104,6 +104,14 @@ def _static(name: str) -> web.StreamResponse:
     return web.Response(body=path.read_bytes(), content_type=_TYPES.get(path.suffix, "application/octet-stream"))
 
 
+def _warm(data: RunData) -> None:
+    from orchestrator.viewer.overview import effects
+    try:
+        effects(data)
+    except Exception:  # said again, as JSON, when the overview asks for them
+        pass
+
+
 class Viewer:
     """The app served on 127.0.0.1:port (0: any free port), in the current event loop."""
 
@@ -151,13 +159,18 @@ def open_target(folder: Path) -> tuple[RunData, Path | None]:
 
 async def serve(data: RunData, port: int, campaign_dir: Path | None = None,
                 on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve until cancelled; the results are read once before the address is printed."""
+    """Serve until cancelled. The results are read once before the address is printed, so the
+    first page is quick; the effects (an analysis: seconds on a large run) are computed next,
+    in the background, so the overview is ready sooner than when first asked."""
     viewer = Viewer(data, campaign_dir)
     await viewer.start(port)
     try:
-        await asyncio.get_running_loop().run_in_executor(None, data.loaded)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, data.loaded)
         if on_ready is not None:
             on_ready(viewer.url)
+        warm = loop.run_in_executor(None, _warm, data)
         await asyncio.Event().wait()
+        await warm
     finally:
         await viewer.stop()

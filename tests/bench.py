@@ -417,13 +417,18 @@ def bench_batch() -> None:
     run()
 
 
+def bench_view() -> None:
+    from tests.bench_view import bench_view as run
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
                      ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly),
-                     ("batch", bench_batch)):
+                     ("batch", bench_batch), ("view", bench_view)):
         if not which or name in which:
             fn()
 

@@ -1,0 +1,37 @@
+"""`orchestrator view`: a run's results on a local page (127.0.0.1), served until Ctrl-C."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator import cli
+from orchestrator.errors import UserError
+
+
+def view(folder: Annotated[Path, typer.Argument(help="A run folder (runs/<campaign>/<run id>/), or a campaign folder: its latest run and the history of its runs.")],
+         port: Annotated[int, typer.Option(callback=cli._number(0, 65535, example="0"), help="Port on 127.0.0.1 (0 picks a free one).")] = 8766) -> None:
+    """Browse a run in the browser: its progress, spend and effects, and every answer behind
+    them (filtered by study, experiment, condition, model, status or free text). Calls no
+    model and writes nothing."""
+    import asyncio
+
+    from orchestrator.viewer.server import open_target, serve
+
+    def ready(url: str) -> None:
+        cli.console.print(f"viewer: {url}\n(Ctrl-C stops it)", highlight=False)
+        if data.loaded().note:
+            cli._note(data.loaded().note)
+
+    try:
+        data, campaign_dir = open_target(folder)
+        asyncio.run(serve(data, port, campaign_dir, ready))
+    except UserError as exc:
+        cli.fail(exc)
+    except KeyboardInterrupt:
+        pass
+
+
+def add(app: typer.Typer) -> None:
+    app.command()(view)

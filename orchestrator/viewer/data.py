@@ -1,0 +1,276 @@
+"""What the viewer reads of a run: one compact polars frame of every task's final record (the
+columns the listing, its filters and its counts need), loaded once per state of the results
+file (size, mtime) and again when a run still going appends to it; filters and pages run over
+that frame, so a million records answer a page in milliseconds. A record itself is read from
+the file at its byte offset (one line parsed), its messages from the plan (cells.py)."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.snapshot import check_and_parse
+from orchestrator.engine.store import RunStore
+from orchestrator.errors import UserError
+from orchestrator.spec.campaign import identity_key
+from orchestrator.spec.loading import validate
+from orchestrator.spec.models import Job
+from orchestrator.studies import registered
+from orchestrator.viewer.cells import CELL_FIELDS, Cells
+
+_SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
+           "experimentSlug": pl.String, "conditionIndex": pl.Int64, "sample": pl.Int64,
+           "job": pl.String, "variant": pl.String, "strategy": pl.String,
+           "optionOrder": pl.List(pl.String),
+           "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "raw": pl.String}),
+           "latencyMs": pl.Float64, "costUsd": pl.Float64}
+FILTERS = {"study": "study", "experiment": "experimentSlug", "condition": "conditionIndex",
+           "variant": "variant", "strategy": "strategy", "model": "modelKey", "status": "status"}
+ROW = ["taskId", "study", "experiment", "condition", "conditionLabel", "variant", "strategy",
+       "modelKey", "model", "status", "answer", "raw", "latencyMs", "costUsd"]
+MAX_SIZE = 500
+
+
+class NotFound(UserError):
+    """An unknown task, effect or page: 404."""
+
+
+def file_state(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return (-1, 0)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _read(path: Path) -> pl.DataFrame:
+    return (pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True).with_row_index("line")
+            .select("line", pl.exclude("line", "response", "optionOrder"),
+                    pl.col("optionOrder").list.join("|").alias("order"),
+                    pl.col("response").struct.field("choice").fill_null(
+                        pl.col("response").struct.field("value").cast(pl.String)).alias("answer"),
+                    pl.col("response").struct.field("raw").alias("raw"))
+            .collect())
+
+
+def final_lines(df: pl.DataFrame) -> pl.Series:
+    """A mask of each task's final line, as engine/status.py counts them: its first terminal
+    record, or else its last `failed` one."""
+    failed = pl.col("status") == "failed"
+    retried = df.filter(failed)["taskId"]
+    finished = df.filter(~failed & pl.col("taskId").is_in(retried.implode()))["taskId"]
+    key = pl.when(failed).then(pl.lit("f") + pl.col("taskId")).otherwise(pl.col("taskId"))
+    return df.select(pl.when(failed).then(key.is_last_distinct() & ~pl.col("taskId").is_in(finished.implode()))
+                     .otherwise(key.is_first_distinct())).to_series()
+
+
+def line_starts(path: Path, size: int) -> np.ndarray:
+    """The byte offset of every line of the file's first `size` bytes, in blocks (bounded memory)."""
+    starts, block, at = [np.zeros(1, dtype=np.int64)], 1 << 26, 0
+    with open(path, "rb") as f:
+        while at < size:
+            buf = np.frombuffer(f.read(min(block, size - at)), dtype=np.uint8)
+            starts.append(np.flatnonzero(buf == 10).astype(np.int64) + at + 1)
+            at += len(buf)
+    return np.concatenate(starts)[:-1]  # the last newline starts no line
+
+
+@dataclass
+class Loaded:
+    state: tuple[int, int]
+    frame: pl.DataFrame  # one row per task's final record
+    spend: dict[str, float]  # per model, over every line: a superseded attempt was paid for too
+    starts: np.ndarray
+    note: str | None
+
+
+@dataclass
+class RunData:
+    path: Path
+    manifest: dict[str, Any]
+    jobs: dict[str, Job]
+    cells: Cells
+    _loaded: Loaded | None = None
+    _cache: dict[str, tuple[Any, float, Any]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the frame's
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # the rest's: a slow
+    # summary (the effects) never holds up a page
+
+    @classmethod
+    def open(cls, path: Path) -> RunData:
+        """A run folder, refused (UserError) when it is not one: nothing is written."""
+        manifest = RunStore(path).read_manifest()
+        if "jobs" not in manifest:
+            raise UserError("this run's manifest has no job definitions (made by an older version)",
+                            file=str(path / "manifest.json"), fix="re-run the campaign with this version")
+        jobs = {k: validate(Job, v, path / "manifest.json", ("jobs", k)) for k, v in manifest["jobs"].items()}
+        check_results_path(path / RESULTS)
+        return cls(path, manifest, jobs, Cells(path))
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS
+
+    @property
+    def study_of(self) -> dict[str, str]:
+        kinds = {s.kind for s in registered()}
+        return {job_id: job.kind for job_id, job in self.jobs.items() if job.kind in kinds}
+
+    @property
+    def labels(self) -> dict[tuple[str, int], str]:
+        return {(e.slug, c.index): c.label for job in self.jobs.values()
+                for e in job.experiments for c in e.conditions}
+
+    def loaded(self) -> Loaded:
+        """The frame for the file as it is now (read again if it changed)."""
+        with self._lock:
+            state = file_state(self.results)
+            if self._loaded is None or self._loaded.state != state:
+                self._loaded = self._load(state)
+            return self._loaded
+
+    def _load(self, state: tuple[int, int]) -> Loaded:
+        if state[0] <= 0:
+            ResultLines(self.results).scan()  # a folder in its place is an error
+            return Loaded(state, _empty(), {}, np.zeros(0, dtype=np.int64), None)
+        lines, df = check_and_parse(self.results, _read)
+        spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
+        if (df["status"] == "failed").any():  # else every line is a final record (as analysis reads)
+            df = df.filter(final_lines(df))
+        df = df.with_columns(study=pl.col("job").replace_strict(self.study_of, default=None,
+                                                                return_dtype=pl.String))
+        df = df.join(self.cells.table(), on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left")
+        return Loaded(state, df, spend, line_starts(self.results, lines.complete_bytes), lines.note())
+
+    def cached(self, name: str, compute, every_s: float = 0.0):
+        """compute() once per state of the results file; while a run appends to it, at most
+        once every `every_s` seconds (the value before is kept meanwhile)."""
+        with self._cache_lock:
+            state = file_state(self.results)
+            hit = self._cache.get(name)
+            if hit is None or (hit[0] != state and time.monotonic() - hit[1] >= every_s):
+                hit = (state, time.monotonic(), compute())
+                self._cache[name] = hit
+            return hit[2]
+
+    # --- listing -------------------------------------------------------------------------
+
+    def where(self, params: dict[str, str]) -> pl.DataFrame:
+        """The final records the filters keep (every filter optional; q: free text)."""
+        df = self.loaded().frame
+        exprs = []
+        for name, column in FILTERS.items():
+            value = params.get(name)
+            if value in (None, ""):
+                continue
+            if name == "condition":
+                value = _int(value, "condition")
+            exprs.append(pl.col(column) == value)
+        if exprs:
+            df = df.filter(*exprs)
+        q = (params.get("q") or "").strip()
+        if q:
+            in_raw = pl.col("raw").str.contains(f"(?i){re.escape(q)}")
+            in_prompt = pl.col("cell").is_in(self.cells.matching(q))
+            df = df.filter(in_raw.fill_null(False) | in_prompt.fill_null(False))
+        return df
+
+    def rows(self, df: pl.DataFrame) -> list[dict[str, Any]]:
+        labels, names = self.labels, self.names
+        out = []
+        for r in df.iter_rows(named=True):
+            raw = r["raw"]
+            out.append({"taskId": r["taskId"], "study": r["study"], "experiment": r["experimentSlug"],
+                        "condition": r["conditionIndex"],
+                        "conditionLabel": labels.get((r["experimentSlug"], r["conditionIndex"])),
+                        "variant": r["variant"], "strategy": r["strategy"], "modelKey": r["modelKey"],
+                        "model": names.get(r["modelKey"], r["modelKey"]), "status": r["status"],
+                        "answer": r["answer"], "raw": raw[:200] if raw is not None else None,
+                        "latencyMs": r["latencyMs"], "costUsd": r["costUsd"]})
+        return out
+
+    def answers(self, params: dict[str, str]) -> dict[str, Any]:
+        page = _int(params.get("page") or "1", "page", low=1)
+        size = _int(params.get("size") or "50", "size", low=1, high=MAX_SIZE)
+        df = self.where(params)
+        return {"total": df.height, "page": page, "size": size,
+                "rows": self.rows(df.slice((page - 1) * size, size))}
+
+    @property
+    def names(self) -> dict[str, str]:
+        from orchestrator.analysis.names import model_names
+        return model_names(self.manifest)
+
+    def facets(self) -> dict[str, Any]:
+        df = self.loaded().frame
+        labels = self.labels
+
+        def values(column: str) -> list[Any]:
+            return sorted(df[column].drop_nulls().unique().to_list())
+        conditions = df.select("experimentSlug", "conditionIndex").unique().sort("experimentSlug", "conditionIndex")
+        return {"study": values("study"), "experiment": values("experimentSlug"),
+                "condition": [{"experiment": e, "index": i, "label": labels.get((e, i))}
+                              for e, i in conditions.iter_rows()],
+                "variant": values("variant"), "strategy": values("strategy"),
+                "model": [{"key": k, "label": v} for k, v in self.names.items()],
+                "status": values("status")}
+
+    # --- one record ----------------------------------------------------------------------
+
+    def record(self, task_id: str) -> dict[str, Any]:
+        loaded = self.loaded()
+        hit = loaded.frame.filter(pl.col("taskId") == task_id)["line"]
+        if not hit.len():
+            raise NotFound(f"no result with task id {task_id!r} in this run",
+                           fix="pick a result from the answers list")
+        with open(self.results, "rb") as f:
+            f.seek(int(loaded.starts[hit[0]]))
+            record = orjson.loads(f.readline())
+        cell = self.cells.of(record)
+        response = record.get("response") or {}
+        parsed = {k: v for k, v in response.items() if k != "raw"} or None
+        return {"record": record, "messages": list(cell.messages) if cell is not None else [],
+                "parsed": parsed, "study": self.study_of.get(record.get("job")),
+                "conditionLabel": self.labels.get((record.get("experimentSlug"), record.get("conditionIndex")))}
+
+
+def _empty() -> pl.DataFrame:
+    schema = {"line": pl.UInt32, **{k: v for k, v in _SCHEMA.items() if k not in ("response", "optionOrder")},
+              "order": pl.String, "answer": pl.String, "raw": pl.String, "study": pl.String,
+              "cell": pl.UInt32}
+    return pl.DataFrame(schema=schema)
+
+
+def _int(text: str, name: str, low: int | None = None, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UserError(f"{name} must be a whole number, not {text!r}", field=name,
+                        fix=f"give {name}=1 for example") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise UserError(f"{name} must be {bounds}, not {value}", field=name, fix=f"give {name} {bounds}")
+    return value
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def model_settings(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(key, settings) per model of the plan, the identity plus the config's batch flag."""
+    configs = manifest.get("config", {}).get("models", [])
+    out = []
+    for i, identity in enumerate(manifest["plan"]["models"]):
+        batch = configs[i].get("batch") if i < len(configs) else None
+        out.append((identity_key(identity), {**identity, "batch": batch}))
+    return out

@@ -43,6 +43,12 @@ parse_error_rate = 0.02
 DECOY = "decoy-subscription-choice"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def needs_browser():
+    if why := missing():
+        pytest.skip(f"browser tests skipped: {why}")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("viewed")
@@ -68,9 +74,9 @@ def viewer(run):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if why := missing():
-        pytest.skip(f"browser tests skipped: {why}")
+def browser(run):
+    # after the run: playwright's sync API keeps an event loop running in this thread, and the
+    # engine (anyio.run) refuses to start inside one
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = launch(p)
@@ -94,9 +100,14 @@ def digits(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def wait_total(page, expected_url_part: str) -> int:
-    page.wait_for_function("part => location.hash.includes(part)", arg=expected_url_part)
-    page.wait_for_load_state("networkidle")
+def wait_ready(page, part: str = "") -> None:
+    """Until the page has shown the answer to its current route, whose hash holds `part`."""
+    page.wait_for_function("part => document.body.dataset.ready === location.hash && location.hash.includes(part)",
+                           arg=part)
+
+
+def wait_total(page, part: str) -> int:
+    wait_ready(page, part)
     return digits(page.text_content("#answers-total"))
 
 
@@ -160,7 +171,7 @@ def test_filters_count_what_the_results_file_holds(page, viewer, records, run, t
     # free text in the prompts: a word of the decoy prompts, in no other experiment's
     word = _word_of_one_experiment(run[0], DECOY)
     page.fill('#filters input[name="q"]', word.upper())  # case-insensitive
-    want = records.filter(pl.col("experimentSlug") == DECOY
+    want = records.filter((pl.col("experimentSlug") == DECOY)
                           | pl.col("raw").str.to_lowercase().str.contains(word.lower(), literal=True))
     assert wait_total(page, f"q={word.upper()}") == want.height
     page.screenshot(path=str(tmp_path / "answers.png"), full_page=True)
@@ -172,8 +183,7 @@ def test_paging_walks_every_row_once(page, viewer, records):
     seen: list[str] = []
     pages = -(-records.height // 50)
     for n in range(1, pages + 1):
-        page.wait_for_function("n => location.hash.includes('page=' + n) || n === 1", arg=n)
-        page.wait_for_load_state("networkidle")
+        wait_ready(page, f"page={n}" if n > 1 else "")
         assert page.text_content("#page-info") == f"page {n} of {pages}"
         ids = [tr.get_attribute("data-task-id") for tr in page.query_selector_all("#answers-table tbody tr")]
         assert len(ids) == min(50, records.height - 50 * (n - 1))
@@ -183,7 +193,8 @@ def test_paging_walks_every_row_once(page, viewer, records):
     assert page.is_disabled("#next-page")
     assert sorted(seen) == sorted(records["taskId"])  # each once
     page.click("#prev-page")
-    page.wait_for_function("n => location.hash.includes('page=' + n)", arg=pages - 1)
+    wait_ready(page, f"page={pages - 1}")
+    assert page.text_content("#page-info") == f"page {pages - 1} of {pages}"
 
 
 def test_an_opened_result_shows_its_messages_and_raw_answer(page, viewer, records, run, tmp_path):
@@ -242,8 +253,8 @@ def test_an_api_error_shows_in_the_banner(page, viewer):
     page.wait_for_selector("#error-banner:not([hidden])")
     assert "no-such-task" in page.text_content("#error-banner")
     page.goto(viewer + "#/answers?condition=abc")
-    page.wait_for_load_state("networkidle")
-    assert page.is_visible("#error-banner")
+    wait_ready(page, "condition=abc")
+    assert page.is_visible("#error-banner") and "condition" in page.text_content("#error-banner")
     assert "Traceback" not in page.text_content("body")
 
 

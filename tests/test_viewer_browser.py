@@ -274,3 +274,53 @@ def _word_of_one_experiment(config: Path, slug: str) -> str:
                                                             if s != slug for t in ts):
             return word
     raise AssertionError(f"no word only in {slug}'s prompts")
+
+
+HOSTILE = '<img id="injected" src="x" onerror="window.pwned = 1">'
+
+
+def test_a_run_still_going_refreshes_and_answers_stay_text(browser, run, tmp_path):
+    """A copy of the run with half its results and a torn last line (a run being written): the
+    overview says so and shows the tasks pending, then follows the file as it grows. A model's
+    answer holding markup is shown as text, never made into an element."""
+    import shutil
+    import orjson
+    copy = tmp_path / "going"
+    shutil.copytree(run[1], copy)
+    lines = (run[1] / "results.ndjson").read_bytes().splitlines(keepends=True)
+    first = orjson.loads(lines[0])
+    first["response"]["raw"] = HOSTILE
+    lines[0] = orjson.dumps(first) + b"\n"
+    half = len(lines) // 2
+    (copy / "results.ndjson").write_bytes(b"".join(lines[:half]) + lines[half][:20])  # torn
+    served = Served(copy)
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(served.url + "#/overview")
+        page.wait_for_selector("#models tbody tr")
+        assert page.is_visible("#overview-note")
+        done = sum(int(d.text_content().split(" / ")[0]) for d in page.query_selector_all("#models .done"))
+        assert done == half and page.locator("#models .pending").count() >= 1
+        (copy / "results.ndjson").write_bytes(b"".join(lines))  # the run goes on, and ends
+        page.wait_for_function("n => [...document.querySelectorAll('#models .done')].reduce("
+                               "(s, d) => s + parseInt(d.textContent.split(' / ')[0]), 0) === n",
+                               arg=len(lines), timeout=60_000)  # the 3 s refresh, not a reload
+        assert page.locator("#models .pending").count() == 0 and not page.is_visible("#overview-note")
+
+        page.goto(served.url + "#/answers?q=injected")
+        wait_ready(page, "q=injected")
+        assert page.text_content("#answers-table tbody tr .raw") == HOSTILE
+        page.goto(served.url + f"#/answer/{first['taskId']}")
+        wait_ready(page, first["taskId"])
+        assert page.text_content("#detail .raw-answer") == HOSTILE
+        assert page.query_selector("#injected") is None and page.evaluate("window.pwned") is None
+    finally:
+        page.close()
+        served.stop()
+
+
+def test_the_screenshots_script_writes_its_three_pictures(browser, viewer, tmp_path):
+    from tests.viewer_browser import screenshots
+    paths = screenshots(browser, viewer, tmp_path / "docs")
+    assert [p.name for p in paths] == ["viewer-overview.png", "viewer-answers.png", "viewer-result.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)

@@ -66,29 +66,39 @@ class Served:
         self.thread.join(timeout=30)
 
 
-def screenshots(run_dir: Path, out_dir: Path) -> list[Path]:
-    """The overview, the answers browser and an opened result of a run, as PNGs in out_dir."""
-    from playwright.sync_api import sync_playwright
+def screenshots(browser, url: str, out_dir: Path) -> list[Path]:
+    """The overview, the answers browser and an opened result of the run served at url, as
+    PNGs in out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    served = Served(run_dir)
     paths = [out_dir / f"viewer-{n}.png" for n in ("overview", "answers", "result")]
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(url + "#/overview")
+        page.wait_for_selector("#models tbody tr")
+        page.screenshot(path=str(paths[0]), full_page=True)
+        page.goto(url + "#/answers")
+        page.wait_for_selector("#answers-table tbody tr")
+        page.screenshot(path=str(paths[1]))
+        page.click("#answers-table tbody tr")
+        page.wait_for_selector("#detail-messages")
+        page.screenshot(path=str(paths[2]), full_page=True)
+    finally:
+        page.close()
+    return paths
+
+
+def main(run_dir: Path, out_dir: Path) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+    served = Served(run_dir)  # before playwright: its sync API holds an event loop in this thread
     try:
         with sync_playwright() as p:
             browser = launch(p)
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(served.url + "#/overview")
-            page.wait_for_selector("#models tbody tr")
-            page.screenshot(path=str(paths[0]), full_page=True)
-            page.goto(served.url + "#/answers")
-            page.wait_for_selector("#answers-table tbody tr")
-            page.screenshot(path=str(paths[1]))
-            page.click("#answers-table tbody tr")
-            page.wait_for_selector("#detail-messages")
-            page.screenshot(path=str(paths[2]), full_page=True)
-            browser.close()
+            try:
+                return screenshots(browser, served.url, out_dir)
+            finally:
+                browser.close()
     finally:
         served.stop()
-    return paths
 
 
 if __name__ == "__main__":
@@ -96,5 +106,5 @@ if __name__ == "__main__":
         sys.exit("usage: python -m tests.viewer_browser RUN_DIR OUT_DIR")
     if why := missing():
         sys.exit(why)
-    for path in screenshots(Path(sys.argv[1]), Path(sys.argv[2])):
+    for path in main(Path(sys.argv[1]), Path(sys.argv[2])):
         print(path)

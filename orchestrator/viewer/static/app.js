@@ -101,9 +101,15 @@ function counts(byStatus) {
   return Object.entries(byStatus || {}).map(([s, n]) => `${s} ${digits(n)}`).join(", ");
 }
 
-function settingsText(s) {
-  return Object.entries(s || {}).filter(([, v]) => v !== null && v !== undefined && v !== "")
-    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("  ");
+function settingsCell(s) {
+  // scalars inline; a nested setting (a simulated model's planted effects) folded away
+  const entries = Object.entries(s || {}).filter(([, v]) => v !== null && v !== undefined && v !== "");
+  const flat = entries.filter(([, v]) => typeof v !== "object").map(([k, v]) => `${k}=${v}`).join("  ");
+  const cell = el("td", { class: "settings" }, el("span", { text: flat }));
+  for (const [k, v] of entries.filter(([, v]) => typeof v === "object")) {
+    cell.append(el("details", {}, el("summary", { text: k }), pre(JSON.stringify(v, null, 2))));
+  }
+  return cell;
 }
 
 function renderOverview(data) {
@@ -122,7 +128,7 @@ function renderOverview(data) {
     const pct = m.tasks ? Math.round((100 * m.done) / m.tasks) : 0;
     return el("tr", { "data-model-key": m.key },
       el("td", {}, el("span", { text: m.label }), el("br"), el("code", { class: "muted", text: m.key })),
-      el("td", { class: "settings", text: settingsText(m.settings) }),
+      settingsCell(m.settings),
       el("td", { class: "progress" },
         el("span", { class: "done", text: `${digits(m.done)} / ${digits(m.tasks)}` }),
         el("span", { class: "bar" }, el("span", { class: "fill", style: `width:${pct}%` })),
@@ -203,7 +209,7 @@ function answerRow(r) {
     el("td", { text: r.experiment }), el("td", { text: cond ?? "" }), el("td", { text: r.variant ?? "" }),
     el("td", { text: r.strategy ?? "" }), el("td", { text: r.model ?? r.modelKey }),
     el("td", { class: "status", text: r.status }), el("td", { class: "answer", text: r.answer ?? "" }),
-    el("td", { class: "raw", text: r.raw ?? "" }));
+    el("td", { class: "raw", text: r.raw ?? "", title: r.raw ?? "" }));
 }
 
 const ANSWER_HEADERS = ["experiment", "condition", "variant", "strategy", "model", "status", "answer", "raw"];

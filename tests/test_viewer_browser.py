@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import run_quietly, write_config
+from tests.conftest import cli, run_quietly, write_config
 from tests.viewer_browser import VIEWPORT, Served, launch, missing
 
 CONFIG = """
@@ -324,3 +324,35 @@ def test_the_screenshots_script_writes_its_three_pictures(browser, viewer, tmp_p
     paths = screenshots(browser, viewer, tmp_path / "docs")
     assert [p.name for p in paths] == ["viewer-overview.png", "viewer-answers.png", "viewer-result.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def test_a_campaign_folder_shows_its_history_and_the_last_two_runs_compared(browser, tmp_path):
+    """`view CAMPAIGN_DIR`: the History page lists every run and the comparison of the last two
+    as `orchestrator compare` makes it (a run folder has no History link)."""
+    from orchestrator.nightly.compare import as_json
+    from orchestrator.nightly.compare_command import load_and_compare
+    runs = []
+    for run_id in ("n1", "n2"):  # in processes of their own: playwright holds this thread's loop
+        config = write_config(tmp_path, CONFIG.format(out=tmp_path / "runs").replace('"r1"', f'"{run_id}"'),
+                              f"{run_id}.toml")
+        assert cli("run", str(config), cwd=tmp_path).returncode == 0
+        runs.append(tmp_path / "runs" / "viewed" / run_id)
+    served = Served(tmp_path / "runs" / "viewed")
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(served.url + "#/history")
+        wait_ready(page, "history")
+        page.wait_for_selector("#nav-history:not([hidden])")
+        rows = page.query_selector_all("#history-runs tbody tr")
+        assert [r.query_selector("td").text_content() for r in rows] == ["n1", "n2"]
+        c = load_and_compare(runs[0], runs[1])
+        expected = as_json(c, set(), 0)
+        flagged = {k: n for k, n in expected["counts"].items() if n}
+        text = page.text_content("#history-flags")
+        assert all(f"{k} {n}" in text for k, n in flagged.items()) if flagged else "no flags" in text
+        assert len(page.query_selector_all("#history-compare table")[-1].query_selector_all("tbody tr")) \
+            == len(expected["effects"])
+        page.screenshot(path=str(tmp_path / "history.png"), full_page=True)
+    finally:
+        page.close()
+        served.stop()

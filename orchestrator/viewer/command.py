@@ -24,6 +24,9 @@ def view(folder: Annotated[Path, typer.Argument(help="A run folder (runs/<campai
         if data.loaded().note:
             cli._note(data.loaded().note)
 
+    results = folder / "results.ndjson"
+    if results.is_file() and results.stat().st_size > 50e6:  # a large run takes a while to read
+        cli.console.print(f"reading {results} ({results.stat().st_size / 1e6:,.0f} MB)...", highlight=False)
     try:
         data, campaign_dir = open_target(folder)
         asyncio.run(serve(data, port, campaign_dir, ready))

@@ -6,7 +6,7 @@
 const POLL_MS = 3000;
 const PAGE_SIZE = 50;
 const FILTERS = ["study", "experiment", "condition", "variant", "strategy", "model", "status", "q"];
-const SECTIONS = ["overview", "answers", "detail", "effect-view"];
+const SECTIONS = ["overview", "answers", "detail", "effect-view", "history"];
 
 const $ = (sel) => document.querySelector(sel);
 let facets = null;        // /api/facets, fetched once
@@ -93,6 +93,7 @@ function show(id) {
   for (const s of SECTIONS) $("#" + s).hidden = s !== id;
   $("#nav-overview").classList.toggle("active", id === "overview");
   $("#nav-answers").classList.toggle("active", id === "answers");
+  $("#nav-history").classList.toggle("active", id === "history");
 }
 
 // --- overview ----------------------------------------------------------------------------
@@ -352,6 +353,9 @@ async function route() {
     } else if (path === "answers") {
       show("answers");
       await loadAnswers(params, serial);
+    } else if (path === "history") {
+      show("history");
+      await loadHistory(serial);
     } else if (path === "effect") {
       show("effect-view");
       await loadEffect(params, serial);
@@ -386,4 +390,4 @@ function wireFilters() {
 }
 
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", () => { wireFilters(); route(); });
+window.addEventListener("DOMContentLoaded", () => { wireFilters(); probeHistory(); route(); });

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 import socket
 import threading
 import urllib.error
@@ -277,10 +278,31 @@ def test_a_run_still_going_is_read_again_as_it_grows(run_dir, tmp_path):
         assert sum(m["pending"] for m in first["models"]) == 10
         with open(copy / "results.ndjson", "ab") as f:
             f.write(b"".join(lines[-10:]))
-        again = s.ok("/api/overview")
-        assert sum(m["pending"] for m in again["models"]) == 0
+        deadline = time.monotonic() + 30  # read again within RELOAD_MIN_S of the last read
+        while sum(m["pending"] for m in s.ok("/api/overview")["models"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sum(m["pending"] for m in s.ok("/api/overview")["models"]) == 0
         assert s.ok("/api/answers")["total"] == len(lines)
         assert s.ok(f"/api/answer/{orjson.loads(lines[-1])['taskId']}")["record"] == json.loads(lines[-1])
+    finally:
+        s.close()
+
+
+def test_a_growing_file_is_not_read_again_on_every_request(run_dir, tmp_path, monkeypatch):
+    """While a run appends, requests are served from the last read until the reload wait is
+    over (a 1M-record file takes seconds to read)."""
+    from orchestrator.viewer import data
+    monkeypatch.setattr(data, "RELOAD_MIN_S", 3600.0)
+    copy = tmp_path / "going"
+    shutil.copytree(run_dir, copy)
+    lines = (run_dir / "results.ndjson").read_bytes().splitlines(keepends=True)
+    (copy / "results.ndjson").write_bytes(b"".join(lines[:-10]))
+    s = Served(copy)
+    try:
+        assert s.ok("/api/answers")["total"] == len(lines) - 10
+        with open(copy / "results.ndjson", "ab") as f:
+            f.write(b"".join(lines[-10:]))
+        assert s.ok("/api/answers")["total"] == len(lines) - 10  # the last read, not a new one
     finally:
         s.close()
 
@@ -302,11 +324,21 @@ def test_history_is_for_campaign_folders(run_dir, served, tmp_path):
 
 def test_missing_static_files_are_a_json_404(served, monkeypatch, tmp_path):
     from orchestrator.viewer import server
-    monkeypatch.setattr(server, "STATIC", tmp_path)
+    monkeypatch.setattr(server, "STATIC", tmp_path / "static")
+    (tmp_path / "static").mkdir()
+    (tmp_path / "secret.txt").write_text("not for the page")
     status, body = served.get("/")
     assert status == 404 and "index.html" in body["error"] and body["fix"]
-    status, body = served.get("/static/..%2Fmanifest.json")
-    assert status == 404
+    status, body = served.get("/static/..%2Fsecret.txt")  # aiohttp decodes %2F into the name
+    assert status == 404 and "not for the page" not in json.dumps(body)
+
+
+def test_a_page_of_another_host_is_refused(served):
+    """DNS rebinding: a page elsewhere whose name resolves to 127.0.0.1 sends its own Host."""
+    request = urllib.request.Request(served.viewer.url + "api/overview", headers={"Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    assert info.value.code == 403 and "127.0.0.1 only" in json.loads(info.value.read())["error"]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -38,6 +38,9 @@ FILTERS = {"study": "study", "experiment": "experimentSlug", "condition": "condi
 ROW = ["taskId", "study", "experiment", "condition", "conditionLabel", "variant", "strategy",
        "modelKey", "model", "status", "answer", "raw", "latencyMs", "costUsd"]
 MAX_SIZE = 500
+# A growing file is read again at most every RELOAD_EVERY times as long as its last read took,
+# and at most once a RELOAD_MIN_S: a run appending must not keep the viewer reading.
+RELOAD_EVERY, RELOAD_MIN_S = 3.0, 1.0
 
 
 class NotFound(UserError):
@@ -101,6 +104,7 @@ class RunData:
     cells: Cells
     _loaded: Loaded | None = None
     _cache: dict[str, tuple[Any, float, Any]] = field(default_factory=dict)
+    _next_load: float = 0.0  # monotonic time before which a changed file is not read again
     _lock: threading.Lock = field(default_factory=threading.Lock)  # the frame's
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # the rest's: a slow
     # summary (the effects) never holds up a page
@@ -131,11 +135,17 @@ class RunData:
                 for e in job.experiments for c in e.conditions}
 
     def loaded(self) -> Loaded:
-        """The frame for the file as it is now (read again if it changed)."""
+        """The frame for the file as it is now: read again when it changed, but while a run
+        appends at most once per RELOAD_EVERY reads' worth of time (a 1M-record file takes
+        seconds to read), serving the last frame in between."""
         with self._lock:
             state = file_state(self.results)
-            if self._loaded is None or self._loaded.state != state:
+            if self._loaded is None or (self._loaded.state != state
+                                        and time.monotonic() >= self._next_load):
+                started = time.monotonic()
                 self._loaded = self._load(state)
+                took = time.monotonic() - started
+                self._next_load = time.monotonic() + max(RELOAD_MIN_S, RELOAD_EVERY * took)
             return self._loaded
 
     def _load(self, state: tuple[int, int]) -> Loaded:

@@ -66,7 +66,10 @@ def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
         raise NotFound("no such effect in this run", fix="open it from the effects table")
     frame = data.loaded().frame
     rows = frame.filter(pl.col("study") == wanted["study"], pl.col("modelKey") == wanted["model"])
-    if wanted["experiment"] in set(frame["experimentSlug"].unique().to_list()):
+    # Paired effects name their experiment; other studies pool experiments into an effect (a
+    # bias, a kind of item), which no record names: their answers are the study's, said so.
+    scope = "experiment" if wanted["experiment"] in set(frame["experimentSlug"].unique().to_list()) else "study"
+    if scope == "experiment":
         rows = rows.filter(pl.col("experimentSlug") == wanted["experiment"])
     if wanted["strategy"] is not None:
         rows = rows.filter(pl.col("strategy") == wanted["strategy"])
@@ -75,10 +78,12 @@ def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
                                  key=lambda kv: (kv[0][0] is None, kv[0][0] or 0)):
         dist = (part.group_by("answer").len("count").sort(["count", "answer"], descending=[True, False],
                                                             nulls_last=True).head(_TOP))
-        experiment = part["experimentSlug"][0]
-        conditions.append({"index": index, "label": labels.get((experiment, index)), "total": part.height,
+        experiments = part["experimentSlug"].unique().to_list()
+        label = (labels.get((experiments[0], index)) if len(experiments) == 1
+                 else f"condition {index} of {len(experiments)} experiments")
+        conditions.append({"index": index, "label": label, "total": part.height,
                            "distribution": dist.to_dicts(), "rows": data.rows(part.head(_TOP))})
-    return {"effect": found.row(0, named=True), "conditions": conditions}
+    return {"effect": found.row(0, named=True), "scope": scope, "conditions": conditions}
 
 
 class History:

@@ -35,6 +35,17 @@ def _error(status: int, message: str, fix: str | None) -> web.Response:
 
 
 @web.middleware
+async def local_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Only a page addressed to this machine: a web page elsewhere whose host name a DNS trick
+    points at 127.0.0.1 (DNS rebinding) names its own host, and is refused."""
+    host = (request.host or "").rsplit(":", 1)[0].strip("[]")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return _error(403, f"the viewer answers pages of 127.0.0.1 only, not of {host[:80]!r}",
+                      "open the address orchestrator view printed")
+    return await handler(request)
+
+
+@web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
@@ -88,7 +99,7 @@ def make_app(data: RunData, campaign_dir: Path | None = None) -> web.Application
                            fix="orchestrator view runs/<campaign>/ shows the history of its runs")
         return _json(await off(history.get))
 
-    app = web.Application(middlewares=[errors])
+    app = web.Application(middlewares=[local_only, errors])
     app.add_routes([web.get("/", index), web.get("/static/{name}", static),
                     web.get("/api/overview", api_overview), web.get("/api/facets", api_facets),
                     web.get("/api/answers", api_answers), web.get("/api/answer/{task_id}", api_answer),

@@ -158,12 +158,18 @@ function renderOverview(data) {
   $("#updated-at").textContent = data.updatedAt ? `updated ${data.updatedAt}` : "";
 }
 
+let stillRunning = false;  // the last overview had tasks pending: keep refreshing, errors or not
 async function loadOverview(serial) {
-  const data = await api("/api/overview");
-  if (serial !== routeSerial) return;
-  renderOverview(data);
-  const pending = (data.models || []).some((m) => m.pending > 0);
-  if (pending) pollTimer = setTimeout(() => loadOverview(serial).catch(() => {}), POLL_MS);
+  try {
+    const data = await api("/api/overview");
+    if (serial !== routeSerial) return;
+    renderOverview(data);
+    stillRunning = (data.models || []).some((m) => m.pending > 0);
+  } finally {  // one failed refresh (a file being rewritten, a hiccup) must not end them
+    if (stillRunning && serial === routeSerial) {
+      pollTimer = setTimeout(() => loadOverview(serial).catch(() => {}), POLL_MS);
+    }
+  }
 }
 
 // --- answers browser ---------------------------------------------------------------------
@@ -306,9 +312,14 @@ function renderEffect(data, params) {
       el("strong", { text: num(e.effect) }),
       e.ci_low === null || e.ci_low === undefined ? "" : ` [${num(e.ci_low)}, ${num(e.ci_high)}]`,
       e.p === null || e.p === undefined ? "" : ` p=${num(e.p)}`, e.n ? ` n=${digits(e.n)}` : ""));
+  if (data.scope === "study") {  // the effect pools experiments: its answers are the study's
+    $("#effect-header").append(el("p", { class: "note", id: "effect-scope",
+      text: "This study's effects pool several experiments, which the results do not name: these are all of the study's answers for this model, by condition." }));
+  }
   const cols = clear($("#effect-columns"));
   for (const c of data.conditions || []) {
-    const filters = { experiment: params.experiment, condition: c.index, strategy: params.strategy, model: params.model };
+    const filters = { study: params.study, experiment: data.scope === "study" ? null : params.experiment,
+                      condition: data.scope === "study" ? null : c.index, strategy: params.strategy, model: params.model };
     const rows = el("table", { class: "rows" },
       el("thead", {}, el("tr", {}, ...["status", "answer", "raw"].map((h) => el("th", { text: h })))),
       el("tbody", {}, ...(c.rows || []).map((r) => el("tr", {

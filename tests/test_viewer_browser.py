@@ -95,6 +95,18 @@ def page(browser, tmp_path):
     assert errors == [], errors  # no script error on the page, whatever the test did
 
 
+def js_num(x) -> str:
+    """A number as the page's num() writes it (3 decimals; integers with commas; exponents
+    for the very small and very large)."""
+    if x is None or x != x:
+        return ""
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e6):
+        return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{x:.2e}")
+    return f"{x:.3f}"
+
+
 def digits(text: str) -> int:
     assert re.fullmatch(r"\d{1,3}(,\d{3})*", text.strip()), text
     return int(text.replace(",", ""))
@@ -134,6 +146,14 @@ def test_overview_shows_the_run_its_counts_and_effects(page, viewer, run, tmp_pa
     effects = run_effects(run[1]).effects
     assert page.locator("#effects tbody tr").count() == effects.height > 0
     assert page.locator("#effects button.show-answers").count() == effects.height
+    # each row's numbers as analyze computes them (in the page's format: app.js num())
+    shown = sorted(tuple(td.text_content() for td in tr.query_selector_all("td")[:9])
+                   for tr in page.query_selector_all("#effects tbody tr"))
+    expected = sorted((e["study"], e["measure"], e["experiment"] or "", e["strategy"] or "", e["model"],
+                       js_num(e["effect"]), f"[{js_num(e['ci_low'])}, {js_num(e['ci_high'])}]"
+                       if e["ci_low"] is not None else "", js_num(e["p"]), f"{e['n']:,}" if e["n"] is not None else "")
+                      for e in effects.to_dicts())
+    assert shown == expected
     page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
 
 

@@ -228,6 +228,7 @@ def test_an_opened_result_is_its_record_with_the_plans_messages(run_dir, served)
 def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
     df = _frame(run_dir)
     effects = served.ok("/api/overview")["effects"]
+    kinds = set()
     for row in effects:
         body = served.ok("/api/effect", study=row["study"], measure=row["measure"], experiment=row["experiment"],
                          strategy=row["strategy"], model=row["modelKey"])
@@ -235,8 +236,24 @@ def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
         part = df.filter(pl.col("experimentSlug") == row["experiment"], pl.col("modelKey") == row["modelKey"],
                          pl.col("strategy") == row["strategy"])
         assert [c["index"] for c in body["conditions"]] == sorted(part["conditionIndex"].unique().to_list())
+        values = part["response"].struct.field("value")
+        numeric = part["response"].struct.field("choice").null_count() == part.height and \
+            values.drop_nulls().n_unique() > 20
+        kinds.add(numeric)
+        if numeric:  # counted in the same ten bins for every condition, side by side
+            assert len({tuple(d["answer"] for d in c["distribution"]) for c in body["conditions"]}) == 1
+            low, high = values.min(), values.max()
+            edges = [low + i * (high - low) / 10 for i in range(10)] + [high]
         for c in body["conditions"]:
             mine = part.filter(pl.col("conditionIndex") == c["index"])
+            assert [r["taskId"] for r in c["rows"]] == mine["taskId"].head(20).to_list()
+            if numeric:
+                v = mine["response"].struct.field("value")
+                want = [int(((v >= lo) & ((v <= hi) if i == 9 else (v < hi))).sum())
+                        for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+                shown = [d["count"] for d in c["distribution"] if d["answer"] is not None]
+                assert shown == want and sum(d["count"] for d in c["distribution"]) == c["total"] == mine.height
+                continue
             answers = mine.select(pl.col("response").struct.field("choice").fill_null(
                 pl.col("response").struct.field("value").cast(pl.String)).alias("answer"))
             counts = dict(answers.group_by("answer").len().iter_rows())
@@ -244,10 +261,37 @@ def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
             assert all(counts[d["answer"]] == d["count"] for d in c["distribution"])
             assert len(c["distribution"]) == min(20, len(counts))
             assert [d["count"] for d in c["distribution"]] == sorted(counts.values(), reverse=True)[:20]
-            assert [r["taskId"] for r in c["rows"]] == mine["taskId"].head(20).to_list()
+    assert False in kinds
     status, body = served.get("/api/effect", study="paired", measure="none", experiment="x", strategy="baseline",
                               model="nope")
     assert status == 404 and body["error"]
+
+
+def test_numeric_answers_of_an_effect_are_counted_in_shared_bins(tmp_path):
+    """More distinct numbers than a list can show: both conditions over the same ten bins."""
+    config = write_config(tmp_path, CONFIG.format(run_id="big", out=tmp_path / "runs").replace(
+        "samples = 6", "samples = 15"), "big.toml")
+    run_dir = run_quietly(config).run_dir
+    s = Served(run_dir)
+    try:
+        row = next(e for e in s.ok("/api/overview")["effects"] if e["experiment"] == "anchoring-first-number")
+        body = s.ok("/api/effect", study=row["study"], measure=row["measure"], experiment=row["experiment"],
+                    strategy=row["strategy"], model=row["modelKey"])
+    finally:
+        s.close()
+    df = _frame(run_dir).filter(pl.col("experimentSlug") == "anchoring-first-number",
+                                pl.col("modelKey") == row["modelKey"])
+    v = df["response"].struct.field("value")
+    assert v.drop_nulls().n_unique() > 20
+    low, high = v.min(), v.max()
+    edges = [low + i * (high - low) / 10 for i in range(10)] + [high]
+    assert len({tuple(d["answer"] for d in c["distribution"]) for c in body["conditions"]}) == 1
+    for c in body["conditions"]:
+        mine = df.filter(pl.col("conditionIndex") == c["index"])["response"].struct.field("value")
+        want = [int(((mine >= lo) & ((mine <= hi) if i == 9 else (mine < hi))).sum())
+                for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+        assert [d["count"] for d in c["distribution"] if d["answer"] is not None] == want
+        assert sum(d["count"] for d in c["distribution"]) == c["total"] == mine.len()
 
 
 def test_a_torn_last_line_is_left_out_and_said_so(run_dir, tmp_path, served):

@@ -74,16 +74,49 @@ def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
     if wanted["strategy"] is not None:
         rows = rows.filter(pl.col("strategy") == wanted["strategy"])
     labels, conditions = data.labels, []
+    bins = _bins(rows)
     for (index,), part in sorted(rows.partition_by("conditionIndex", as_dict=True, maintain_order=True).items(),
                                  key=lambda kv: (kv[0][0] is None, kv[0][0] or 0)):
-        dist = (part.group_by("answer").len("count").sort(["count", "answer"], descending=[True, False],
-                                                            nulls_last=True).head(_TOP))
+        dist = _distribution(part, bins)
         experiments = part["experimentSlug"].unique().to_list()
         label = (labels.get((experiments[0], index)) if len(experiments) == 1
                  else f"condition {index} of {len(experiments)} experiments")
         conditions.append({"index": index, "label": label, "total": part.height,
-                           "distribution": dist.to_dicts(), "rows": data.rows(part.head(_TOP))})
+                           "distribution": dist, "rows": data.rows(part.head(_TOP))})
     return {"effect": found.row(0, named=True), "scope": scope, "conditions": conditions}
+
+
+BINS = 10
+
+
+def _bins(rows: pl.DataFrame) -> list[float] | None:
+    """Shared edges for numeric answers with more distinct values than a list can show: the
+    conditions' distributions side by side, over the same bins. None for choices."""
+    values = rows["answer"].drop_nulls().cast(pl.Float64, strict=False)
+    if values.len() == 0 or values.null_count() or rows["answer"].drop_nulls().n_unique() <= _TOP:
+        return None
+    low, high = float(values.min()), float(values.max())
+    if not low < high:
+        return None
+    step = (high - low) / BINS
+    return [low + i * step for i in range(BINS)] + [high]
+
+
+def _distribution(part: pl.DataFrame, bins: list[float] | None) -> list[dict[str, Any]]:
+    """The answers and how often each came (the most frequent first); numeric answers counted
+    in `bins` (the last one closed), in their order, with no answer last."""
+    if bins is None:
+        return (part.group_by("answer").len("count").sort(["count", "answer"], descending=[True, False],
+                                                           nulls_last=True).head(_TOP).to_dicts())
+    values = part["answer"].cast(pl.Float64, strict=False)
+    out = []
+    for i, (lo, hi) in enumerate(zip(bins, bins[1:])):
+        last = i == len(bins) - 2
+        n = int(((values >= lo) & ((values <= hi) if last else (values < hi))).sum())
+        out.append({"answer": f"{lo:.4g} to {hi:.4g}", "count": n})
+    if missing := int(values.is_null().sum()):
+        out.append({"answer": None, "count": missing})
+    return out
 
 
 class History:

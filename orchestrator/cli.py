@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from orchestrator.errors import UserError
-from orchestrator.spec.campaign import Campaign, load_campaign
+from orchestrator.spec.campaign import Campaign
+from orchestrator.spec.build import load_campaign
 from orchestrator.cache.commands import add as _cache_commands
 from orchestrator.nightly.commands import add_commands as _nightly_commands
 from orchestrator.studies import exporters, registered

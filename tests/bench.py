@@ -54,7 +54,8 @@ def bench_planning(n_samples: int = 83_334) -> None:
     # 6 experiments x 2 conditions x 1 model x 83,334 samples = 1,000,008 tasks
     code = f"""
 import time
-from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.build import build_campaign
 from orchestrator.plan import Plan
 cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={n_samples},
                      models=[{{"provider": "simulated", "name": "m"}}])
@@ -115,7 +116,8 @@ async def _bare_loop(url: str, bodies: list[bytes]) -> None:
 
 
 def _bench_campaign(url: str, out: Path):
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import build_campaign
     cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=CALLS // 12,
                          models=[{"provider": "openai", "name": "m", "base_url": url}],
                          limits={"openai": {"max_in_flight": CONCURRENCY}}, output_dir=str(out))
@@ -193,7 +195,8 @@ def _local_rate(slots: int, samples: int, threads: int | None = None) -> tuple[f
     from datetime import datetime
     from rich.console import Console
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import build_campaign
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
                              models=[{"provider": "local", "temperature": 0.7, "max_tokens": 48, "seed": 1,
@@ -224,7 +227,8 @@ def _make_run(tmp: str, samples: int) -> None:
 import time, orjson, random
 from datetime import datetime, timezone
 from pathlib import Path
-from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.build import build_campaign
 from orchestrator.plan import Plan
 from orchestrator.engine.session import manifest_for
 from orchestrator.engine.records import Outcome, make_record
@@ -294,7 +298,8 @@ print(summary.split(";")[0])
 def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
     from rich.console import Console
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import build_campaign
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(name="rate", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
                              models=[{"provider": "openai", "name": "m", "base_url": url, "max_tokens": 16}],
@@ -358,7 +363,8 @@ for bias in job["biases"]:  # exactly five variants each: reuse the written ones
     base = bias["variants"]
     bias["variants"] = [dict(base[i % len(base)], id=f"{{bias['slug']}}-v{{i}}") for i in range(5)]
 Path({tmp!r}, "job.json").write_text(json.dumps(job))
-from orchestrator.spec.campaign import CampaignConfig, build_campaign
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.build import build_campaign
 from orchestrator.plan import Plan
 from orchestrator.engine.session import manifest_for
 from orchestrator.engine.records import Outcome, make_record

@@ -19,7 +19,8 @@ def _mode_rate(answers: str, items: int) -> tuple[float, float, int]:
     """(items/s, calls/s, items) from the first call's start to the last one's end."""
     from rich.console import Console
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import build_campaign
     model = {"provider": "local", "answers": answers}
     if answers == "generate":
         model |= {"temperature": 0, "max_tokens": 24, "structured_output": True}

@@ -23,7 +23,8 @@ from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Transient
 from orchestrator.providers.simulated import SimulatedProvider
-from orchestrator.spec.campaign import ModelConfig, load_campaign
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.build import load_campaign
 from tests.conftest import cli, write_config
 
 NAMES = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-1.5-flash"}

@@ -19,7 +19,8 @@ from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, TooLong, Transient
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig, build_campaign
+from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+from orchestrator.spec.build import build_campaign
 
 PROTOCOLS = ["openai", "anthropic", "gemini"]
 KEY = "sk-batch-Zq81xV0pLmT4sEcret9"

@@ -23,7 +23,7 @@ from orchestrator.cache import store
 from orchestrator.cli import app
 from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
-from orchestrator.spec.campaign import load_campaign
+from orchestrator.spec.build import load_campaign
 from tests.conftest import ROOT, write_config
 from tests.test_scoring import emulator_config as scoring_config
 

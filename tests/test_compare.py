@@ -158,7 +158,7 @@ def unchanged_nights(tmp_path_factory) -> list:
     """NIGHTS nights of the unchanged campaign (each draws anew), run in this process."""
     from orchestrator.engine.session import run_campaign
     from orchestrator.nightly.effects import run_effects
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     folder = tmp_path_factory.mktemp("nights")
     config = _config(folder)
     nights = []

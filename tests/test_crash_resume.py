@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from orchestrator.plan import Plan
-from orchestrator.spec.campaign import load_campaign
+from orchestrator.spec.build import load_campaign
 from tests.conftest import openai_config
 
 

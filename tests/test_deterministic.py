@@ -15,7 +15,7 @@ from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.plan_changes import describe_changes
-from orchestrator.spec.campaign import load_campaign
+from orchestrator.spec.build import load_campaign
 from orchestrator.spec.jobs import load_job
 from tests.conftest import ROOT, run_quietly, write_config
 

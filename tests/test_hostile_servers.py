@@ -127,7 +127,8 @@ def test_a_quota_used_up_stops_each_model_with_the_fix(tmp_path, emulator):
 def prompt_tokens_median(server) -> int:
     from orchestrator.emulator.answers import tokens
     from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import CampaignConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import build_campaign
     cfg = CampaignConfig(name="p", jobs=["ai-bias-benchmark"], samples=1,
                          models=[{"provider": "gemini", "name": "g", "base_url": server.url}])
     sizes = sorted(tokens("".join(m["content"] for m in t.cell.messages))

@@ -17,7 +17,8 @@ from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.plan_changes import describe_changes
 from orchestrator.shuffle import Shuffle
-from orchestrator.spec.campaign import CampaignConfig, load_campaign
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.build import load_campaign
 from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
                                       Strategy, Variant)
 from tests.conftest import ROOT, write_config
@@ -55,7 +56,7 @@ def test_ids_are_stable_across_processes(tmp_path):
     cfg = write_config(tmp_path, CONFIG)
     here = [t.task_id for t in islice(Plan(load_campaign(cfg)).tasks(), 20)]
     code = (f"from pathlib import Path; from orchestrator.plan import Plan; "
-            f"from orchestrator.spec.campaign import load_campaign; from itertools import islice; "
+            f"from orchestrator.spec.build import load_campaign; from itertools import islice; "
             f"print(' '.join(t.task_id for t in islice(Plan(load_campaign(Path({str(cfg)!r}))).tasks(), 20)))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert there.stdout.split() == here

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import _duration, app
 from orchestrator.plan import Plan
-from orchestrator.spec.campaign import load_campaign
+from orchestrator.spec.build import load_campaign
 from tests.conftest import write_config
 
 GROQ_LABEL = "groq:openai/llama-3.1-8b-instant"

@@ -11,7 +11,8 @@ from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, RateLimited, Refused
 from orchestrator.providers.http import seconds_until
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig, build_campaign
+from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+from orchestrator.spec.build import build_campaign
 
 SYSTEM = "Answer the task directly. Return only the requested JSON object."
 PROMPT = 'Choose Continue or Stop. Return JSON only: {"choice": "Continue"} or {"choice": "Stop"}.'

@@ -157,7 +157,7 @@ def test_planted_shares_come_back_through_dcpmi_despite_a_prior(tmp_path):
 def test_plan_counts_a_call_per_option(tmp_path, emulator):
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     plan = Plan(load_campaign(emulator_config(tmp_path, "http://127.0.0.1:9/v1", "p")))
     (e,) = estimate(plan).values()
     assert e.calls == sum(c.samples * len(c.contract.options) for c in plan.cells)
@@ -210,7 +210,7 @@ def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignore
     from orchestrator.analysis.names import model_names
     from orchestrator.engine.session import manifest_for
     from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     config = write_config(tmp_path, f"""
         name = "two"
         jobs = ["instructed-to-bias"]
@@ -254,7 +254,7 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     """configs/instructed-simulated.toml, as shipped: every expected score its comment states
     lies in the analysis's 95% CI, in both answer modes (the scored model despite its prior)."""
     from orchestrator.analysis.load import open_run
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     from orchestrator.engine.session import run_campaign
     from orchestrator.studies.instructed.analysis import bias_scores
     from rich.console import Console
@@ -281,7 +281,7 @@ def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path)
     """Its log-probabilities would repeat: five samples would pay five times for one answer."""
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     config = write_config(tmp_path, f"""
         name = "one"
         jobs = ["{small_job(tmp_path)}"]
@@ -335,7 +335,8 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
     from orchestrator.engine.scoring import Premises, score_task
     from orchestrator.plan import Plan
     from orchestrator.providers.base import Completion
-    from orchestrator.spec.campaign import CampaignConfig, LimitConfig, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+    from orchestrator.spec.build import build_campaign
 
     class Flat:  # every continuation equally likely after any text
         async def score(self, task, text, continuation):

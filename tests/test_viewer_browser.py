@@ -280,7 +280,7 @@ def test_an_api_error_shows_in_the_banner(page, viewer):
 
 def _cells(config: Path):
     from orchestrator.plan import Plan
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     return Plan(load_campaign(config)).cells
 
 

@@ -41,7 +41,7 @@ def resolve(cache: Path | None, config: Path | None) -> Path:
     if cache is not None:
         path, field = cache, "--cache"
     elif config is not None:
-        from orchestrator.spec.campaign import load_campaign
+        from orchestrator.spec.build import load_campaign
         campaign = load_campaign(config)
         found = cache_path(campaign)
         if found is None:

@@ -119,4 +119,5 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "startedAt": outcome.started,
         "finishedAt": outcome.finished,
         "batchId": outcome.batch_id,
+        "endpoint": completion.endpoint if completion else None,  # the pool's server that answered
     }

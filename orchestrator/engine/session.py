@@ -29,7 +29,8 @@ from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import Campaign, CampaignConfig, build_campaign, check_credentials
+from orchestrator.spec.campaign import Campaign, CampaignConfig, check_credentials
+from orchestrator.spec.build import build_campaign
 from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 
@@ -156,8 +157,11 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
         console.print("--no-wait is for batch mode, and no model of this campaign runs in it: "
                       "the run goes on as usual")
     # Providers are built first: a missing API key must fail before anything is written.
+    def say(text: str) -> None:  # what endpoint pools and replicas report
+        console.print(text, markup=False, highlight=False)
+
     providers: dict[str, Provider] = {
-        m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id)
+        m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id, say)
         for m in campaign.config.models}
     store = RunStore(run_dir_for(campaign))
     manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
@@ -200,8 +204,10 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     per_model = plan.per_model()
     for m in campaign.config.models:
         if m.provider == "local" and per_model[m.key] > scan.done_by_model.get(m.key, 0):
-            console.print(f"starting {m.server.slots} llama.cpp server(s) for {m.name} "
-                          f"({m.version}); the first call waits for the model to load")
+            servers = (f"{m.server.replicas} replica(s) on Ray" if m.server.backend == "ray"
+                       else f"{m.server.slots} llama.cpp server(s)")
+            console.print(f"starting {servers} for {m.name} ({m.version}); the first call "
+                          "waits for the model to load")
     models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
               for m in campaign.config.models for key in [m.key]}
     by_status: Counter = Counter()

@@ -72,7 +72,7 @@ def key_variables(campaign) -> list[str]:
 def make_schedule(config: Path, at: str, budget: float | None) -> Schedule:
     """Check everything first (the config as `run` would load it, --at, --budget): a bad
     schedule fails tonight, unseen, so it is refused here with nothing written."""
-    from orchestrator.spec.campaign import load_campaign
+    from orchestrator.spec.build import load_campaign
     hour, minute = parse_at(at)
     if budget is not None and not (math.isfinite(budget) and budget >= 0):
         raise UserError(f"must be a finite number >= 0, not {budget}", field="--budget",

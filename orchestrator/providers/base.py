@@ -21,6 +21,7 @@ class Completion:
     logprob: float | None = None  # a scoring call: log P(continuation | text)
     scores: tuple[dict, ...] | None = None  # a scored answer: each option's log-probabilities
     cached_from: str | None = None  # the run that paid for it, when the response cache answered
+    endpoint: str | None = None  # which server of an endpoint pool answered (providers/pool.py)
 
 
 class Provider(Protocol):

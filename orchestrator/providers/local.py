@@ -1,9 +1,11 @@
 """The embedded default: llama.cpp servers this process starts, talks to, and always stops.
 
 Each slot is one `python -m llama_cpp.server` process on a free loopback port (that server
-answers one request at a time, so slots are processes). Calls go through the OpenAI-compatible
-adapter to the least busy slot. The servers die with us: they are stopped when the run ends,
-on Ctrl-C or an exception, and the kernel stops them if this process is killed outright.
+answers one request at a time, so slots are processes); with `backend = "ray"`, each replica is
+one such server on a node of a Ray cluster (cluster/). Calls go through the OpenAI-compatible
+adapter to the least busy server, an endpoint pool (pool.py). The servers die with us: they are
+stopped when the run ends, on Ctrl-C or an exception, and the kernel (or Ray) stops them if this
+process is killed outright.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import aiohttp
 import anyio
@@ -26,18 +29,20 @@ from orchestrator.errors import UserError
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.openai import OpenAIProvider
-from orchestrator.spec.campaign import LimitConfig, LocalServerConfig, ModelConfig
+from orchestrator.providers.pool import EndpointPool
+from orchestrator.spec.campaign import LimitConfig, ModelConfig
+from orchestrator.spec.server import LocalServerConfig
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -48,8 +53,9 @@ class LocalServerError(UserError):
 class LlamaServer:
     """One llama.cpp server process."""
 
-    def __init__(self, config: LocalServerConfig, threads: int) -> None:
-        self.config, self.threads = config, threads
+    def __init__(self, config: LocalServerConfig, threads: int, host: str = "127.0.0.1",
+                 gpu: bool = False) -> None:
+        self.config, self.threads, self.host, self.gpu = config, threads, host, gpu
         self.port = 0
         self.proc: subprocess.Popen | None = None
         # An unnamed file (unlinked at once): the server writes its log there, we read it back
@@ -58,20 +64,22 @@ class LlamaServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     def spawn(self) -> None:
-        self.port = free_port()
+        self.port = free_port(self.host)
         cfg = self.config
         # With log-probabilities on, the server that reads them fast enough (llama_serve.py).
         server = "orchestrator.providers.llama_serve" if cfg.logits_all else "llama_cpp.server"
         cmd = [sys.executable, "-m", server, "--model", str(cfg.model_path),
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(cfg.n_ctx),
+               "--host", self.host, "--port", str(self.port), "--n_ctx", str(cfg.n_ctx),
                "--n_threads", str(self.threads), "--verbose", "false"]
         if cfg.logits_all:
             cmd += ["--logits_all", "true"]
+        if self.gpu:  # a replica given a GPU by Ray puts every layer there
+            cmd += ["--n_gpu_layers", "-1"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                     preexec_fn=die_with_parent if sys.platform == "linux" else None)
 
     def log_tail(self, lines: int = 8) -> str:
         self.log.seek(0)
@@ -95,7 +103,7 @@ class LlamaServer:
                 pass
             await anyio.sleep(0.1)
         raise LocalServerError(
-            f"the llama.cpp server did not answer on 127.0.0.1:{self.port} within "
+            f"the llama.cpp server did not answer on {self.host}:{self.port} within "
             f"{self.config.startup_timeout_s:g} s; it printed:\n      {self.log_tail()}",
             field="models[].server.startup_timeout_s",
             fix="raise startup_timeout_s (a large model loads slowly on a busy machine)")
@@ -133,21 +141,35 @@ def score_prefix(model_path: str) -> str:
 
 
 class LocalProvider:
-    def __init__(self, model: ModelConfig, limit: LimitConfig) -> None:
+    def __init__(self, model: ModelConfig, limit: LimitConfig,
+                 say: Callable[[str], None] | None = None) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
             raise UserError("the local provider needs llama-cpp-python, which is not installed",
                             field="models[].provider",
                             fix="install the local extra: pip install 'bias-orchestrator[local]' "
                                 "(in a checkout pip install -e '.[local]', which make demo does)")
-        self.model, self.limit = model, limit
+        self.model, self.limit, self.say = model, limit, say or (lambda _: None)
         self.build = importlib.metadata.version("llama_cpp_python")
         config = model.server
-        threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
-        self.servers = [LlamaServer(config, threads) for _ in range(config.slots)]
-        self.clients: list[OpenAIProvider] = []
-        self.busy: list[int] = []
+        self.replicas = None
+        self.servers: list[LlamaServer] = []
+        if config.backend == "ray":
+            from orchestrator.cluster.replicas import RayReplicas
+            self.replicas = RayReplicas(model, self.say)
+        else:
+            threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
+            self.servers = [LlamaServer(config, threads) for _ in range(config.slots)]
+        self.pool: EndpointPool | None = None
+        self.score_prefix = ""
 
-    async def start(self) -> None:
+    def _client(self, url: str) -> OpenAIProvider:
+        client = OpenAIProvider(self.model, max_connections=self.limit.max_in_flight,
+                                timeout_s=self.limit.timeout_s, base_url=url,
+                                structured_form="json_object_schema")
+        client.score_prefix = self.score_prefix
+        return client
+
+    async def _start_servers(self) -> list[str]:
         for server in self.servers:
             server.spawn()
         try:
@@ -157,23 +179,15 @@ class LocalProvider:
                         tg.start_soon(server.wait_ready, session)
         except BaseExceptionGroup as group:  # report the first server's problem, not a group
             raise group.exceptions[0] from None
-        self.clients = [OpenAIProvider(self.model, max_connections=self.limit.max_in_flight,
-                                       timeout_s=self.limit.timeout_s, base_url=s.url,
-                                       structured_form="json_object_schema") for s in self.servers]
-        self.busy = [0] * len(self.clients)
-        if self.model.answers == "score":
-            prefix = await anyio.to_thread.run_sync(score_prefix, self.model.server.model_path)
-            for client in self.clients:
-                client.score_prefix = prefix
+        return [server.url for server in self.servers]
 
-    async def _on_least_busy(self, call):
-        """`call(client)` on the slot with the fewest calls in flight."""
-        i = min(range(len(self.busy)), key=self.busy.__getitem__)
-        self.busy[i] += 1
-        try:
-            return await call(self.clients[i])
-        finally:
-            self.busy[i] -= 1
+    async def start(self) -> None:
+        if self.model.answers == "score":
+            self.score_prefix = await anyio.to_thread.run_sync(score_prefix, self.model.server.model_path)
+        urls = await (self.replicas.start() if self.replicas else self._start_servers())
+        self.pool = EndpointPool(self.model.name, [(url, self._client(url)) for url in urls], self.say)
+        if self.replicas:
+            self.replicas.follow(self.pool, self._client)
 
     def _built(self, completion: Completion) -> Completion:
         """llama-cpp-python's server sends no system_fingerprint: the build that served the
@@ -183,13 +197,15 @@ class LocalProvider:
         return dataclasses.replace(completion, system_fingerprint=f"llama-cpp-python {self.build}")
 
     async def complete(self, task: Task) -> Completion:
-        return self._built(await self._on_least_busy(lambda client: client.complete(task)))
+        return self._built(await self.pool.complete(task))
 
     async def score(self, task: Task, text: str, continuation: str) -> Completion:
-        return self._built(await self._on_least_busy(lambda client: client.score(task, text, continuation)))
+        return self._built(await self.pool.score(task, text, continuation))
 
     async def aclose(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
         for server in self.servers:
             server.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()

@@ -33,7 +33,8 @@ def model_from_spec(spec: str, option: str, temperature: float, max_tokens: int)
 def audit_campaign(source: Path, judge: str, screener: str | None, *, name: str | None,
                    output_dir: Path, run_id: str, temperature: float, max_tokens: int,
                    job_settings: dict[str, Any]):
-    from orchestrator.spec.campaign import CampaignConfig, apply_catalogues, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.build import apply_catalogues, build_campaign
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
     from orchestrator.studies.audit.reader import is_source, read_source

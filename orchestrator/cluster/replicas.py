@@ -1,0 +1,125 @@
+"""The engine's side of a model's replicas on Ray: place them, learn their addresses, follow
+them when Ray restarts one, and stop them all at the end.
+
+Each replica is a `LlamaReplica` actor holding `num_cpus` / `num_gpus` of a node, spread over
+the nodes, restarted by Ray whenever it dies (max_restarts=-1). A restarted replica listens on a
+new port: a watcher asks every replica for its address each WATCH_S and replaces the pool's
+endpoint when it changed. Until then calls to the dead one fail to connect and go to the others
+(providers/pool.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+from collections.abc import Callable
+
+import anyio
+
+from orchestrator.cluster.head import Head, needs_ray
+from orchestrator.errors import UserError
+from orchestrator.providers.pool import EndpointPool
+from orchestrator.spec.campaign import ModelConfig
+
+WATCH_S = 1.0
+ASK_TIMEOUT_S = 5.0
+
+
+def _cause(exc: BaseException) -> str:
+    """The replica's own words out of Ray's wrapping (its last non-empty line)."""
+    cause = getattr(exc, "cause", None) or exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+class RayReplicas:
+    def __init__(self, model: ModelConfig, say: Callable[[str], None]) -> None:
+        needs_ray()
+        self.model, self.config, self.say = model, model.server, say
+        self.head = Head(self.config.address, self.config.startup_timeout_s)
+        self.actors: list = []
+        self.urls: list[str] = []
+        self._watcher: asyncio.Task | None = None
+
+    async def start(self) -> list[str]:
+        """Place the replicas; their servers' base URLs once all answer."""
+        address = await anyio.to_thread.run_sync(self.head.connect)
+        where = "this machine's own Ray cluster" if self.head.own else "the Ray cluster"
+        self.say(f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {address}")
+        self.actors = await anyio.to_thread.run_sync(self._place)
+        with anyio.move_on_after(self.config.startup_timeout_s) as waited:
+            try:
+                self.urls = list(await asyncio.gather(*(a.address.remote() for a in self.actors)))
+            except Exception as exc:  # noqa: BLE001 - Ray's error wraps the replica's own
+                raise UserError(f"a replica of {self.model.name} could not start: {_cause(exc)}",
+                                field="models[].server",
+                                fix="check that the package and the model file are on every "
+                                    "node, at the same path") from None
+        if waited.cancelled_caught:
+            raise UserError(self._unplaced(), field="models[].server.startup_timeout_s",
+                            fix="raise startup_timeout_s, add nodes, or ask less of each replica "
+                                "(num_cpus, num_gpus)")
+        return self.urls
+
+    def _place(self) -> list:
+        import ray
+
+        from orchestrator.cluster.replica import LlamaReplica
+
+        cfg = self.config
+        remote = ray.remote(LlamaReplica).options(
+            num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
+            scheduling_strategy="SPREAD")
+        threads = cfg.n_threads or max(1, math.floor(cfg.num_cpus))
+        server = cfg.model_dump()
+        # Named, so that `ray list actors` and other drivers can see whose they are.
+        return [remote.options(name=f"{self.model.name}/{os.getpid()}/{i}").remote(
+                    server, self.model.model_sha256, threads, cfg.num_gpus > 0)
+                for i in range(cfg.replicas)]
+
+    def _unplaced(self) -> str:
+        import ray
+
+        have = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
+        return (f"the {self.config.replicas} replica(s) of {self.model.name} did not all start "
+                f"within {self.config.startup_timeout_s:g} s; each asks num_cpus = "
+                f"{self.config.num_cpus:g}, num_gpus = {self.config.num_gpus:g}, and the cluster "
+                f"has {have or 'no CPU or GPU'}")
+
+    def follow(self, pool: EndpointPool, make_client: Callable[[str], object]) -> None:
+        """Keep `pool`'s endpoints at the replicas' current addresses until stop()."""
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(pool, make_client))
+
+    async def _watch(self, pool: EndpointPool, make_client) -> None:
+        while True:
+            await asyncio.sleep(WATCH_S)
+            for i, actor in enumerate(self.actors):
+                try:  # a replica being restarted answers once it is back
+                    url = await asyncio.wait_for(actor.address.remote(), ASK_TIMEOUT_S)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - dead, restarting, or slow: asked again later
+                    continue
+                if url != self.urls[i]:
+                    client = make_client(url)
+                    await client.start()
+                    pool.replace(self.urls[i], url, client)
+                    self.urls[i] = url
+
+    async def stop(self) -> None:
+        """Every replica ends (Ray restarts none of them), and with it its server."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher
+        await anyio.to_thread.run_sync(self._stop)
+
+    def _stop(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            for actor in self.actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+        self.head.stop()

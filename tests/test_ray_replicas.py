@@ -1,0 +1,201 @@
+"""Replicas of the local model on a real Ray cluster started on this machine: a campaign on two
+SmolLM2 replicas finishes with every task once; a replica killed mid-run is restarted by Ray and
+loses and duplicates nothing; at the end, on Ctrl-C and on kill -9 of the engine, every replica
+and server stops, as the processes and Ray itself both say."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from orchestrator.plan import Plan
+from orchestrator.spec.build import load_campaign
+from orchestrator.spec.localmodel import default_model_path
+from tests.conftest import ROOT, write_config
+from tests.ray_cluster import (ENV, alive, descendants, replicas_under, servers_under,
+                               start_cluster, stop_cluster, wait_until)
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                       reason="Ray is not installed (the ray extra: pip install -e '.[ray]')"),
+    pytest.mark.skipif(default_model_path() is None, reason="the local model is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = start_cluster(cpus=3)  # two replicas of one CPU each, and room for a restart
+    yield c
+    stop_cluster(c)
+
+
+def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str = "") -> Path:
+    where = f'address = "{address}"' if address else ""
+    return write_config(tmp_path, f"""
+        name = "ray"
+        jobs = ["ai-bias-benchmark"]
+        samples = {samples}
+        seed = 5
+        output_dir = "{tmp_path / 'runs'}"
+        [[models]]
+        provider = "local"
+        temperature = 0.7
+        max_tokens = 32
+        seed = 7
+        structured_output = true
+        [models.server]
+        backend = "ray"
+        replicas = 2
+        num_cpus = 1
+        {where}
+        {server}
+        [limits.local]
+        max_in_flight = 4
+        timeout_s = 60
+        backoff_base_s = 0.2
+        backoff_max_s = 2
+        """)
+
+
+def start_run(path: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def results(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "runs" / "ray" / "default" / "results.ndjson"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def task_ids(path: Path) -> set[str]:
+    return {t.task_id for t in Plan(load_campaign(path)).tasks()}
+
+
+def assert_every_task_once(tmp_path: Path, path: Path) -> list[dict]:
+    """Each task of the plan has exactly one final record (ok, or an answer that did not parse:
+    SmolLM2's own doing); none failed."""
+    recs = results(tmp_path)
+    final = Counter(r["taskId"] for r in recs if r["status"] != "failed")
+    assert set(final) == task_ids(path), "a task was lost"
+    assert max(final.values()) == 1, "a task was answered twice"
+    return recs
+
+
+def assert_all_stopped(cluster, engine_pid: int | None = None) -> None:
+    """No replica and no server left on the cluster's processes, and none in Ray's view."""
+    assert wait_until(lambda: not replicas_under(cluster.proc.pid) and not servers_under(cluster.proc.pid), 60), \
+        descendants(cluster.proc.pid)
+    view = cluster.settled()
+    assert view["replicas"] == [] and view["free_cpus"] == cluster.cpus, view
+
+
+def test_a_campaign_on_two_replicas_finishes_with_every_task_once(tmp_path, cluster):
+    path = config(tmp_path, cluster.address)
+    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, env=cluster.env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    recs = assert_every_task_once(tmp_path, path)
+    assert len(recs) == len(task_ids(path))  # no record but the one of each task
+    served = Counter(r["endpoint"] for r in recs)
+    assert len(served) == 2 and min(served.values()) >= 1, served  # both replicas answered
+    assert "2 replica(s) on the Ray cluster" in run.stdout
+    assert_all_stopped(cluster)
+
+
+def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tmp_path, cluster):
+    path = config(tmp_path, cluster.address, samples=3)
+    engine = start_run(path, cluster.env)
+    try:
+        first = wait_until(lambda: len(results(tmp_path)) >= 4 and replicas_under(cluster.proc.pid), 300)
+        assert first, "the run made no progress"
+        killed = first[0]
+        os.kill(killed, signal.SIGKILL)
+        restarted = wait_until(lambda: [p for p in replicas_under(cluster.proc.pid) if p not in first], 120)
+        out, _ = engine.communicate(timeout=600)
+    finally:
+        engine.kill()
+    assert engine.returncode == 0, out
+    assert restarted, "Ray did not restart the killed replica"
+    recs = assert_every_task_once(tmp_path, path)
+    assert all(r["status"] in ("ok", "parse_error") for r in recs), Counter(r["status"] for r in recs)
+    assert "replaced by" in out  # the pool follows the replica to its new address
+    assert_all_stopped(cluster)
+
+
+def test_kill_9_of_the_engine_leaves_no_replica_and_the_run_resumes(tmp_path, cluster):
+    path = config(tmp_path, cluster.address)
+    engine = start_run(path, cluster.env)
+    assert wait_until(lambda: len(results(tmp_path)) >= 2, 300), "the run made no progress"
+    servers = servers_under(cluster.proc.pid)
+    assert len(servers) == 2
+    engine.kill()
+    engine.wait()
+    assert_all_stopped(cluster)  # Ray ends the actors of a driver that is gone, their servers too
+    assert not alive(servers)
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                             capture_output=True, text=True, env=cluster.env, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert_every_task_once(tmp_path, path)
+    assert_all_stopped(cluster)
+
+
+def test_ctrl_c_stops_every_replica_and_server(tmp_path, cluster):
+    path = config(tmp_path, cluster.address, samples=4)
+    engine = start_run(path, cluster.env)
+    assert wait_until(lambda: len(results(tmp_path)) >= 1, 300), "the run made no progress"
+    engine.send_signal(signal.SIGINT)
+    out, _ = engine.communicate(timeout=120)
+    assert engine.returncode == 130, out
+    assert_all_stopped(cluster)
+
+
+def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tmp_path):
+    path = config(tmp_path, None, samples=1)
+    env = {k: v for k, v in os.environ.items() if k not in ENV and k != "RAY_ADDRESS"}
+    engine = start_run(path, env)
+    try:
+        head = wait_until(lambda: [p for p, cmd in descendants(engine.pid).items()
+                                   if "ray.scripts.scripts start --head" in cmd], 120)
+        assert head, "no Ray cluster was started"
+        ray_processes = wait_until(lambda: servers_under(head[0]) and descendants(head[0]), 300)
+        out, _ = engine.communicate(timeout=600)
+    finally:
+        engine.kill()
+    assert engine.returncode == 0, out
+    assert "this machine's own Ray cluster" in out
+    assert_every_task_once(tmp_path, path)
+    assert ray_processes and wait_until(lambda: not alive(list(ray_processes) + head), 60), \
+        {p: ray_processes.get(p, "head") for p in alive(list(ray_processes) + head)}
+
+
+def test_kill_9_of_the_engine_stops_its_own_cluster(tmp_path):
+    path = config(tmp_path, None, samples=2)
+    engine = start_run(path, {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    head = wait_until(lambda: [p for p, cmd in descendants(engine.pid).items()
+                               if "ray.scripts.scripts start --head" in cmd], 120)
+    assert head, "no Ray cluster was started"
+    assert wait_until(lambda: len(results(tmp_path)) >= 1, 300), "the run made no progress"
+    everything = {**descendants(engine.pid)}
+    assert servers_under(head[0])
+    engine.kill()
+    engine.wait()
+    assert wait_until(lambda: not alive(everything), 90), {p: everything[p] for p in alive(everything)}
+
+
+def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
+    path = config(tmp_path, cluster.address, server="num_gpus = 1\nstartup_timeout_s = 5")
+    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, env=cluster.env, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    assert "did not all start within 5 s" in out and "num_gpus = 1" in out and "fix:" in out
+    assert_all_stopped(cluster)

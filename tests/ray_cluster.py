@@ -120,6 +120,14 @@ def servers_under(pid: int) -> list[int]:
                   if "llama_cpp.server" in cmd or "orchestrator.providers.llama_serve" in cmd)
 
 
+def servers_on(urls) -> list[int]:
+    """Live llama.cpp servers listening on any of these base URLs' ports, wherever they are in
+    the process tree (a server whose actor died without it would be re-parented, not gone)."""
+    ports = {url.rsplit(":", 1)[1].split("/")[0] for url in urls if url}
+    return sorted(p for p, (_, cmd) in _processes().items() if "llama" in cmd and alive([p])
+                  and any(f"--port {port} " in cmd + " " for port in ports))
+
+
 def alive(pids) -> list[int]:
     """Those of `pids` still running (a zombie has ended)."""
     return [p for p in pids if _state(p) not in ("Z", "X", "gone")]

@@ -19,7 +19,7 @@ from orchestrator.plan import Plan
 from orchestrator.spec.build import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, write_config
-from tests.ray_cluster import (ENV, alive, descendants, replicas_under, servers_under,
+from tests.ray_cluster import (ENV, alive, descendants, replicas_under, servers_on, servers_under,
                                start_cluster, stop_cluster, wait_until)
 
 pytestmark = [
@@ -90,10 +90,12 @@ def assert_every_task_once(tmp_path: Path, path: Path) -> list[dict]:
     return recs
 
 
-def assert_all_stopped(cluster, engine_pid: int | None = None) -> None:
-    """No replica and no server left on the cluster's processes, and none in Ray's view."""
-    assert wait_until(lambda: not replicas_under(cluster.proc.pid) and not servers_under(cluster.proc.pid), 60), \
-        descendants(cluster.proc.pid)
+def assert_all_stopped(cluster, tmp_path: Path) -> None:
+    """No replica and no server left on the cluster's processes, no server anywhere on a port
+    that answered the run, and no replica in Ray's view."""
+    urls = {r["endpoint"] for r in results(tmp_path)}
+    assert wait_until(lambda: not replicas_under(cluster.proc.pid) and not servers_under(cluster.proc.pid)
+                      and not servers_on(urls), 60), (descendants(cluster.proc.pid), servers_on(urls))
     view = cluster.settled()
     assert view["replicas"] == [] and view["free_cpus"] == cluster.cpus, view
 
@@ -108,7 +110,7 @@ def test_a_campaign_on_two_replicas_finishes_with_every_task_once(tmp_path, clus
     served = Counter(r["endpoint"] for r in recs)
     assert len(served) == 2 and min(served.values()) >= 1, served  # both replicas answered
     assert "2 replica(s) on the Ray cluster" in run.stdout
-    assert_all_stopped(cluster)
+    assert_all_stopped(cluster, tmp_path)
 
 
 def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tmp_path, cluster):
@@ -128,7 +130,7 @@ def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tm
     recs = assert_every_task_once(tmp_path, path)
     assert all(r["status"] in ("ok", "parse_error") for r in recs), Counter(r["status"] for r in recs)
     assert "replaced by" in out  # the pool follows the replica to its new address
-    assert_all_stopped(cluster)
+    assert_all_stopped(cluster, tmp_path)
 
 
 def test_kill_9_of_the_engine_leaves_no_replica_and_the_run_resumes(tmp_path, cluster):
@@ -137,15 +139,16 @@ def test_kill_9_of_the_engine_leaves_no_replica_and_the_run_resumes(tmp_path, cl
     assert wait_until(lambda: len(results(tmp_path)) >= 2, 300), "the run made no progress"
     servers = servers_under(cluster.proc.pid)
     assert len(servers) == 2
+    assert servers_on({r["endpoint"] for r in results(tmp_path)})  # which sees them while they run
     engine.kill()
     engine.wait()
-    assert_all_stopped(cluster)  # Ray ends the actors of a driver that is gone, their servers too
+    assert_all_stopped(cluster, tmp_path)  # Ray ends the actors of a driver that is gone, their servers too
     assert not alive(servers)
     resumed = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
                              capture_output=True, text=True, env=cluster.env, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert_every_task_once(tmp_path, path)
-    assert_all_stopped(cluster)
+    assert_all_stopped(cluster, tmp_path)
 
 
 def test_ctrl_c_stops_every_replica_and_server(tmp_path, cluster):
@@ -155,7 +158,7 @@ def test_ctrl_c_stops_every_replica_and_server(tmp_path, cluster):
     engine.send_signal(signal.SIGINT)
     out, _ = engine.communicate(timeout=120)
     assert engine.returncode == 130, out
-    assert_all_stopped(cluster)
+    assert_all_stopped(cluster, tmp_path)
 
 
 def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tmp_path):
@@ -195,7 +198,7 @@ def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
     path = config(tmp_path, cluster.address, server="num_gpus = 1\nstartup_timeout_s = 5")
     run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
                          capture_output=True, text=True, env=cluster.env, timeout=300)
-    out = run.stdout + run.stderr
+    out = " ".join((run.stdout + run.stderr).split())  # the terminal's line breaks aside
     assert run.returncode == 2, out
     assert "did not all start within 5 s" in out and "num_gpus = 1" in out and "fix:" in out
-    assert_all_stopped(cluster)
+    assert_all_stopped(cluster, tmp_path)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.cluster.head import STARTED
-from orchestrator.providers.local import die_with_parent, free_port
+from orchestrator.providers.local import die_with_parent, free_port, stop_process
 
 ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}  # as the engine's own cluster
 MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"  # what names the replicas (cluster/replicas.py)
@@ -75,11 +75,7 @@ def start_cluster(cpus: int = 3) -> Cluster:
 
 
 def stop_cluster(cluster: Cluster) -> None:
-    cluster.proc.terminate()
-    try:
-        cluster.proc.wait(60)
-    except subprocess.TimeoutExpired:
-        cluster.proc.kill()
+    stop_process(cluster.proc, 60)
 
 
 def _processes() -> dict[int, tuple[int, str]]:

@@ -98,11 +98,7 @@ class Head:
 
         if ray.is_initialized():
             ray.shutdown()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # `ray start --block` stops its processes on SIGTERM
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        from orchestrator.providers.local import stop_process
+
+        stop_process(self.proc, 30)  # `ray start --block` stops its processes on SIGTERM
         self.log.close()

@@ -115,11 +115,13 @@ async def _bare_loop(url: str, bodies: list[bytes]) -> None:
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
-def _bench_campaign(url: str, out: Path):
+def _bench_campaign(url: str | list[str], out: Path):
+    """The bench's campaign on one endpoint (`url`), or on an endpoint pool (a list)."""
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+    endpoint = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
     cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=CALLS // 12,
-                         models=[{"provider": "openai", "name": "m", "base_url": url}],
+                         models=[{"provider": "openai", "name": "m", **endpoint}],
                          limits={"openai": {"max_in_flight": CONCURRENCY}}, output_dir=str(out))
     return build_campaign(cfg, None)
 
@@ -135,7 +137,7 @@ def _engine_bodies(url: str) -> list[bytes]:
     return [provider.body(task) for task in Plan(campaign).tasks()]
 
 
-def _engine_run(url: str, out: Path) -> int:
+def _engine_run(url: str | list[str], out: Path) -> int:
     from orchestrator.engine.runner import execute
     from orchestrator.engine.store import RunStore
     from orchestrator.plan import Plan
@@ -189,10 +191,11 @@ def bench_engine_throughput() -> None:
                 "--period-s", "0.05")
 
 
-def _local_rate(slots: int, samples: int, threads: int | None = None) -> tuple[float, int]:
-    """Calls per second on the local model, from the first call's start to the last one's end
-    (server start-up excluded); every call is a real completion of the seed-000 prompts."""
-    from datetime import datetime
+def _local_records(slots: int, samples: int, threads: int | None = None,
+                   server: dict | None = None) -> list[dict]:
+    """The result records of a run on the local model: every call a real completion of the
+    seed-000 prompts. `slots` servers, two calls in flight each; `server` replaces the
+    [models.server] table (Ray replicas: then slots is their number)."""
     from rich.console import Console
     from orchestrator.engine.session import run_campaign
     from orchestrator.spec.campaign import CampaignConfig
@@ -200,12 +203,25 @@ def _local_rate(slots: int, samples: int, threads: int | None = None) -> tuple[f
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
                              models=[{"provider": "local", "temperature": 0.7, "max_tokens": 48, "seed": 1,
-                                      "structured_output": True, "server": {"slots": slots, "n_threads": threads}}],
+                                      "structured_output": True,
+                                      "server": server or {"slots": slots, "n_threads": threads}}],
                              limits={"local": {"max_in_flight": 2 * slots}})
         outcome = run_campaign(build_campaign(cfg, None), Console(file=open(os.devnull, "w")), False)
-        records = [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
-    start = min(datetime.fromisoformat(r["startedAt"]) for r in records)
-    end = max(datetime.fromisoformat(r["finishedAt"]) for r in records)
+        return [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
+
+
+def _calls_span(records: list[dict]):
+    """(the first call's start, the last call's end), aware datetimes."""
+    from datetime import datetime
+    return (min(datetime.fromisoformat(r["startedAt"]) for r in records),
+            max(datetime.fromisoformat(r["finishedAt"]) for r in records))
+
+
+def _local_rate(slots: int, samples: int, threads: int | None = None) -> tuple[float, int]:
+    """Calls per second on the local model, from the first call's start to the last one's end
+    (server start-up excluded)."""
+    records = _local_records(slots, samples, threads)
+    start, end = _calls_span(records)
     return len(records) / (end - start).total_seconds(), len(records)
 
 
@@ -428,13 +444,18 @@ def bench_view() -> None:
     run()
 
 
+def bench_pool() -> None:
+    from tests.bench_pool import bench_pool as run
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
                      ("engine", bench_engine_throughput), ("rate", bench_rate_control),
                      ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
                      ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly),
-                     ("batch", bench_batch), ("view", bench_view)):
+                     ("batch", bench_batch), ("view", bench_view), ("pool", bench_pool)):
         if not which or name in which:
             fn()
 

@@ -96,7 +96,7 @@ def bench_pool_overhead() -> None:
 
 def _replica_run(label: str, servers: int, samples: int, server: dict | None) -> float:
     """One local-model run: prints its rate and the time around its calls; returns the rate."""
-    from tests.bench import _calls_span, _local_records
+    from tests.bench_local import _calls_span, _local_records
     t0 = datetime.now(UTC)
     records = _local_records(servers, samples, server=server)
     t1 = datetime.now(UTC)

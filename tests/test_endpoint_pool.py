@@ -24,11 +24,11 @@ FAST = "backoff_base_s = 0.01\nbackoff_max_s = 0.05\nmax_in_flight = 6"
 
 
 def pool_config(tmp_path: Path, urls: list[str], *, samples: int = 2, limits: str = FAST,
-                extra: str = "", run_id: str = "r1") -> Path:
+                extra: str = "", run_id: str = "r1", job: str = "ai-bias-benchmark") -> Path:
     listed = ", ".join(f'"{u}"' for u in urls)
     return write_config(tmp_path, f"""
         name = "pool"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["{job}"]
         samples = {samples}
         seed = 3
         run_id = "{run_id}"
@@ -216,3 +216,15 @@ def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(tmp
     assert field in out and says in out and "fix:" in out
     assert "sk-secret" not in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_scored_answers_through_a_pool_name_their_endpoint(tmp_path, emulator):
+    """A scoring model makes several calls per task; its record names the server of the last."""
+    servers = [emulator(), emulator()]
+    urls = [s.base_url("openai") for s in servers]
+    from tests.test_scoring import small_job  # a job of choices only
+    run_quietly(pool_config(tmp_path, urls, samples=1, extra='answers = "score"', job=str(small_job(tmp_path))))
+    recs = records(tmp_path)
+    assert recs and all(r["response"]["mode"] == "score" for r in recs)
+    assert {r["endpoint"] for r in recs} <= set(urls) and all(r["endpoint"] for r in recs)
+    assert sum(arrivals(s) for s in servers) > len(recs)  # several scoring calls per task

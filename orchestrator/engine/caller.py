@@ -75,6 +75,7 @@ class Caller:
     attempts: int = 0
     served: str | None = None
     fingerprint: str | None = None
+    endpoint: str | None = None  # the pool's server that answered the last call
     extra_cost: float = 0.0  # USD of the screener's calls (its own price)
     calls: int = field(default=0)
     cached_from: str | None = None  # a run that paid for one of its calls, from the cache
@@ -87,7 +88,7 @@ class Caller:
         if text is None and not self.calls:
             return None
         return Completion(text, usage=self.usage, served_model=self.served,
-                          system_fingerprint=self.fingerprint,
+                          system_fingerprint=self.fingerprint, endpoint=self.endpoint,
                           cached_from=None if self.paid else self.cached_from)
 
     def _count(self, completion: Completion) -> None:
@@ -102,6 +103,7 @@ class Caller:
         self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
         self.served, self.calls = completion.served_model or self.served, self.calls + 1
         self.fingerprint = completion.system_fingerprint or self.fingerprint
+        self.endpoint = completion.endpoint or self.endpoint
         self._count(completion)
         return completion
 

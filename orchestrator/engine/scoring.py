@@ -54,6 +54,7 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
     text = cell.messages[-1]["content"]
     roles = cell.contract.roles or cell.contract.options
     scores, usage, attempts, served, fingerprint, rate = [], None, 0, None, None, None
+    endpoint = None  # the pool's server of the last call (a scored answer makes several)
     cached_from, paid_any = None, False  # from the cache only if every call it made was
     for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
         def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
@@ -68,9 +69,10 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
         paid_any = paid_any or not completion.cached_from
         served, rate = completion.served_model or served, completion.rate or rate
         fingerprint = completion.system_fingerprint or fingerprint
+        endpoint = completion.endpoint or endpoint
         scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
                        "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})
     best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
     return Completion(text=scores[best]["option"], usage=usage, served_model=served, rate=rate,
-                      system_fingerprint=fingerprint, scores=tuple(scores),
+                      system_fingerprint=fingerprint, scores=tuple(scores), endpoint=endpoint,
                       cached_from=None if paid_any else cached_from), attempts

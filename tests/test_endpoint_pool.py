@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from orchestrator.plan import Plan
 from orchestrator.providers import pool as pool_module
 from orchestrator.providers.local import free_port
 from orchestrator.providers.openai import OpenAIProvider
+from orchestrator.providers.errors import Unreachable
 from orchestrator.providers.pool import SET_ASIDE_AFTER, EndpointPool
 from orchestrator.spec.build import load_campaign
 from tests.conftest import cli, run_quietly, write_config
@@ -104,6 +106,7 @@ def test_a_failed_attempt_is_retried_on_another_endpoint(tmp_path, emulator):
     # back to it
     assert sum(r["attempts"] - 1 for r in recs) == arrivals(broken)
     assert arrivals(good) == len(recs)
+    assert all(r["attempts"] <= 2 for r in recs)  # a retry never went back to the broken one
 
 
 class Clock:
@@ -136,8 +139,9 @@ def test_an_endpoint_set_aside_is_probed_back_and_used_again(tmp_path, monkeypat
     async def scenario() -> tuple[list[str | None], list[str | None]]:
         before = [(await pool.complete(t)).endpoint for t in tasks[:8]]
         assert pool.endpoints[0].failures == SET_ASIDE_AFTER
-        clock.now += pool_module.PROBE_FIRST_S - 0.01  # not yet its probe time
+        clock.now += pool_module.PROBE_FIRST_S - 0.01  # not yet its probe time: not tried
         assert (await pool.complete(tasks[8])).endpoint == urls[1]
+        assert pool.endpoints[0].failures == SET_ASIDE_AFTER and pool.endpoints[0].wait_s == 1.0
         await revived.start(port=port)
         clock.now += 0.02
         after = [(await pool.complete(t)).endpoint for t in tasks[9:15]]
@@ -199,8 +203,13 @@ def test_a_preset_with_base_urls_drops_its_own_base_url(tmp_path):
     ('provider = "local"\nbase_urls = ["http://a/v1"]', "models[0].base_urls", "calls no URL"),
     ('provider = "local"\n[models.server]\nreplicas = 2', "models[0].server.replicas", 'backend = "ray"'),
     ('provider = "local"\n[models.server]\nbackend = "ray"\nslots = 2', "models[0].server.slots", "replicas = 2"),
-    ('provider = "local"\n[models.server]\nbackend = "ray"\nreplicas = 64', "models[0].server.replicas",
-     "do not fit on this machine"),
+    ('provider = "local"\n[models.server]\nbackend = "ray"\nnum_cpus = 1\n'
+     f'replicas = {(os.cpu_count() or 1) + 1}', "models[0].server.replicas", "more than this machine's"),
+    ('provider = "local"\n[models.server]\nbackend = "ray"\naddress = "a:6379"\n'
+     '[[models]]\nprovider = "local"\ntemperature = 0.5\n[models.server]\nbackend = "ray"\n'
+     'address = "b:6379"', "models[1].server.address", "different clusters"),
+    ('provider = "local"\n[models.server]\nbackend = "ray"\naddress = "ray://me:hunter2@head:10001"',
+     "models[0].server.address", "credential"),
 ])
 def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(tmp_path, model, field, says):
     path = write_config(tmp_path, f"""
@@ -228,3 +237,90 @@ def test_scored_answers_through_a_pool_name_their_endpoint(tmp_path, emulator):
     assert recs and all(r["response"]["mode"] == "score" for r in recs)
     assert {r["endpoint"] for r in recs} <= set(urls) and all(r["endpoint"] for r in recs)
     assert sum(arrivals(s) for s in servers) > len(recs)  # several scoring calls per task
+
+
+def test_calls_in_flight_when_an_endpoint_dies_set_it_aside_once(tmp_path, monkeypatch):
+    """Ten calls refused at once set the endpoint aside once, for the first wait (1 s), not for
+    the longest; probes that fail double the wait; with every endpoint set aside the attempt
+    fails at once with the wait to the first probe as its hint, so the engine's retry waits."""
+    clock = Clock()
+    monkeypatch.setattr(pool_module.time, "monotonic", clock.monotonic)
+    campaign = load_campaign(pool_config(tmp_path, ["http://127.0.0.1:1/v1"]))
+    tasks = list(Plan(campaign).tasks())
+    model = campaign.config.models[0]
+    dead = [dead_url(), dead_url()]
+    said: list[str] = []
+    pool = EndpointPool("m", [(u, OpenAIProvider(model.model_copy(update={"base_urls": None, "base_url": u})))
+                              for u in dead], said.append)
+
+    async def scenario() -> list[Unreachable]:
+        errors = []
+
+        async def one(task) -> None:
+            try:
+                await pool.complete(task)
+            except Unreachable as exc:
+                errors.append(exc)
+
+        await asyncio.gather(*(one(t) for t in tasks[:10]))
+        assert [e.back_at - clock.now for e in pool.endpoints] == [1.0, 1.0]
+        assert sum("set aside" in s for s in said) == 2  # once per endpoint
+        for expected in (2.0, 4.0):  # each failed probe doubles the wait
+            clock.now = pool.endpoints[0].back_at
+            await one(tasks[10])
+            assert pool.endpoints[0].back_at - clock.now == expected
+        await one(tasks[11])  # nothing is due: no connection tried, a hint to wait
+        await pool.aclose()
+        return errors
+
+    errors = asyncio.run(scenario())
+    assert len(errors) == 13
+    assert errors[-1].retry_after == pytest.approx(pool.endpoints[1].back_at - clock.now)
+    assert 0 < errors[-1].retry_after <= 4.0
+
+
+def test_batch_mode_leaves_a_pooled_model_online_and_says_why(tmp_path, emulator):
+    server = emulator()
+    path = pool_config(tmp_path, [server.base_url("openai")], samples=1)
+    result = cli("run", str(path), "--batch", cwd=tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    # it is the campaign's only model, so nothing is left to batch: refused, with the reason
+    assert "runs online: it is served by an endpoint pool" in out and result.returncode == 2, out
+
+
+def test_the_same_model_name_pooled_on_two_services_is_two_models(tmp_path):
+    path = write_config(tmp_path, """
+        name = "p"
+        jobs = ["ai-bias-benchmark"]
+        [[models]]
+        preset = "groq"
+        name = "llama-3.1-8b"
+        base_urls = ["http://a/v1"]
+        [[models]]
+        preset = "together"
+        name = "llama-3.1-8b"
+        base_urls = ["http://a/v1"]
+        """)
+    one, two = load_campaign(path).config.models
+    assert one.key != two.key
+
+
+def test_a_local_run_resumes_from_its_manifest(tmp_path):
+    """The manifest holds every server field; read back, the process backend's defaults are
+    not taken for replica settings (that failed every resume by folder of a local model)."""
+    from orchestrator.engine.session import campaign_of_run, manifest_for
+    from orchestrator.spec.localmodel import default_model_path
+    if default_model_path() is None:
+        pytest.skip("the local model is not installed")
+    path = write_config(tmp_path, """
+        name = "l"
+        jobs = ["ai-bias-benchmark"]
+        [[models]]
+        provider = "local"
+        """)
+    campaign = load_campaign(path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps(manifest_for(campaign, Plan(campaign))))
+    again = campaign_of_run(run_dir)
+    assert again.config.models[0].key == campaign.config.models[0].key

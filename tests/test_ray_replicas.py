@@ -36,7 +36,8 @@ def cluster():
     stop_cluster(c)
 
 
-def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str = "") -> Path:
+def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str = "",
+           replicas: int = 2, more: str = "") -> Path:
     where = f'address = "{address}"' if address else ""
     return write_config(tmp_path, f"""
         name = "ray"
@@ -52,10 +53,11 @@ def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str
         structured_output = true
         [models.server]
         backend = "ray"
-        replicas = 2
+        replicas = {replicas}
         num_cpus = 1
         {where}
         {server}
+        {more}
         [limits.local]
         max_in_flight = 4
         timeout_s = 60
@@ -110,6 +112,33 @@ def test_a_campaign_on_two_replicas_finishes_with_every_task_once(tmp_path, clus
     served = Counter(r["endpoint"] for r in recs)
     assert len(served) == 2 and min(served.values()) >= 1, served  # both replicas answered
     assert "2 replica(s) on the Ray cluster" in run.stdout
+    assert_all_stopped(cluster, tmp_path)
+
+
+def test_two_models_on_ray_share_the_cluster(tmp_path, cluster):
+    """One process joins Ray once: the second model's replicas go on the same connection."""
+    second = f"""
+        [[models]]
+        provider = "local"
+        temperature = 0.2
+        max_tokens = 32
+        structured_output = true
+        [models.server]
+        backend = "ray"
+        replicas = 1
+        num_cpus = 1
+        address = "{cluster.address}"
+        """
+    path = config(tmp_path, cluster.address, samples=1, replicas=1, more=second)
+    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, env=cluster.env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    recs = assert_every_task_once(tmp_path, path)
+    by_model = {r["modelKey"]: set() for r in recs}
+    for r in recs:
+        by_model[r["modelKey"]].add(r["endpoint"])
+    assert len(by_model) == 2 and all(len(urls) == 1 for urls in by_model.values())
+    assert len(set.union(*by_model.values())) == 2  # each model its own replica
     assert_all_stopped(cluster, tmp_path)
 
 

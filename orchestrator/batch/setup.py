@@ -30,6 +30,8 @@ def why_online(model: ModelConfig, campaign: Campaign) -> str | None:
         return "no batch API"
     if model.answers == "score":
         return 'answers = "score" (the batch APIs return no prompt log-probabilities)'
+    if model.base_urls:
+        return "it is served by an endpoint pool (base_urls), not by its provider's batch API"
     kinds = _multi_call_kinds()
     if any(v.contract.kind in kinds for job in campaign.jobs for e in job.experiments
            for c in e.conditions for v in c.variants):

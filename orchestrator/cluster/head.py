@@ -1,10 +1,15 @@
-"""The Ray cluster a run's replicas go on: the one at the model's `address`, or, when it names
+"""The Ray cluster a run's replicas go on: the one at the models' `address`, or, when they name
 none, a cluster of this machine alone that lives exactly as long as the run.
+
+One process has one Ray connection, so every model on Ray shares it (`join` / `leave`, counted),
+and the campaign's models all name the same address (spec/build.py checks that at load).
 
 The run's own cluster is `ray start --head --block` as a child process that dies with us: on
 SIGTERM it stops every Ray process it started, and the kernel sends it that signal when this
-process ends in any way, kill -9 included (PR_SET_PDEATHSIG). Replicas on a cluster we only
-joined are owned by this process, so Ray destroys them when it goes.
+process ends in any way, kill -9 included (PR_SET_PDEATHSIG). That signal follows the thread
+that started the child, so it is started on the event loop's thread, which lives as long as the
+run, never on a worker thread that may end before. Replicas on a cluster we only joined are
+owned by this process, so Ray destroys them when it goes.
 """
 from __future__ import annotations
 
@@ -14,9 +19,12 @@ import sys
 import tempfile
 import time
 
+import anyio
+
 from orchestrator.errors import UserError
 
 STARTED = "Ray runtime started."
+NAMESPACE = "bias-orchestrator"
 # No usage report (no internet here, and none wanted); token authentication on the run's own
 # cluster, which listens on this machine's address: its token lies in ~/.ray, Ray's own place.
 _OWN_CLUSTER_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
@@ -37,36 +45,25 @@ class Head:
 
     def __init__(self, address: str | None, timeout_s: float) -> None:
         self.address, self.timeout_s = address, timeout_s
+        self.joined = address  # the address joined (the own cluster's, once started)
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile(prefix="ray-head-", suffix=".log")
+        self.users = 0  # models using the connection
+        self.connecting: anyio.Event | None = None  # set once the first model's join is over
 
     @property
     def own(self) -> bool:
         return self.proc is not None
 
-    def connect(self) -> str:
-        """Join (or start, then join) the cluster; returns its address. Blocking."""
-        address = self.address
-        if address is None:
-            address = self._start()  # before Ray is imported: it reads its token mode then
-        import ray
+    async def connect(self) -> None:
+        if self.address is None:
+            self._launch()  # on the loop's thread: see the module's docstring
+        await anyio.to_thread.run_sync(self._join)
 
-        try:
-            ray.init(address=address, namespace="bias-orchestrator", log_to_driver=False,
-                     logging_level="ERROR", configure_logging=True)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            self.stop()
-            raise UserError(f"cannot join the Ray cluster at {address}: {exc}",
-                            field="models[].server.address",
-                            fix="start the cluster first (ray start --head on one node, ray start "
-                                "--address=HEAD:PORT on the others), or remove address to run a "
-                                "cluster of this machine alone") from None
-        return address
-
-    def _start(self) -> str:
+    def _launch(self) -> None:
         from orchestrator.providers.local import die_with_parent, free_port
 
-        os.environ.update(_OWN_CLUSTER_ENV)  # this process must use the token mode it starts
+        os.environ.update(_OWN_CLUSTER_ENV)  # before Ray is imported: it reads its token mode then
         port = free_port()
         cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                f"--port={port}", f"--num-cpus={os.cpu_count() or 1}", "--include-dashboard=false",
@@ -74,10 +71,30 @@ class Head:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env={**os.environ, **_OWN_CLUSTER_ENV},
                                      preexec_fn=die_with_parent if sys.platform == "linux" else None)
+        self.joined = f"127.0.0.1:{port}"
+
+    def _join(self) -> None:
+        """Wait for the own cluster, if any, then join. Blocking."""
+        if self.proc is not None:
+            self._wait_started()
+        import ray
+
+        try:
+            ray.init(address=self.joined, namespace=NAMESPACE, log_to_driver=False,
+                     logging_level="ERROR", configure_logging=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            self.stop()
+            raise UserError(f"cannot join the Ray cluster at {self.joined}: {exc}",
+                            field="models[].server.address",
+                            fix="start the cluster first (ray start --head on one node, ray start "
+                                "--address=HEAD:PORT on the others), or remove address to run a "
+                                "cluster of this machine alone") from None
+
+    def _wait_started(self) -> None:
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             if STARTED in self._printed():
-                return f"127.0.0.1:{port}"
+                return
             if self.proc.poll() is not None:
                 break
             time.sleep(0.2)
@@ -96,9 +113,43 @@ class Head:
         """Leave the cluster, and stop it if it is the run's own. Blocking."""
         import ray
 
-        if ray.is_initialized():
-            ray.shutdown()
         from orchestrator.providers.local import stop_process
 
+        if ray.is_initialized():
+            ray.shutdown()
         stop_process(self.proc, 30)  # `ray start --block` stops its processes on SIGTERM
         self.log.close()
+
+
+_shared: Head | None = None
+
+
+async def join(address: str | None, timeout_s: float) -> Head:
+    """This process's connection to the cluster at `address` (started if None), made by the
+    first model that asks and shared by the others."""
+    global _shared
+    while _shared is not None and _shared.connecting is not None:  # another model is joining
+        await _shared.connecting.wait()
+    if _shared is None:
+        head = _shared = Head(address, timeout_s)
+        head.connecting = anyio.Event()
+        try:
+            await head.connect()
+        except BaseException:
+            _shared = None
+            raise
+        finally:
+            head.connecting.set()
+            head.connecting = None
+    _shared.users += 1
+    return _shared
+
+
+async def leave(head: Head) -> None:
+    """One model is done with the cluster; the last one leaves it (and stops the own one)."""
+    global _shared
+    head.users -= 1
+    if head.users <= 0:
+        if _shared is head:
+            _shared = None
+        await anyio.to_thread.run_sync(head.stop)

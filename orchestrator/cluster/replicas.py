@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import anyio
 
-from orchestrator.cluster.head import Head, needs_ray
+from orchestrator.cluster.head import Head, join, leave, needs_ray
 from orchestrator.errors import UserError
+from orchestrator.providers.base import Provider
 from orchestrator.providers.pool import EndpointPool
 from orchestrator.spec.campaign import ModelConfig
 
@@ -37,17 +38,17 @@ class RayReplicas:
     def __init__(self, model: ModelConfig, say: Callable[[str], None]) -> None:
         needs_ray()
         self.model, self.config, self.say = model, model.server, say
-        self.head = Head(self.config.address, self.config.startup_timeout_s)
-        self.actors: list = []
+        self.head: Head | None = None
+        self.actors: list = []  # filled as they are placed: a cancelled start still stops them
         self.urls: list[str] = []
         self._watcher: asyncio.Task | None = None
 
     async def start(self) -> list[str]:
         """Place the replicas; their servers' base URLs once all answer."""
-        address = await anyio.to_thread.run_sync(self.head.connect)
+        self.head = await join(self.config.address, self.config.startup_timeout_s)
         where = "this machine's own Ray cluster" if self.head.own else "the Ray cluster"
-        self.say(f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {address}")
-        self.actors = await anyio.to_thread.run_sync(self._place)
+        self.say(f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {self.head.joined}")
+        await anyio.to_thread.run_sync(self._place)
         with anyio.move_on_after(self.config.startup_timeout_s) as waited:
             try:
                 self.urls = list(await asyncio.gather(*(a.address.remote() for a in self.actors)))
@@ -62,7 +63,7 @@ class RayReplicas:
                                 "(num_cpus, num_gpus)")
         return self.urls
 
-    def _place(self) -> list:
+    def _place(self) -> None:
         import ray
 
         from orchestrator.cluster.replica import LlamaReplica
@@ -71,12 +72,14 @@ class RayReplicas:
         remote = ray.remote(LlamaReplica)
         threads = cfg.n_threads or max(1, math.floor(cfg.num_cpus))
         server = cfg.model_dump()
-        # Named, so that `ray list actors` and other drivers can see whose they are.
-        return [remote.options(name=f"{self.model.name}/{os.getpid()}/{i}", num_cpus=cfg.num_cpus,
-                               num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
-                               scheduling_strategy="SPREAD").remote(
-                    server, self.model.model_sha256, threads, cfg.num_gpus > 0)
-                for i in range(cfg.replicas)]
+        for i in range(cfg.replicas):
+            # Named, so that other drivers (and `ray list actors`) see whose they are: the
+            # model's identity and this process.
+            self.actors.append(remote.options(
+                name=f"{self.model.name}/{self.model.key}/{os.getpid()}/{i}", num_cpus=cfg.num_cpus,
+                num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
+                scheduling_strategy="SPREAD").remote(server, self.model.model_sha256, threads,
+                                                     cfg.num_gpus > 0))
 
     def _unplaced(self) -> str:
         import ray
@@ -87,39 +90,59 @@ class RayReplicas:
                 f"{self.config.num_cpus:g}, num_gpus = {self.config.num_gpus:g}, and the cluster "
                 f"has {have or 'no CPU or GPU'}")
 
-    def follow(self, pool: EndpointPool, make_client: Callable[[str], object]) -> None:
-        """Keep `pool`'s endpoints at the replicas' current addresses until stop()."""
+    def follow(self, pool: EndpointPool, make_client: Callable[[str], Provider]) -> None:
+        """Keep `pool`'s endpoints at the replicas' current addresses until unfollow()."""
         self._watcher = asyncio.get_running_loop().create_task(self._watch(pool, make_client))
 
-    async def _watch(self, pool: EndpointPool, make_client) -> None:
+    async def _watch(self, pool: EndpointPool, make_client: Callable[[str], Provider]) -> None:
+        from ray.exceptions import ActorDiedError
+
+        gone: set[int] = set()
         while True:
             await asyncio.sleep(WATCH_S)
             for i, actor in enumerate(self.actors):
+                if i in gone:
+                    continue
                 try:  # a replica being restarted answers once it is back
                     url = await asyncio.wait_for(actor.address.remote(), ASK_TIMEOUT_S)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001 - dead, restarting, or slow: asked again later
+                except ActorDiedError as exc:  # Ray will not bring it back
+                    gone.add(i)
+                    self.say(f"{self.model.name}: replica {i} is gone for good ({_cause(exc)}); "
+                             "the others go on")
+                    continue
+                except Exception:  # noqa: BLE001 - restarting, or slow: asked again later
                     continue
                 if url != self.urls[i]:
-                    client = make_client(url)
-                    await client.start()
+                    try:
+                        client = make_client(url)
+                        await client.start()
+                    except Exception as exc:  # noqa: BLE001 - said, and tried again next round
+                        self.say(f"{self.model.name}: cannot use replica {i} at {url}: {exc}")
+                        continue
                     pool.replace(self.urls[i], url, client)
                     self.urls[i] = url
 
-    async def stop(self) -> None:
-        """Every replica ends (Ray restarts none of them), and with it its server."""
+    async def unfollow(self) -> None:
+        """No more changes to the pool (before its clients close)."""
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watcher
-        await anyio.to_thread.run_sync(self._stop)
+            self._watcher = None
 
-    def _stop(self) -> None:
+    async def stop(self) -> None:
+        """Every replica ends (Ray restarts none of them), and with it its server."""
+        await self.unfollow()
+        if self.head is None:
+            return
+        await anyio.to_thread.run_sync(self._kill)
+        head, self.head = self.head, None
+        await leave(head)
+
+    def _kill(self) -> None:
         import ray
 
         if ray.is_initialized():
             for actor in self.actors:
                 with contextlib.suppress(Exception):
                     ray.kill(actor, no_restart=True)
-        self.head.stop()

@@ -208,9 +208,13 @@ class LocalProvider:
         return self._built(await self.pool.score(task, text, continuation))
 
     async def aclose(self) -> None:
-        if self.pool is not None:
-            await self.pool.aclose()
-        for server in self.servers:
-            server.stop()
-        if self.replicas is not None:
-            await self.replicas.stop()
+        try:
+            if self.replicas is not None:
+                await self.replicas.unfollow()  # no new client while the pool's close
+            if self.pool is not None:
+                await self.pool.aclose()
+        finally:
+            for server in self.servers:
+                server.stop()
+            if self.replicas is not None:
+                await self.replicas.stop()

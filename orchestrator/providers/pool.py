@@ -7,8 +7,10 @@ rate gate, so the limit key's pacing and in-flight cap hold for the pool as a wh
   next endpoint, within the same attempt.
 - An endpoint that fails to connect SET_ASIDE_AFTER times in a row is set aside: no call goes
   there until its probe time, when one call at a time may try it again (a call that then fails
-  to connect moves on as above). Each failed probe doubles the wait, up to PROBE_MAX_S; the first
-  call it answers brings it back.
+  to connect moves on as above). Each failed probe doubles the wait, up to PROBE_MAX_S; calls
+  that were already on their way when it was set aside change nothing. The first call it
+  answers brings it back. When every endpoint is set aside, the attempt fails as unreachable
+  with the time to the first probe as its retry hint: the engine's retry waits for it.
 - Any other failed attempt (a timeout, a dropped connection, a 5xx) is the engine's to retry, and
   its retry goes to another endpoint than the ones that failed this task.
 - Every completion says which endpoint answered (`Completion.endpoint`, a result's `endpoint`).
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion, Provider
-from orchestrator.providers.errors import ProviderError, Unreachable
+from orchestrator.providers.errors import RateLimited, Transient, Unreachable
 
 SET_ASIDE_AFTER = 3  # connection failures in a row
 PROBE_FIRST_S = 1.0
@@ -37,12 +39,14 @@ class Endpoint:
     url: str
     client: Provider
     in_flight: int = 0
-    failures: int = 0  # connection failures in a row
-    back_at: float = 0.0  # set aside until then (monotonic seconds); 0: in use
+    failures: int = 0  # connection failures in a row, while in use
+    aside: bool = False
+    wait_s: float = 0.0  # between probes, while set aside
+    back_at: float = 0.0  # its next probe (monotonic seconds), while set aside
     probing: bool = False  # a call is trying it after it was set aside
 
     def usable(self, now: float) -> bool:
-        return self.failures < SET_ASIDE_AFTER or (now >= self.back_at and not self.probing)
+        return not self.aside or (now >= self.back_at and not self.probing)
 
 
 class EndpointPool:
@@ -56,6 +60,7 @@ class EndpointPool:
         self.retired: list[Provider] = []  # clients of replaced endpoints, closed at the end
         self._say = say or (lambda _: None)
         self._failed: dict[str, set[str]] = {}  # task id -> endpoints whose attempt failed
+        self._turn = 0  # where the search for the least busy starts: ties take turns
 
     async def start(self) -> None:
         for endpoint in self.endpoints:
@@ -74,25 +79,39 @@ class EndpointPool:
     def _pick(self, avoid: set[str], tried: set[str]) -> Endpoint | None:
         """The least busy usable endpoint not yet tried in this attempt, preferring those that
         have not failed this task."""
-        now = time.monotonic()
-        choices = [e for e in self.endpoints if e.url not in tried and e.usable(now)]
+        now, n = time.monotonic(), len(self.endpoints)
+        self._turn = (self._turn + 1) % n
+        turned = self.endpoints[self._turn:] + self.endpoints[:self._turn]
+        choices = [e for e in turned if e.url not in tried and e.usable(now)]
         fresh = [e for e in choices if e.url not in avoid]
         if not (fresh or choices):
             return None
         return min(fresh or choices, key=lambda e: e.in_flight)
 
-    def _set_aside(self, endpoint: Endpoint) -> None:
-        endpoint.failures += 1
-        if endpoint.failures >= SET_ASIDE_AFTER:
-            wait = min(PROBE_MAX_S, PROBE_FIRST_S * 2 ** (endpoint.failures - SET_ASIDE_AFTER))
-            endpoint.back_at = time.monotonic() + wait
-            self._say(f"{self.label}: endpoint {endpoint.url} cannot be reached "
-                      f"({endpoint.failures} times in a row); set aside, tried again in {wait:g} s")
+    def _refused(self, endpoint: Endpoint, probe: bool) -> None:
+        now = time.monotonic()
+        if probe:  # still down: wait twice as long before the next probe
+            endpoint.wait_s = min(PROBE_MAX_S, endpoint.wait_s * 2)
+            endpoint.back_at = now + endpoint.wait_s
+        elif not endpoint.aside:
+            endpoint.failures += 1
+            if endpoint.failures >= SET_ASIDE_AFTER:
+                endpoint.aside, endpoint.wait_s = True, PROBE_FIRST_S
+                endpoint.back_at = now + PROBE_FIRST_S
+                self._say(f"{self.label}: endpoint {endpoint.url} cannot be reached "
+                          f"({endpoint.failures} times in a row); set aside, tried again in "
+                          f"{PROBE_FIRST_S:g} s, then less and less often")
 
     def _answered(self, endpoint: Endpoint) -> None:
-        if endpoint.failures >= SET_ASIDE_AFTER:
+        if endpoint.aside:
             self._say(f"{self.label}: endpoint {endpoint.url} answers again")
-        endpoint.failures, endpoint.back_at = 0, 0.0
+        endpoint.failures, endpoint.aside, endpoint.wait_s, endpoint.back_at = 0, False, 0.0, 0.0
+
+    def _remember(self, task_id: str, url: str) -> None:
+        """That `url` failed this task, for its retry (a bounded memory: the oldest go first)."""
+        if task_id not in self._failed and len(self._failed) >= _REMEMBERED:
+            del self._failed[next(iter(self._failed))]
+        self._failed.setdefault(task_id, set()).add(url)
 
     async def _call(self, task: Task, call: Callable[[Provider], Awaitable[Completion]]) -> Completion:
         avoid = self._failed.get(task.task_id, set())
@@ -100,18 +119,17 @@ class EndpointPool:
         last: Unreachable | None = None
         while (endpoint := self._pick(avoid, tried)) is not None:
             tried.add(endpoint.url)
-            probe = endpoint.failures >= SET_ASIDE_AFTER
+            probe = endpoint.aside
             endpoint.in_flight += 1
             endpoint.probing = endpoint.probing or probe
             try:
                 completion = await call(endpoint.client)
             except Unreachable as exc:
-                self._set_aside(endpoint)
+                self._refused(endpoint, probe)
                 last = exc
                 continue  # nothing reached a server: the next endpoint, in this same attempt
-            except ProviderError:  # the engine retries it (or not): elsewhere, if it does
-                if len(self._failed) < _REMEMBERED:
-                    self._failed.setdefault(task.task_id, set()).add(endpoint.url)
+            except (Transient, RateLimited):  # the engine retries it: elsewhere
+                self._remember(task.task_id, endpoint.url)
                 raise
             finally:
                 endpoint.in_flight -= 1
@@ -121,11 +139,13 @@ class EndpointPool:
             if avoid:
                 self._failed.pop(task.task_id, None)
             return dataclasses.replace(completion, endpoint=endpoint.url)
-        if last is not None:
+        if last is not None and any(not e.aside for e in self.endpoints):
             raise last
-        raise Unreachable(f"every endpoint of {self.label} is set aside after failing to connect; "
-                          "each is tried again after its wait\n  fix: check that the servers are "
-                          "up, then run again to resume")
+        # All set aside: the engine's retry waits for the first probe (its backoff_max_s at most).
+        soonest = min((e.back_at for e in self.endpoints), default=0.0)
+        raise Unreachable(f"every endpoint of {self.label} is set aside after failing to connect"
+                          "\n  fix: check that the servers are up, then run again to resume",
+                          retry_after=max(0.0, soonest - time.monotonic()))
 
     async def complete(self, task: Task) -> Completion:
         return await self._call(task, lambda client: client.complete(task))

@@ -15,6 +15,7 @@ from orchestrator.spec.jobs import load_job, resolve_job_path
 from orchestrator.spec.loading import field_path, load_toml, validate
 from orchestrator.spec.models import Job
 from orchestrator.spec.secrets import redact
+from orchestrator.spec.server import cluster_problems
 
 
 # The command-line options that override config fields: a bad value is blamed on the flag.
@@ -99,6 +100,10 @@ def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | 
     for where, model in named:
         for field, problem, fix in model.problems():
             raise UserError(problem, file=str(path), field=f"{where}.{field}", fix=fix)
+    on_ray = [(where, m.server) for where, m in named
+              if m.provider == "local" and m.server is not None and m.server.backend == "ray"]
+    for field, problem, fix in cluster_problems(on_ray):
+        raise UserError(problem, file=str(path), field=field, fix=fix)
     if any(m.provider == "local" for m in config.models):
         config = config.model_copy(update={"models": [
             _resolve_local(m, i, base, path) if m.provider == "local" else m

@@ -163,7 +163,10 @@ class ModelConfig(Strict):
                 "structured_output": self.structured_output,
                 "simulate": self.simulate.identity() if self.simulate else None,
                 # only when set, so the keys of every model that generates stay as they were
-                **({"answers": "score"} if self.answers == "score" else {})}
+                **({"answers": "score"} if self.answers == "score" else {}),
+                # A pool's servers are no part of it, but the service is: a model name served
+                # by Groq is another model than the same name served by Together.
+                **({"service": self.preset or self.provider} if self.base_urls else {})}
 
     @property
     def has_batch_api(self) -> bool:

@@ -37,8 +37,11 @@ class LocalServerConfig(BaseModel):
     def problems(self) -> list[Problem]:
         out: list[Problem] = []
         if self.backend == "process":
-            given = self.model_fields_set & {"replicas", "num_cpus", "num_gpus", "address"}
-            for name in sorted(given):
+            # Compared with the defaults, not by what was written: a run's manifest holds them all.
+            fields = type(self).model_fields
+            given = [n for n in ("address", "num_cpus", "num_gpus", "replicas")
+                     if getattr(self, n) != fields[n].default]
+            for name in given:
                 out.append((f"server.{name}", f"'{name}' places replicas on a Ray cluster, which "
                             "backend = \"process\" (the default) does not use",
                             f'add backend = "ray" to the [models.server] table, or remove {name}'
@@ -46,12 +49,10 @@ class LocalServerConfig(BaseModel):
         elif self.slots > 1:
             out.append(("server.slots", "with backend = \"ray\" each replica is one server",
                         f"remove slots and set replicas = {self.slots}"))
-        elif self.address is None and self.replicas * self.num_cpus > (cores := os.cpu_count() or 1):
-            # the run's own cluster is this machine: the replicas beyond it would wait in vain
-            out.append(("server.replicas", f"{self.replicas} replicas of {self.num_cpus:g} CPU "
-                        f"each do not fit on this machine's {cores} cores (the run's own Ray "
-                        "cluster, since address is not set)", f"lower replicas or num_cpus "
-                        f"(replicas x num_cpus <= {cores}), or set address to a larger cluster"))
+        if self.address and (where := credential_in_url(self.address)):
+            out.append(("server.address", f"address holds a credential {where}; it would be "
+                        "written to the run's manifest", "remove it: Ray reads its token from "
+                        "RAY_AUTH_TOKEN or its token file"))
         return out
 
 
@@ -86,3 +87,24 @@ def endpoint_problems(provider: str | None, base_url: str | None,
             out.append((f"base_urls[{i}]", f"base_urls lists '{redact(url)}' twice",
                         "list each server once"))
     return out
+
+
+def cluster_problems(servers: list[tuple[str, LocalServerConfig]]) -> list[Problem]:
+    """What is wrong with the Ray replicas of a campaign's models together ((field, server) of
+    each model with backend = "ray"): one process joins one cluster, and the run's own cluster
+    (no address) is this machine, which must hold them all."""
+    if not servers:
+        return []
+    addresses = sorted({str(server.address) for _, server in servers})
+    if len(addresses) > 1:
+        return [(f"{servers[1][0]}.server.address", "the models on Ray name different clusters "
+                 f"({', '.join(addresses)}); one run joins one Ray cluster",
+                 "give every model with backend = \"ray\" the same address")]
+    asked = sum(server.replicas * server.num_cpus for _, server in servers)
+    cores = os.cpu_count() or 1
+    if servers[0][1].address is None and asked > cores:
+        return [(f"{servers[0][0]}.server.replicas", f"the replicas ask {asked:g} CPUs, more than "
+                 f"this machine's {cores} cores (the run's own Ray cluster, since address is not "
+                 "set): those beyond would wait in vain", f"lower replicas or num_cpus (in all "
+                 f"{cores} at most), or set address to a larger cluster")]
+    return []

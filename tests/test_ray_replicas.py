@@ -142,20 +142,23 @@ def test_two_models_on_ray_share_the_cluster(tmp_path, cluster):
     assert_all_stopped(cluster, tmp_path)
 
 
-def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tmp_path, cluster):
+@pytest.mark.parametrize("victim", ["replica", "server"])
+def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tmp_path, cluster, victim):
+    """kill -9 of a replica's actor, or of its llama.cpp server alone (the actor then ends
+    itself at its next address check): Ray restarts it, the run goes on."""
     path = config(tmp_path, cluster.address, samples=3)
     engine = start_run(path, cluster.env)
     try:
         first = wait_until(lambda: len(results(tmp_path)) >= 4 and replicas_under(cluster.proc.pid), 300)
         assert first, "the run made no progress"
-        killed = first[0]
-        os.kill(killed, signal.SIGKILL)
+        servers = servers_under(cluster.proc.pid)
+        os.kill(first[0] if victim == "replica" else servers[0], signal.SIGKILL)
         restarted = wait_until(lambda: [p for p in replicas_under(cluster.proc.pid) if p not in first], 120)
         out, _ = engine.communicate(timeout=600)
     finally:
         engine.kill()
     assert engine.returncode == 0, out
-    assert restarted, "Ray did not restart the killed replica"
+    assert restarted, "Ray did not restart the replica"
     recs = assert_every_task_once(tmp_path, path)
     assert all(r["status"] in ("ok", "parse_error") for r in recs), Counter(r["status"] for r in recs)
     assert "replaced by" in out  # the pool follows the replica to its new address
@@ -184,6 +187,17 @@ def test_ctrl_c_stops_every_replica_and_server(tmp_path, cluster):
     path = config(tmp_path, cluster.address, samples=4)
     engine = start_run(path, cluster.env)
     assert wait_until(lambda: len(results(tmp_path)) >= 1, 300), "the run made no progress"
+    engine.send_signal(signal.SIGINT)
+    out, _ = engine.communicate(timeout=120)
+    assert engine.returncode == 130, out
+    assert_all_stopped(cluster, tmp_path)
+
+
+def test_ctrl_c_while_the_replicas_load_stops_them(tmp_path, cluster):
+    path = config(tmp_path, cluster.address)
+    engine = start_run(path, cluster.env)
+    assert wait_until(lambda: replicas_under(cluster.proc.pid), 120), "no replica was placed"
+    assert not results(tmp_path)  # still loading
     engine.send_signal(signal.SIGINT)
     out, _ = engine.communicate(timeout=120)
     assert engine.returncode == 130, out

@@ -95,23 +95,23 @@ class RayReplicas:
         self._watcher = asyncio.get_running_loop().create_task(self._watch(pool, make_client))
 
     async def _watch(self, pool: EndpointPool, make_client: Callable[[str], Provider]) -> None:
-        from ray.exceptions import ActorDiedError
+        from ray.exceptions import RayActorError
 
-        gone: set[int] = set()
+        down: set[int] = set()  # replicas said to be down, until they answer again
         while True:
             await asyncio.sleep(WATCH_S)
             for i, actor in enumerate(self.actors):
-                if i in gone:
-                    continue
                 try:  # a replica being restarted answers once it is back
                     url = await asyncio.wait_for(actor.address.remote(), ASK_TIMEOUT_S)
-                except ActorDiedError as exc:  # Ray will not bring it back
-                    gone.add(i)
-                    self.say(f"{self.model.name}: replica {i} is gone for good ({_cause(exc)}); "
-                             "the others go on")
+                except RayActorError as exc:  # died: Ray restarts it, unless it cannot start
+                    if i not in down:
+                        down.add(i)
+                        self.say(f"{self.model.name}: replica {i} died ({_cause(exc)}); Ray "
+                                 "restarts it, the others go on meanwhile")
                     continue
-                except Exception:  # noqa: BLE001 - restarting, or slow: asked again later
+                except Exception:  # noqa: BLE001 - slow: asked again next round
                     continue
+                down.discard(i)
                 if url != self.urls[i]:
                     try:
                         client = make_client(url)

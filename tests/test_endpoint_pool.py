@@ -9,11 +9,13 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
 from orchestrator.plan import Plan
+from orchestrator.providers.base import Completion
 from orchestrator.providers import pool as pool_module
 from orchestrator.providers.local import free_port
 from orchestrator.providers.openai import OpenAIProvider
@@ -121,7 +123,7 @@ def test_an_endpoint_set_aside_is_probed_back_and_used_again(tmp_path, monkeypat
     """Nothing listens on one port; after SET_ASIDE_AFTER refusals no call goes there until its
     probe time; then a server starts on that port and the probe brings it back."""
     clock = Clock()
-    monkeypatch.setattr(pool_module.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(pool_module, "monotonic", clock.monotonic)  # the pool's clock only
     campaign = load_campaign(pool_config(tmp_path, ["http://127.0.0.1:1/v1"]))
     tasks = list(Plan(campaign).tasks())
     model = campaign.config.models[0]
@@ -244,7 +246,7 @@ def test_calls_in_flight_when_an_endpoint_dies_set_it_aside_once(tmp_path, monke
     the longest; probes that fail double the wait; with every endpoint set aside the attempt
     fails at once with the wait to the first probe as its hint, so the engine's retry waits."""
     clock = Clock()
-    monkeypatch.setattr(pool_module.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(pool_module, "monotonic", clock.monotonic)  # the pool's clock only
     campaign = load_campaign(pool_config(tmp_path, ["http://127.0.0.1:1/v1"]))
     tasks = list(Plan(campaign).tasks())
     model = campaign.config.models[0]
@@ -324,3 +326,106 @@ def test_a_local_run_resumes_from_its_manifest(tmp_path):
     (run_dir / "manifest.json").write_text(json.dumps(manifest_for(campaign, Plan(campaign))))
     again = campaign_of_run(run_dir)
     assert again.config.models[0].key == campaign.config.models[0].key
+
+
+class Switch:
+    """A client whose server is down (refuses) or up (answers once `gate` opens)."""
+
+    def __init__(self) -> None:
+        self.up, self.gate, self.calls = False, asyncio.Event(), 0
+
+    async def start(self) -> None: ...
+
+    async def complete(self, task) -> Completion:
+        self.calls += 1
+        if not self.up:
+            raise Unreachable("connection refused")
+        await self.gate.wait()
+        return Completion("an answer")
+
+    async def aclose(self) -> None: ...
+
+
+def test_a_call_finding_every_endpoint_on_probe_waits_for_the_probes(monkeypatch):
+    """Both servers were set aside and are back; their probes are slow generations. A third call
+    meanwhile has no endpoint to try: it waits for a probe's outcome and is then answered,
+    instead of failing at once (which would spend the task's retries, then stop the model)."""
+    clock = Clock()
+    monkeypatch.setattr(pool_module, "monotonic", clock.monotonic)  # the pool's clock only
+    switches = [Switch(), Switch()]
+    pool = EndpointPool("m", [("a", switches[0]), ("b", switches[1])])
+    tasks = [SimpleNamespace(task_id=str(i)) for i in range(6)]
+
+    async def scenario() -> list:
+        for t in tasks[:3]:  # each call is refused by both: both are set aside
+            with pytest.raises(Unreachable):
+                await pool.complete(t)
+        assert all(e.aside for e in pool.endpoints)
+        clock.now += pool_module.PROBE_FIRST_S
+        for s in switches:
+            s.up = True
+        probes = [asyncio.ensure_future(pool.complete(t)) for t in tasks[3:5]]
+        await asyncio.sleep(0)
+        assert all(e.probing for e in pool.endpoints)
+        third = asyncio.ensure_future(pool.complete(tasks[5]))
+        await asyncio.sleep(0.01)
+        assert not third.done()  # waiting, not failed
+        for s in switches:
+            s.gate.set()
+        return await asyncio.gather(*probes, third)
+
+    answers = asyncio.run(scenario())
+    assert [a.text for a in answers] == ["an answer"] * 3
+    assert not any(e.aside for e in pool.endpoints)
+
+
+def test_when_the_first_model_cannot_join_ray_the_others_fail_the_same_way(monkeypatch):
+    """Models join one shared connection; when the first one's join fails, those waiting for it
+    get its error, and nothing is started twice or left running."""
+    from orchestrator.cluster import head as head_module
+    from orchestrator.errors import UserError
+
+    started, stopped = [], []
+
+    async def failing_connect(self) -> None:
+        started.append(self)
+        await asyncio.sleep(0.01)
+        raise UserError("cannot join the Ray cluster at x:1: refused")
+
+    monkeypatch.setattr(head_module.Head, "connect", failing_connect)
+    monkeypatch.setattr(head_module.Head, "stop", lambda self: stopped.append(self))
+
+    async def scenario() -> list:
+        return await asyncio.gather(*(head_module.join("x:1", 5) for _ in range(3)),
+                                    return_exceptions=True)
+
+    errors = asyncio.run(scenario())
+    assert len(started) == 1 and all(isinstance(e, UserError) for e in errors)
+    assert head_module._shared is None
+
+
+def test_models_share_one_ray_connection_and_the_last_one_closes_it(monkeypatch):
+    from orchestrator.cluster import head as head_module
+
+    started, stopped = [], []
+
+    async def connect(self) -> None:
+        started.append(self)
+        await asyncio.sleep(0.01)
+
+    monkeypatch.setattr(head_module.Head, "connect", connect)
+    monkeypatch.setattr(head_module.Head, "stop", lambda self: stopped.append(self))
+
+    async def scenario() -> None:
+        stopped.clear()
+        heads = await asyncio.gather(*(head_module.join(None, 5) for _ in range(3)))
+        assert len(set(map(id, heads))) == 1 and heads[0].users == 3
+        for h in heads[:2]:
+            await head_module.leave(h)
+        assert not stopped
+        await head_module.leave(heads[2])
+        assert stopped == [heads[0]] and head_module._shared is None
+
+    asyncio.run(scenario())
+    asyncio.run(scenario())  # a second run in the same process starts afresh
+    assert len(started) == 2

@@ -50,15 +50,21 @@ class Head:
         self.log = tempfile.TemporaryFile(prefix="ray-head-", suffix=".log")
         self.users = 0  # models using the connection
         self.connecting: anyio.Event | None = None  # set once the first model's join is over
+        self.error: Exception | None = None  # why that join failed: the others fail the same way
 
     @property
     def own(self) -> bool:
         return self.proc is not None
 
     async def connect(self) -> None:
-        if self.address is None:
-            self._launch()  # on the loop's thread: see the module's docstring
-        await anyio.to_thread.run_sync(self._join)
+        try:
+            if self.address is None:
+                self._launch()  # on the loop's thread: see the module's docstring
+            await anyio.to_thread.run_sync(self._join)
+        except BaseException:  # cancelled or failed: what was started stops here
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.stop)
+            raise
 
     def _launch(self) -> None:
         from orchestrator.providers.local import die_with_parent, free_port
@@ -118,7 +124,7 @@ class Head:
         if ray.is_initialized():
             ray.shutdown()
         stop_process(self.proc, 30)  # `ray start --block` stops its processes on SIGTERM
-        self.log.close()
+        self.log.close()  # closing twice (a failed join stops, then connect does) is harmless
 
 
 _shared: Head | None = None
@@ -129,13 +135,17 @@ async def join(address: str | None, timeout_s: float) -> Head:
     first model that asks and shared by the others."""
     global _shared
     while _shared is not None and _shared.connecting is not None:  # another model is joining
-        await _shared.connecting.wait()
+        first = _shared
+        await first.connecting.wait()
+        if first.error is not None:
+            raise first.error
     if _shared is None:
         head = _shared = Head(address, timeout_s)
         head.connecting = anyio.Event()
         try:
             await head.connect()
-        except BaseException:
+        except BaseException as exc:
+            head.error = exc if isinstance(exc, Exception) else None
             _shared = None
             raise
         finally:

@@ -98,26 +98,36 @@ class RayReplicas:
         from ray.exceptions import RayActorError
 
         down: set[int] = set()  # replicas said to be down, until they answer again
+        unusable: set[str] = set()  # addresses said to be unusable
         while True:
             await asyncio.sleep(WATCH_S)
             for i, actor in enumerate(self.actors):
                 try:  # a replica being restarted answers once it is back
                     url = await asyncio.wait_for(actor.address.remote(), ASK_TIMEOUT_S)
-                except RayActorError as exc:  # died: Ray restarts it, unless it cannot start
+                except RayActorError as exc:
                     if i not in down:
                         down.add(i)
-                        self.say(f"{self.model.name}: replica {i} died ({_cause(exc)}); Ray "
-                                 "restarts it, the others go on meanwhile")
+                        then = ("it cannot start again" if getattr(exc, "actor_init_failed", False)
+                                else "Ray restarts it")
+                        self.say(f"{self.model.name}: replica {i} died ({_cause(exc)}); {then}, "
+                                 "the others go on meanwhile")
                     continue
                 except Exception:  # noqa: BLE001 - slow: asked again next round
                     continue
+                if i in down and url == self.urls[i]:
+                    pool.revive(url)  # back on the same address: no need to wait for a probe
                 down.discard(i)
                 if url != self.urls[i]:
+                    client = make_client(url)
                     try:
-                        client = make_client(url)
                         await client.start()
-                    except Exception as exc:  # noqa: BLE001 - said, and tried again next round
-                        self.say(f"{self.model.name}: cannot use replica {i} at {url}: {exc}")
+                    except BaseException as exc:
+                        await client.aclose()
+                        if not isinstance(exc, Exception):
+                            raise
+                        if url not in unusable:
+                            unusable.add(url)
+                            self.say(f"{self.model.name}: cannot use replica {i} at {url}: {exc}")
                         continue
                     pool.replace(self.urls[i], url, client)
                     self.urls[i] = url

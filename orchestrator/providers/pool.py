@@ -20,9 +20,11 @@ Endpoints may change while a run goes on (a Ray replica restarted on a new port:
 from __future__ import annotations
 
 import dataclasses
-import time
+from time import monotonic
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import anyio
 
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion, Provider
@@ -44,6 +46,7 @@ class Endpoint:
     wait_s: float = 0.0  # between probes, while set aside
     back_at: float = 0.0  # its next probe (monotonic seconds), while set aside
     probing: bool = False  # a call is trying it after it was set aside
+    probed: anyio.Event | None = None  # set when that call is over
 
     def usable(self, now: float) -> bool:
         return not self.aside or (now >= self.back_at and not self.probing)
@@ -79,7 +82,7 @@ class EndpointPool:
     def _pick(self, avoid: set[str], tried: set[str]) -> Endpoint | None:
         """The least busy usable endpoint not yet tried in this attempt, preferring those that
         have not failed this task."""
-        now, n = time.monotonic(), len(self.endpoints)
+        now, n = monotonic(), len(self.endpoints)
         self._turn = (self._turn + 1) % n
         turned = self.endpoints[self._turn:] + self.endpoints[:self._turn]
         choices = [e for e in turned if e.url not in tried and e.usable(now)]
@@ -88,9 +91,15 @@ class EndpointPool:
             return None
         return min(fresh or choices, key=lambda e: e.in_flight)
 
+    def revive(self, url: str) -> None:
+        """The server at `url` is known to be back (a replica restarted on the same address)."""
+        for endpoint in self.endpoints:
+            if endpoint.url == url:
+                self._answered(endpoint)
+
     def _refused(self, endpoint: Endpoint, probe: bool) -> None:
-        now = time.monotonic()
-        if probe:  # still down: wait twice as long before the next probe
+        now = monotonic()
+        if probe and endpoint.aside:  # still down: wait twice as long before the next probe
             endpoint.wait_s = min(PROBE_MAX_S, endpoint.wait_s * 2)
             endpoint.back_at = now + endpoint.wait_s
         elif not endpoint.aside:
@@ -117,11 +126,19 @@ class EndpointPool:
         avoid = self._failed.get(task.task_id, set())
         tried: set[str] = set()
         last: Unreachable | None = None
-        while (endpoint := self._pick(avoid, tried)) is not None:
+        while True:
+            endpoint = self._pick(avoid, tried)
+            if endpoint is None:
+                probing = [e for e in self.endpoints if e.probing and e.url not in tried]
+                if not probing:
+                    break
+                await probing[0].probed.wait()  # its outcome may bring it back: then it is ours
+                continue
             tried.add(endpoint.url)
             probe = endpoint.aside
             endpoint.in_flight += 1
-            endpoint.probing = endpoint.probing or probe
+            if probe:
+                endpoint.probing, endpoint.probed = True, anyio.Event()
             try:
                 completion = await call(endpoint.client)
             except Unreachable as exc:
@@ -130,11 +147,14 @@ class EndpointPool:
                 continue  # nothing reached a server: the next endpoint, in this same attempt
             except (Transient, RateLimited):  # the engine retries it: elsewhere
                 self._remember(task.task_id, endpoint.url)
+                if probe:  # not back yet either: the next probe after a longer wait
+                    self._refused(endpoint, probe)
                 raise
             finally:
                 endpoint.in_flight -= 1
                 if probe:
                     endpoint.probing = False
+                    endpoint.probed.set()
             self._answered(endpoint)
             if avoid:
                 self._failed.pop(task.task_id, None)
@@ -145,7 +165,7 @@ class EndpointPool:
         soonest = min((e.back_at for e in self.endpoints), default=0.0)
         raise Unreachable(f"every endpoint of {self.label} is set aside after failing to connect"
                           "\n  fix: check that the servers are up, then run again to resume",
-                          retry_after=max(0.0, soonest - time.monotonic()))
+                          retry_after=max(0.0, soonest - monotonic()))
 
     async def complete(self, task: Task) -> Completion:
         return await self._call(task, lambda client: client.complete(task))

@@ -95,10 +95,12 @@ def cluster_problems(servers: list[tuple[str, LocalServerConfig]]) -> list[Probl
     (no address) is this machine, which must hold them all."""
     if not servers:
         return []
-    addresses = sorted({str(server.address) for _, server in servers})
-    if len(addresses) > 1:
-        return [(f"{servers[1][0]}.server.address", "the models on Ray name different clusters "
-                 f"({', '.join(addresses)}); one run joins one Ray cluster",
+    first = servers[0][1].address
+    other = next(((where, server) for where, server in servers if server.address != first), None)
+    if other is not None:
+        named = [f"{a}" if a else "(not set: the run's own)" for a in (first, other[1].address)]
+        return [(f"{other[0]}.server.address", f"the models on Ray name different clusters "
+                 f"({' and '.join(named)}); one run joins one Ray cluster",
                  "give every model with backend = \"ray\" the same address")]
     asked = sum(server.replicas * server.num_cpus for _, server in servers)
     cores = os.cpu_count() or 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.cluster.head import STARTED
-from orchestrator.providers.local import die_with_parent, free_port, stop_process
+from orchestrator.processes import die_with_parent, free_port, stop_process
 
 ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}  # as the engine's own cluster
 MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"  # what names the replicas (cluster/replicas.py)

@@ -17,7 +17,7 @@ from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
 from orchestrator.plan import Plan
 from orchestrator.providers.base import Completion
 from orchestrator.providers import pool as pool_module
-from orchestrator.providers.local import free_port
+from orchestrator.processes import free_port
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.errors import Unreachable
 from orchestrator.providers.pool import SET_ASIDE_AFTER, EndpointPool

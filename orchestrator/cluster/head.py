@@ -22,6 +22,7 @@ import time
 import anyio
 
 from orchestrator.errors import UserError
+from orchestrator.processes import die_with_parent, free_port, stop_process
 
 STARTED = "Ray runtime started."
 NAMESPACE = "bias-orchestrator"
@@ -67,8 +68,6 @@ class Head:
             raise
 
     def _launch(self) -> None:
-        from orchestrator.providers.local import die_with_parent, free_port
-
         os.environ.update(_OWN_CLUSTER_ENV)  # before Ray is imported: it reads its token mode then
         port = free_port()
         cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
@@ -118,8 +117,6 @@ class Head:
     def stop(self) -> None:
         """Leave the cluster, and stop it if it is the run's own. Blocking."""
         import ray
-
-        from orchestrator.providers.local import stop_process
 
         if ray.is_initialized():
             ray.shutdown()

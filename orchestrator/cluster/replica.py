@@ -45,7 +45,3 @@ class LlamaReplica:
         if self.server.proc is None or self.server.proc.poll() is not None:
             os._exit(1)
         return self.server.url
-
-    def pids(self) -> tuple[int, int]:
-        """(the actor's process, its server's): for tests and for the curious."""
-        return os.getpid(), self.server.proc.pid if self.server.proc else 0

@@ -9,13 +9,10 @@ process is killed outright.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import importlib.metadata
 import importlib.util
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,36 +23,13 @@ import aiohttp
 import anyio
 
 from orchestrator.errors import UserError
+from orchestrator.processes import die_with_parent, free_port, stop_process
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import EndpointPool
 from orchestrator.spec.campaign import LimitConfig, ModelConfig
 from orchestrator.spec.server import LocalServerConfig
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:  # runs in the child between fork and exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def stop_process(proc: subprocess.Popen | None, grace_s: float) -> None:
-    """SIGTERM, and SIGKILL if it has not ended within `grace_s`."""
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
 
 class LocalServerError(UserError):
     """The local server could not be started."""

@@ -19,15 +19,19 @@ import sys
 import tempfile
 import time
 
+from collections.abc import Callable
+
 import anyio
 
+from orchestrator.cluster.token import FIX as TOKEN_FIX
+from orchestrator.cluster.token import ensure_token
 from orchestrator.errors import UserError
 from orchestrator.processes import die_with_parent, free_port, stop_process
 
 STARTED = "Ray runtime started."
 NAMESPACE = "bias-orchestrator"
 # No usage report (no internet here, and none wanted); token authentication on the run's own
-# cluster, which listens on this machine's address: its token lies in ~/.ray, Ray's own place.
+# cluster, which listens on this machine's address: its token is where Ray looks (token.py).
 _OWN_CLUSTER_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
 
 
@@ -44,8 +48,8 @@ def needs_ray() -> None:
 class Head:
     """A connection to a Ray cluster, and the cluster itself when the run started it."""
 
-    def __init__(self, address: str | None, timeout_s: float) -> None:
-        self.address, self.timeout_s = address, timeout_s
+    def __init__(self, address: str | None, timeout_s: float, say: Callable[[str], None]) -> None:
+        self.address, self.timeout_s, self.say = address, timeout_s, say
         self.joined = address  # the address joined (the own cluster's, once started)
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile(prefix="ray-head-", suffix=".log")
@@ -69,6 +73,7 @@ class Head:
 
     def _launch(self) -> None:
         os.environ.update(_OWN_CLUSTER_ENV)  # before Ray is imported: it reads its token mode then
+        ensure_token(self.say)  # `ray start` makes none: without one it stops at once
         port = free_port()
         cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                f"--port={port}", f"--num-cpus={os.cpu_count() or 1}", "--include-dashboard=false",
@@ -83,17 +88,27 @@ class Head:
         if self.proc is not None:
             self._wait_started()
         import ray
+        from ray.exceptions import AuthenticationError
 
         try:
             ray.init(address=self.joined, namespace=NAMESPACE, log_to_driver=False,
                      logging_level="ERROR", configure_logging=True)
+        except AuthenticationError as exc:
+            self.stop()
+            raise UserError(f"the Ray cluster at {self.joined} refused this process: "
+                            f"{_last_line(str(exc))}", field="models[].server.address",
+                            fix=TOKEN_FIX) from None
         except (ConnectionError, RuntimeError, ValueError) as exc:
             self.stop()
             raise UserError(f"cannot join the Ray cluster at {self.joined}: {exc}",
                             field="models[].server.address",
                             fix="start the cluster first (ray start --head on one node, ray start "
                                 "--address=HEAD:PORT on the others), or remove address to run a "
-                                "cluster of this machine alone") from None
+                                "cluster of this machine alone; a cluster with token "
+                                "authentication also refuses a wrong token this way (Ray's log "
+                                "then says InvalidAuthToken): set RAY_AUTH_MODE=token and give "
+                                "this process the cluster's token (RAY_AUTH_TOKEN, or "
+                                "~/.ray/auth_token)") from None
 
     def _wait_started(self) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -103,12 +118,9 @@ class Head:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.2)
-        tail = "\n      ".join(self._printed().strip().splitlines()[-8:])
+        printed, exited = self._printed(), self.proc.poll() is not None
         self.stop()
-        raise UserError(f"the Ray cluster for this run did not start within {self.timeout_s:g} s:"
-                        f"\n      {tail}", field="models[].server.startup_timeout_s",
-                        fix="raise startup_timeout_s, or start a cluster yourself (ray start "
-                            "--head) and set address = \"auto\"")
+        raise start_failure(printed, self.timeout_s, exited=exited)
 
     def _printed(self) -> str:
         self.log.seek(0)
@@ -124,10 +136,32 @@ class Head:
         self.log.close()  # closing twice (a failed join stops, then connect does) is harmless
 
 
+def start_failure(printed: str, timeout_s: float, *, exited: bool) -> UserError:
+    """Why the run's own cluster did not start, from what `ray start` printed."""
+    if "AuthenticationError" in printed or "no authentication token" in printed:
+        return UserError("the Ray cluster for this run refused to start, for want of a token: "
+                         f"{_last_line(printed)}", field="models[].server", fix=TOKEN_FIX)
+    tail = "\n      ".join(printed.strip().splitlines()[-8:])
+    if exited:
+        return UserError(f"the Ray cluster for this run stopped while starting:\n      {tail}",
+                         field="models[].server.backend",
+                         fix="mend what Ray says above, or start a cluster yourself (ray start "
+                             "--head) and set address = \"auto\"")
+    return UserError(f"the Ray cluster for this run did not start within {timeout_s:g} s:"
+                     f"\n      {tail}", field="models[].server.startup_timeout_s",
+                     fix="raise startup_timeout_s, or start a cluster yourself (ray start "
+                         "--head) and set address = \"auto\"")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 _shared: Head | None = None
 
 
-async def join(address: str | None, timeout_s: float) -> Head:
+async def join(address: str | None, timeout_s: float, say: Callable[[str], None]) -> Head:
     """This process's connection to the cluster at `address` (started if None), made by the
     first model that asks and shared by the others."""
     global _shared
@@ -137,7 +171,7 @@ async def join(address: str | None, timeout_s: float) -> Head:
         if first.error is not None:
             raise first.error
     if _shared is None:
-        head = _shared = Head(address, timeout_s)
+        head = _shared = Head(address, timeout_s, say)
         head.connecting = anyio.Event()
         try:
             await head.connect()

@@ -45,7 +45,7 @@ class RayReplicas:
 
     async def start(self) -> list[str]:
         """Place the replicas; their servers' base URLs once all answer."""
-        self.head = await join(self.config.address, self.config.startup_timeout_s)
+        self.head = await join(self.config.address, self.config.startup_timeout_s, self.say)
         where = "this machine's own Ray cluster" if self.head.own else "the Ray cluster"
         self.say(f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {self.head.joined}")
         await anyio.to_thread.run_sync(self._place)

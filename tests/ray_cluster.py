@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.cluster.head import STARTED
+from orchestrator.cluster.token import ensure_token
 from orchestrator.processes import die_with_parent, free_port, stop_process
 
 ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}  # as the engine's own cluster
@@ -55,6 +56,7 @@ class Cluster:
 
 
 def start_cluster(cpus: int = 3) -> Cluster:
+    ensure_token(print)  # as the engine's own cluster: a machine that never ran Ray has none
     port = free_port()
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",

@@ -206,7 +206,8 @@ def test_ctrl_c_while_the_replicas_load_stops_them(tmp_path, cluster):
 
 def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tmp_path):
     path = config(tmp_path, None, samples=1)
-    env = {k: v for k, v in os.environ.items() if k not in ENV and k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in ENV and not k.startswith("RAY_")}
+    env["HOME"] = str(home := tmp_path / "home")  # a machine that never ran Ray: no token yet
     engine = start_run(path, env)
     try:
         head = wait_until(lambda: [p for p, cmd in descendants(engine.pid).items()
@@ -218,6 +219,9 @@ def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tm
         engine.kill()
     assert engine.returncode == 0, out
     assert "this machine's own Ray cluster" in out
+    token = home / ".ray" / "auth_token"  # made where Ray looks, for this user alone, said once
+    assert len(token.read_text()) == 64 and token.stat().st_mode & 0o777 == 0o600
+    assert " ".join(out.split()).count(f"one was created in {token}") == 1, out
     assert_every_task_once(tmp_path, path)
     assert ray_processes and wait_until(lambda: not alive(list(ray_processes) + head), 60), \
         {p: ray_processes.get(p, "head") for p in alive(list(ray_processes) + head)}
@@ -244,4 +248,17 @@ def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
     out = " ".join((run.stdout + run.stderr).split())  # the terminal's line breaks aside
     assert run.returncode == 2, out
     assert "did not all start within 5 s" in out and "num_gpus = 1" in out and "fix:" in out
+    assert_all_stopped(cluster, tmp_path)
+
+
+def test_a_cluster_joined_without_its_token_is_an_error_about_the_token(tmp_path, cluster):
+    path = config(tmp_path, cluster.address)
+    env = {**cluster.env, "HOME": str(home := tmp_path / "home")}  # token mode on, no token here
+    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=300)
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 2, out
+    assert "refused this process" in out and "no authentication token" in out, out
+    assert "RAY_AUTH_TOKEN" in out.split("fix:")[1] and "startup_timeout_s" not in out, out
+    assert not (home / ".ray").exists()  # a joined cluster's token is its own: none is made
     assert_all_stopped(cluster, tmp_path)

@@ -1,4 +1,5 @@
 """Errors a user can act on. Each says what was wrong, where, and how to fix it."""
+
 from __future__ import annotations
 
 
@@ -7,14 +8,22 @@ class UserError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, file: str | None = None, field: str | None = None,
-                 fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         self.file, self.field, self.fix, self.detail = file, field, fix, message
         super().__init__(self._render())
 
     def _render(self) -> str:
         kind = "option" if self.field and self.field.startswith("--") else "field"
-        where = ": ".join(p for p in (self.file, f"{kind} '{self.field}'" if self.field else None) if p)
+        where = ": ".join(
+            p for p in (self.file, f"{kind} '{self.field}'" if self.field else None) if p
+        )
         text = f"{where}: {self.detail}" if where else self.detail
         return f"{text}\n  fix: {self.fix}" if self.fix else text
 

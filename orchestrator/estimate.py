@@ -1,4 +1,5 @@
 """What a plan will take before it runs: tokens, cost and duration per model at the limits."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -33,19 +34,37 @@ class ModelEstimate:
 
     def scaled(self, share: float) -> ModelEstimate:
         """The part of this estimate still to run."""
-        return ModelEstimate(self.label, self.key, self.limit_key, round(self.calls * share),
-                             round(self.input_tokens * share), round(self.output_typical * share),
-                             round(self.output_max * share), self.price, self.free, self.batch,
-                             self.turnaround)
+        return ModelEstimate(
+            self.label,
+            self.key,
+            self.limit_key,
+            round(self.calls * share),
+            round(self.input_tokens * share),
+            round(self.output_typical * share),
+            round(self.output_max * share),
+            self.price,
+            self.free,
+            self.batch,
+            self.turnaround,
+        )
 
 
 def estimate(plan: Plan) -> dict[str, ModelEstimate]:
     out: dict[str, ModelEstimate] = {}
     for cell in plan.cells:
         m = cell.model
-        e = out.setdefault(m.key, ModelEstimate(m.label, m.key, m.limit_key, price=m.price_for(m.batch),
-                                                free=m.provider in FREE_PROVIDERS, batch=m.batch,
-                                                turnaround=TURNAROUND.get(m.provider) if m.batch else None))
+        e = out.setdefault(
+            m.key,
+            ModelEstimate(
+                m.label,
+                m.key,
+                m.limit_key,
+                price=m.price_for(m.batch),
+                free=m.provider in FREE_PROVIDERS,
+                batch=m.batch,
+                turnaround=TURNAROUND.get(m.provider) if m.batch else None,
+            ),
+        )
         calls = cell.samples * cell.calls_per_task
         e.calls += calls
         e.input_tokens += calls * cell.prompt_estimate
@@ -60,7 +79,9 @@ def estimate(plan: Plan) -> dict[str, ModelEstimate]:
 
 def remaining(plan: Plan, done_by_model: dict[str, int]) -> dict[str, ModelEstimate]:
     per_model = plan.per_model()
-    return {k: e.scaled(1 - done_by_model.get(k, 0) / per_model[k]) for k, e in estimate(plan).items()}
+    return {
+        k: e.scaled(1 - done_by_model.get(k, 0) / per_model[k]) for k, e in estimate(plan).items()
+    }
 
 
 def durations(plan: Plan, estimates: dict[str, ModelEstimate]) -> dict[str, float | None]:
@@ -76,8 +97,10 @@ def durations(plan: Plan, estimates: dict[str, ModelEstimate]) -> dict[str, floa
     out = {}
     for key in calls:
         limit = plan.campaign.config.limit_for(key)
-        bounds = [calls[key] / limit.rpm * limit.period_s if limit.rpm else None,
-                  tokens[key] / limit.tpm * limit.period_s if limit.tpm else None]
+        bounds = [
+            calls[key] / limit.rpm * limit.period_s if limit.rpm else None,
+            tokens[key] / limit.tpm * limit.period_s if limit.tpm else None,
+        ]
         known = [b for b in bounds if b is not None]
         out[key] = max(known) if known else None
     return out

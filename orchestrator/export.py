@@ -4,6 +4,7 @@ An exporter reads every line once (checked by results.ResultLines), keeps only w
 records it wants are, then reads those back from the memory-mapped file. A task's final record
 is its first terminal one (ok, parse_error, refused, too_long); `failed` lines are attempts.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -36,7 +37,9 @@ def _parse(path: Path, line: bytes) -> dict[str, Any]:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:  # passed the cheap check: a record glued to a torn line
-        raise unparsable(path) or UserError(f"a line of {path} is not JSON", file=str(path)) from None
+        raise unparsable(path) or UserError(
+            f"a line of {path} is not JSON", file=str(path)
+        ) from None
 
 
 class mapped:

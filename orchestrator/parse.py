@@ -1,4 +1,5 @@
 """Response contracts: find the JSON answer in raw model text, validate it, normalise it."""
+
 from __future__ import annotations
 
 import functools
@@ -100,12 +101,18 @@ def _check_judgment(obj: dict[str, Any], contract: ResponseContract) -> Parsed:
     for key in ("score", "verdict", "reason"):
         if key not in obj:
             return Parsed(False, error=f"missing field '{key}'")
-    score = check({"score": obj["score"]}, ResponseContract(
-        kind="rating", field="score", minimum=contract.minimum, maximum=contract.maximum))
+    score = check(
+        {"score": obj["score"]},
+        ResponseContract(
+            kind="rating", field="score", minimum=contract.minimum, maximum=contract.maximum
+        ),
+    )
     if not score.ok:
         return score
-    verdict = check({"verdict": obj["verdict"]}, ResponseContract(
-        kind="choice", field="verdict", options=contract.options))
+    verdict = check(
+        {"verdict": obj["verdict"]},
+        ResponseContract(kind="choice", field="verdict", options=contract.options),
+    )
     if not verdict.ok:
         return verdict
     if not isinstance(obj["reason"], str):
@@ -135,7 +142,9 @@ def check(obj: dict[str, Any], contract: ResponseContract) -> Parsed:
         if number != int(number):
             return Parsed(False, error=f"rating {number} is not an integer")
         if not contract.minimum <= number <= contract.maximum:
-            return Parsed(False, error=f"rating {int(number)} outside {contract.minimum}-{contract.maximum}")
+            return Parsed(
+                False, error=f"rating {int(number)} outside {contract.minimum}-{contract.maximum}"
+            )
         return Parsed(True, value=int(number))
     return Parsed(True, value=number)
 

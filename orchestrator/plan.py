@@ -6,6 +6,7 @@ pairs and there may be millions, so they are only ever produced one at a time, i
 seeded permutation of the task index space, computed per index (shuffle.py), so a plan of any
 size the ids can number takes no memory to order.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,15 @@ from orchestrator.errors import UserError
 from orchestrator.shuffle import MAX_SIZE, Shuffle
 from orchestrator.spec.campaign import Campaign, ModelConfig
 from orchestrator.spec.checks import shot_pool
-from orchestrator.spec.models import (Condition, Experiment, Job, ResponseContract, Shot, Strategy,
-                                      Variant)
+from orchestrator.spec.models import (
+    Condition,
+    Experiment,
+    Job,
+    ResponseContract,
+    Shot,
+    Strategy,
+    Variant,
+)
 
 _CHUNK = 65_536
 MAX_SAMPLES = (1 << 32) - 1  # a task id hashes its sample number as 4 bytes
@@ -74,8 +82,10 @@ class Task:
 
 
 # How options a variant lets the planner present are shown (in a counterbalanced order).
-CHOICE_INSTRUCTION = ('Give a brief justification, then end your answer with a JSON object naming '
-                      'your choice exactly as written above: {"choice": "<option>"}')
+CHOICE_INSTRUCTION = (
+    "Give a brief justification, then end your answer with a JSON object naming "
+    'your choice exactly as written above: {"choice": "<option>"}'
+)
 
 
 def choice_block(contract: ResponseContract, order: tuple[int, ...]) -> str:
@@ -91,9 +101,14 @@ def option_orders(n: int) -> list[tuple[int, ...]]:
     return [tuple((i + k) % n for i in range(n)) for k in range(n)]
 
 
-def render_messages(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
-                    order: tuple[int, ...] | None = None,
-                    shots: tuple[Shot, ...] = ()) -> tuple[dict[str, str], ...]:
+def render_messages(
+    job: Job,
+    experiment: Experiment,
+    variant: Variant,
+    strategy: Strategy,
+    order: tuple[int, ...] | None = None,
+    shots: tuple[Shot, ...] = (),
+) -> tuple[dict[str, str], ...]:
     system = _system(job, strategy)
     user = examples(shots) + variant.prompt
     if order is not None:
@@ -120,9 +135,14 @@ def _suffix(experiment: Experiment, strategy: Strategy) -> str:
 ANSWER_CUE = "Answer:"
 
 
-def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy: Strategy,
-                   order: tuple[int, ...] | None = None,
-                   shots: tuple[Shot, ...] = ()) -> tuple[dict[str, str], ...]:
+def render_scoring(
+    job: Job,
+    experiment: Experiment,
+    variant: Variant,
+    strategy: Strategy,
+    order: tuple[int, ...] | None = None,
+    shots: tuple[Shot, ...] = (),
+) -> tuple[dict[str, str], ...]:
     """The prompt of a model that answers by scoring: one plain text (no chat turns, which a
     pretrained model does not know), without the instruction on how to write an answer, ending
     in the answer cue; each option's log-probability is then read after it."""
@@ -133,7 +153,9 @@ def render_scoring(job: Job, experiment: Experiment, variant: Variant, strategy:
     return ({"role": "user", "content": f"{text}\n{ANSWER_CUE}"},)
 
 
-def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) -> tuple[Variant, ...]:
+def sampled(
+    campaign: Campaign, experiment: Experiment, condition: Condition
+) -> tuple[Variant, ...]:
     """The condition's items, or a sample of the campaign's `items` of them, taken whole: an
     item in all its option orders (`item["group"]`, where a job says), so positions stay
     balanced, and in turn from each kind of item (`item["stratum"]`), so every score keeps
@@ -142,6 +164,7 @@ def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) ->
     limit, variants = campaign.config.items, condition.variants
     if limit is None or len(variants) <= limit:
         return variants
+
     def group(v: Variant) -> str:
         return str((v.item or {}).get("group", v.id))
 
@@ -149,7 +172,9 @@ def sampled(campaign: Campaign, experiment: Experiment, condition: Condition) ->
     for v in variants:
         groups.setdefault(group(v), []).append(v)
     seed = f"{campaign.config.seed}:{experiment.slug}:{condition.index}:".encode()
-    ranked = sorted(groups, key=lambda g: hashlib.blake2b(seed + g.encode(), digest_size=8).digest())
+    ranked = sorted(
+        groups, key=lambda g: hashlib.blake2b(seed + g.encode(), digest_size=8).digest()
+    )
     strata: dict[str, list[str]] = {}
     for g in ranked:
         strata.setdefault(str((groups[g][0].item or {}).get("stratum", "")), []).append(g)
@@ -200,13 +225,28 @@ def _presentations(variant: Variant, samples: int) -> list[tuple[tuple[int, ...]
     return blocks
 
 
-def _cell_key(job: Job, exp: Experiment, cond: Condition, variant: Variant, strategy: Strategy,
-              identity: orjson.Fragment, messages: tuple[dict[str, str], ...]) -> bytes:
-    blob = orjson.dumps({"job": job.id, "experiment": exp.slug, "condition": cond.index,
-                         "variant": variant.id, "strategy": strategy.id,
-                         "model": identity, "messages": messages,
-                         "contract": variant.contract.model_dump()},
-                        option=orjson.OPT_SORT_KEYS)
+def _cell_key(
+    job: Job,
+    exp: Experiment,
+    cond: Condition,
+    variant: Variant,
+    strategy: Strategy,
+    identity: orjson.Fragment,
+    messages: tuple[dict[str, str], ...],
+) -> bytes:
+    blob = orjson.dumps(
+        {
+            "job": job.id,
+            "experiment": exp.slug,
+            "condition": cond.index,
+            "variant": variant.id,
+            "strategy": strategy.id,
+            "model": identity,
+            "messages": messages,
+            "contract": variant.contract.model_dump(),
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
@@ -214,12 +254,17 @@ def task_id(cell_key: bytes, sample: int) -> str:
     return hashlib.blake2b(cell_key + sample.to_bytes(4, "big"), digest_size=16).hexdigest()
 
 
-def _items(campaign: Campaign, job: Job) -> list[tuple[Experiment, Condition, Variant, tuple[Shot, ...]]]:
+def _items(
+    campaign: Campaign, job: Job
+) -> list[tuple[Experiment, Condition, Variant, tuple[Shot, ...]]]:
     """The job's items (a campaign's `items` sample of them), each with its few-shot examples:
     the same for every model and strategy, so drawn once."""
-    return [(exp, cond, variant, pick_shots(campaign, exp, variant))
-            for exp in job.experiments for cond in exp.conditions
-            for variant in sampled(campaign, exp, cond)]
+    return [
+        (exp, cond, variant, pick_shots(campaign, exp, variant))
+        for exp in job.experiments
+        for cond in exp.conditions
+        for variant in sampled(campaign, exp, cond)
+    ]
 
 
 def build_cells(campaign: Campaign) -> list[Cell]:
@@ -239,9 +284,26 @@ def build_cells(campaign: Campaign) -> list[Cell]:
                         msgs = render(job, exp, variant, strategy, order, shots)
                         key = _cell_key(job, exp, cond, variant, strategy, identity, msgs)
                         est = sum(estimate_tokens(m["content"]) for m in msgs) + answer_tokens(
-                            model, variant.contract)
-                        cells.append(Cell(job, exp, cond, variant, strategy, m_idx, model, msgs,
-                                          count, key, model_key, est, order, first))
+                            model, variant.contract
+                        )
+                        cells.append(
+                            Cell(
+                                job,
+                                exp,
+                                cond,
+                                variant,
+                                strategy,
+                                m_idx,
+                                model,
+                                msgs,
+                                count,
+                                key,
+                                model_key,
+                                est,
+                                order,
+                                first,
+                            )
+                        )
     return cells
 
 
@@ -262,9 +324,13 @@ def check_size(campaign: Campaign) -> None:
     for job in campaign.jobs:
         n = max(campaign.samples_for(job, m) for m in campaign.config.models)
         if n > MAX_SAMPLES:
-            raise UserError(f"samples = {n:,} is more than task ids can number (at most "
-                            f"{MAX_SAMPLES:,} per condition)", file=_source(campaign),
-                            field="samples", fix=f"set samples to at most {MAX_SAMPLES:,}")
+            raise UserError(
+                f"samples = {n:,} is more than task ids can number (at most "
+                f"{MAX_SAMPLES:,} per condition)",
+                file=_source(campaign),
+                field="samples",
+                fix=f"set samples to at most {MAX_SAMPLES:,}",
+            )
 
 
 class Plan:
@@ -275,12 +341,19 @@ class Plan:
         self.cells = build_cells(campaign)
         self.total = sum(c.samples for c in self.cells)
         if self.total > MAX_SIZE:
-            raise UserError(f"the plan has {self.total:,} tasks, more than a run can order "
-                            f"(at most {MAX_SIZE:,})", file=_source(campaign), field="samples",
-                            fix="lower samples, or split the models or jobs over several runs")
+            raise UserError(
+                f"the plan has {self.total:,} tasks, more than a run can order "
+                f"(at most {MAX_SIZE:,})",
+                file=_source(campaign),
+                field="samples",
+                fix="lower samples, or split the models or jobs over several runs",
+            )
 
-    def tasks(self, model_indices: Iterable[int] | None = None,
-              skip: set[str] | frozenset[str] = frozenset()) -> Iterator[Task]:
+    def tasks(
+        self,
+        model_indices: Iterable[int] | None = None,
+        skip: set[str] | frozenset[str] = frozenset(),
+    ) -> Iterator[Task]:
         """Tasks of the given models (default all) in seeded shuffled order, minus `skip`."""
         wanted = None if model_indices is None else set(model_indices)
         cells = [c for c in self.cells if wanted is None or c.model_index in wanted]
@@ -315,26 +388,42 @@ class Plan:
         """What the plan is, in a form whose differences a person can read
         (plan_changes.describe_changes)."""
         from orchestrator.plan_changes import prompt_digests
-        cells = hashlib.blake2b(b"".join(sorted(c.key + c.samples.to_bytes(4, "big")
-                                                for c in self.cells)), digest_size=16)
-        return {"hash": cells.hexdigest(), "tasks": self.total, "seed": self.seed,
-                "jobs": [j.id for j in self.campaign.jobs],
-                "models": [m.identity() for m in self.campaign.config.models],
-                "per_model": self.per_model(),
-                "extractor": (self.campaign.config.extractor.identity()
-                              if self.campaign.config.extractor else None),
-                # only when set, so the fingerprints of runs without one stay as they were
-                **({"screener": self.campaign.config.screener.identity()}
-                   if self.campaign.config.screener else {}),
-                # per cell of a model that samples; samples_by_model has every model's
-                "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
-                "samples_by_model": {m.key: {j.id: self.campaign.samples_for(j, m)
-                                             for j in self.campaign.jobs}
-                                     for m in self.campaign.config.models},
-                "strategies": {j.id: [s.id for s in self.campaign.strategies_for(j)]
-                               for j in self.campaign.jobs},
-                "prompts": {j.id: prompt_digests(j, self.campaign.strategies_for(j))
-                            for j in self.campaign.jobs}}
+
+        cells = hashlib.blake2b(
+            b"".join(sorted(c.key + c.samples.to_bytes(4, "big") for c in self.cells)),
+            digest_size=16,
+        )
+        return {
+            "hash": cells.hexdigest(),
+            "tasks": self.total,
+            "seed": self.seed,
+            "jobs": [j.id for j in self.campaign.jobs],
+            "models": [m.identity() for m in self.campaign.config.models],
+            "per_model": self.per_model(),
+            "extractor": (
+                self.campaign.config.extractor.identity()
+                if self.campaign.config.extractor
+                else None
+            ),
+            # only when set, so the fingerprints of runs without one stay as they were
+            **(
+                {"screener": self.campaign.config.screener.identity()}
+                if self.campaign.config.screener
+                else {}
+            ),
+            # per cell of a model that samples; samples_by_model has every model's
+            "samples": {j.id: self.campaign.samples_for(j) for j in self.campaign.jobs},
+            "samples_by_model": {
+                m.key: {j.id: self.campaign.samples_for(j, m) for j in self.campaign.jobs}
+                for m in self.campaign.config.models
+            },
+            "strategies": {
+                j.id: [s.id for s in self.campaign.strategies_for(j)] for j in self.campaign.jobs
+            },
+            "prompts": {
+                j.id: prompt_digests(j, self.campaign.strategies_for(j)) for j in self.campaign.jobs
+            },
+        }
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,6 +1,7 @@
 """What changed between the plan a run was started with and the one its config gives now, in
 words a person can act on: the plan's fingerprint parts (models, jobs, samples, strategies and
 a digest per prompt) compared field by field."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,13 @@ def prompt_digests(job: Job, strategies: Iterable[Strategy]) -> dict[str, str]:
         for cond in exp.conditions:
             for v in cond.variants:
                 name = f"{exp.slug}:{cond.index}" + (f"/{v.id}" if len(cond.variants) > 1 else "")
-                digests[name] = _digest(v.prompt, v.contract.model_dump(mode="json"),
-                                        v.present_options, bias, *filter(None, [v.instruction]))
+                digests[name] = _digest(
+                    v.prompt,
+                    v.contract.model_dump(mode="json"),
+                    v.present_options,
+                    bias,
+                    *filter(None, [v.instruction]),
+                )
     return digests
 
 
@@ -52,8 +58,11 @@ def _label(identity: dict[str, Any]) -> str:
 
 
 def _identity_changes(what: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    return [f"{what} {_label(new)}: {k} {_show(old.get(k))} -> {_show(new.get(k))}"
-            for k in dict.fromkeys([*old, *new]) if old.get(k) != new.get(k)]
+    return [
+        f"{what} {_label(new)}: {k} {_show(old.get(k))} -> {_show(new.get(k))}"
+        for k in dict.fromkeys([*old, *new])
+        if old.get(k) != new.get(k)
+    ]
 
 
 def _model_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
@@ -67,9 +76,14 @@ def _model_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list
             lines += _identity_changes("model", o, n)
             gone.remove(o)
             came.remove(n)
-    lines += [f"model {_label(m)} removed" for m in gone] + [f"model {_label(m)} added" for m in came]
-    return lines or ([f"order of models: {', '.join(map(_label, old))} -> "
-                      f"{', '.join(map(_label, new))}"] if old != new else [])
+    lines += [f"model {_label(m)} removed" for m in gone] + [
+        f"model {_label(m)} added" for m in came
+    ]
+    return lines or (
+        [f"order of models: {', '.join(map(_label, old))} -> {', '.join(map(_label, new))}"]
+        if old != new
+        else []
+    )
 
 
 def _list_changes(what: str, old: list[str], new: list[str]) -> list[str]:
@@ -80,9 +94,14 @@ def _list_changes(what: str, old: list[str], new: list[str]) -> list[str]:
 
 def _prompt_changes(old: dict[str, str], new: dict[str, str], job: str) -> list[str]:
     def name(key: str) -> str:
-        return ("the system prompt" if key == "system" else
-                f"prompt of strategy {key.split(':', 1)[1]}" if key.startswith("strategy:") else
-                f"prompt of {key}")
+        return (
+            "the system prompt"
+            if key == "system"
+            else f"prompt of strategy {key.split(':', 1)[1]}"
+            if key.startswith("strategy:")
+            else f"prompt of {key}"
+        )
+
     lines = [f"{name(k)}{job}" for k in new if k in old and old[k] != new[k]]
     lines += [f"{name(k)}{job}: removed" for k in old if k not in new]
     return lines + [f"{name(k)}{job}: added" for k in new if k not in old]
@@ -93,7 +112,9 @@ def _by_model(fingerprint: dict[str, Any]) -> dict[str, dict[str, int]]:
     model the job's samples."""
     if "samples_by_model" in fingerprint:
         return fingerprint["samples_by_model"]
-    return {key: dict(fingerprint.get("samples") or {}) for key in fingerprint.get("per_model") or {}}
+    return {
+        key: dict(fingerprint.get("samples") or {}) for key in fingerprint.get("per_model") or {}
+    }
 
 
 def _model_samples_changes(old: dict[str, Any], new: dict[str, Any], job: str) -> list[str]:
@@ -106,8 +127,12 @@ def _model_samples_changes(old: dict[str, Any], new: dict[str, Any], job: str) -
         key = identity_key(identity)
         o, n = (before.get(key) or {}).get(job), (after.get(key) or {}).get(job)
         if None not in (o, n) and o != n and (o, n) != job_change:
-            why = (" (at temperature 0 the default is the job's deterministic minimum; set samples "
-                   "to choose)" if is_deterministic(identity) else "")
+            why = (
+                " (at temperature 0 the default is the job's deterministic minimum; set samples "
+                "to choose)"
+                if is_deterministic(identity)
+                else ""
+            )
             lines.append(f"samples of {job} on {_label(identity)}: {o} -> {n}{why}")
     return lines
 
@@ -123,9 +148,13 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for helper in ("extractor", "screener"):
         o_ext, n_ext = old.get(helper), new.get(helper)
         if o_ext != n_ext:
-            changes += ([f"{helper} {_label(o_ext)} removed"] if n_ext is None else
-                        [f"{helper} {_label(n_ext)} added"] if o_ext is None else
-                        _identity_changes(helper, o_ext, n_ext))
+            changes += (
+                [f"{helper} {_label(o_ext)} removed"]
+                if n_ext is None
+                else [f"{helper} {_label(n_ext)} added"]
+                if o_ext is None
+                else _identity_changes(helper, o_ext, n_ext)
+            )
     common = [j for j in new.get("jobs") or [] if j in (old.get("jobs") or [])]
     several = len(new.get("jobs") or []) > 1
     prompts = []
@@ -134,18 +163,27 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         for key, diff in (("samples", None), ("strategies", _list_changes)):
             o, n = (old.get(key) or {}).get(job), (new.get(key) or {}).get(job)
             if o != n:
-                changes += ([f"{key} of {job}: {_show(o)} -> {_show(n)}"] if diff is None
-                            else diff(f"strategies of {job}", o or [], n or []))
+                changes += (
+                    [f"{key} of {job}: {_show(o)} -> {_show(n)}"]
+                    if diff is None
+                    else diff(f"strategies of {job}", o or [], n or [])
+                )
         changes += _model_samples_changes(old, new, job)
         if "prompts" in old and "prompts" in new:
             prompts += _prompt_changes(old["prompts"].get(job, {}), new["prompts"].get(job, {}), of)
     if len(prompts) > _MAX_PROMPT_LINES:
-        prompts = prompts[:_MAX_PROMPT_LINES] + [f"... and {len(prompts) - _MAX_PROMPT_LINES} more prompts"]
+        prompts = prompts[:_MAX_PROMPT_LINES] + [
+            f"... and {len(prompts) - _MAX_PROMPT_LINES} more prompts"
+        ]
     changes += prompts
     for key in ("seed", "tasks"):
         if old.get(key) != new.get(key):
             changes.append(f"{key}: {_show(old.get(key))} -> {_show(new.get(key))}")
-    if not changes and (old.get("hash") != new.get("hash") or any(  # e.g. a run from before
-            old.get(k) != new.get(k) for k in ("per_model", "samples", "strategies"))):  # digests
+    if not changes and (
+        old.get("hash") != new.get("hash")
+        or any(  # e.g. a run from before
+            old.get(k) != new.get(k) for k in ("per_model", "samples", "strategies")
+        )
+    ):  # digests
         changes.append("prompts or response contracts of the jobs changed")
     return changes

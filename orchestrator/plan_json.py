@@ -1,6 +1,7 @@
 """The plan in a machine-readable form (`orchestrator plan --json`): what the tables show, for
 scripts and CI. Everything is read off the planned cells and estimate.py, so the JSON and the
 tables cannot disagree."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,9 +17,19 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
     over strategies, option orders, samples and models."""
     tree: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for cell in plan.cells:
-        cond = tree.setdefault(cell.job.id, {}).setdefault(cell.experiment.slug, {}).setdefault(
-            cell.condition.index, {"index": cell.condition.index, "label": cell.condition.label,
-                                   "items": set(), "tasks": 0})
+        cond = (
+            tree.setdefault(cell.job.id, {})
+            .setdefault(cell.experiment.slug, {})
+            .setdefault(
+                cell.condition.index,
+                {
+                    "index": cell.condition.index,
+                    "label": cell.condition.label,
+                    "items": set(),
+                    "tasks": 0,
+                },
+            )
+        )
         cond["items"].add(cell.variant.id)
         cond["tasks"] += cell.samples
     jobs = []
@@ -26,29 +37,63 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
         experiments = []
         for slug, conds in tree.get(job.id, {}).items():
             conditions = [{**c, "items": len(c["items"])} for c in conds.values()]
-            experiments.append({"slug": slug, "tasks": sum(c["tasks"] for c in conditions),
-                                "conditions": conditions})
-        jobs.append({"id": job.id, "strategies": [s.id for s in plan.campaign.strategies_for(job)],
-                     "samples": {m.key: plan.campaign.samples_for(job, m)
-                                 for m in plan.campaign.config.models},
-                     "tasks": sum(e["tasks"] for e in experiments), "experiments": experiments})
+            experiments.append(
+                {
+                    "slug": slug,
+                    "tasks": sum(c["tasks"] for c in conditions),
+                    "conditions": conditions,
+                }
+            )
+        jobs.append(
+            {
+                "id": job.id,
+                "strategies": [s.id for s in plan.campaign.strategies_for(job)],
+                "samples": {
+                    m.key: plan.campaign.samples_for(job, m) for m in plan.campaign.config.models
+                },
+                "tasks": sum(e["tasks"] for e in experiments),
+                "experiments": experiments,
+            }
+        )
     return jobs
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
     estimates = estimate(plan)
     tasks = plan.per_model()
-    models = [{"key": e.key, "label": e.label, "limit_key": e.limit_key, "tasks": tasks[e.key],
-               "calls": e.calls, "input_tokens": e.input_tokens,
-               "output_tokens": {"typical": e.output_typical, "max": e.output_max},
-               "free": e.free, "cost_usd": {"typical": e.cost, "max": e.cost_max},
-               "batch": e.batch, "turnaround": e.turnaround}
-              for e in estimates.values()]
-    warnings = [f"model {e.label} has no price (see configs/prices.toml): its cost is unknown"
-                for e in estimates.values() if e.price is None and not e.free]
-    return {"format": FORMAT, "campaign": plan.campaign.config.name, "seed": plan.seed,
-            "plan_hash": plan.fingerprint()["hash"], "jobs": _jobs(plan), "models": models,
-            "duration_s": durations(plan, estimates),  # per limit key; null: no rpm/tpm bounds it
-            "total": {"tasks": plan.total, "calls": sum(e.calls for e in estimates.values()),
-                      "cost_usd": total_cost(estimates)},
-            "warnings": warnings}
+    models = [
+        {
+            "key": e.key,
+            "label": e.label,
+            "limit_key": e.limit_key,
+            "tasks": tasks[e.key],
+            "calls": e.calls,
+            "input_tokens": e.input_tokens,
+            "output_tokens": {"typical": e.output_typical, "max": e.output_max},
+            "free": e.free,
+            "cost_usd": {"typical": e.cost, "max": e.cost_max},
+            "batch": e.batch,
+            "turnaround": e.turnaround,
+        }
+        for e in estimates.values()
+    ]
+    warnings = [
+        f"model {e.label} has no price (see configs/prices.toml): its cost is unknown"
+        for e in estimates.values()
+        if e.price is None and not e.free
+    ]
+    return {
+        "format": FORMAT,
+        "campaign": plan.campaign.config.name,
+        "seed": plan.seed,
+        "plan_hash": plan.fingerprint()["hash"],
+        "jobs": _jobs(plan),
+        "models": models,
+        "duration_s": durations(plan, estimates),  # per limit key; null: no rpm/tpm bounds it
+        "total": {
+            "tasks": plan.total,
+            "calls": sum(e.calls for e in estimates.values()),
+            "cost_usd": total_cost(estimates),
+        },
+        "warnings": warnings,
+    }

@@ -1,4 +1,5 @@
 """What calls cost: a price per million input and output tokens, applied to reported usage."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -1,5 +1,6 @@
 """Child processes this tool starts (llama.cpp servers, the run's own Ray cluster): a free port
 for them, their death with ours, and their stop."""
+
 from __future__ import annotations
 
 import ctypes

@@ -6,6 +6,7 @@ network again until it lands inside ("cycle walking"), which keeps the map a bij
 [0, n). Every step is a few numpy operations on a chunk of indices, so shuffling a million
 indices costs milliseconds, and nothing of size n is ever allocated.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """`orchestrator init`: a starter campaign config for a new user, and what to type next."""
+
 from __future__ import annotations
 
 import shlex
@@ -93,10 +94,15 @@ $local
 
 
 def starter_text(local_installed: bool) -> str:
-    local = LOCAL if local_installed else LOCAL_MISSING + "".join(
-        f"# {line}\n" if line else "#\n" for line in LOCAL.splitlines())
-    return TEMPLATE.substitute(name=NAME, jobs=", ".join(builtin_jobs()),
-                               configs=builtin_dir("configs"), local=local)
+    local = (
+        LOCAL
+        if local_installed
+        else LOCAL_MISSING
+        + "".join(f"# {line}\n" if line else "#\n" for line in LOCAL.splitlines())
+    )
+    return TEMPLATE.substitute(
+        name=NAME, jobs=", ".join(builtin_jobs()), configs=builtin_dir("configs"), local=local
+    )
 
 
 def write_starter(folder: Path) -> str:
@@ -104,25 +110,37 @@ def write_starter(folder: Path) -> str:
     written and what to type next."""
     path = folder / FILE
     if problem := folder_problem(folder):
-        raise UserError(f"cannot write {path}: {problem}",
-                        fix="give a folder you can write to (it is created if missing)")
+        raise UserError(
+            f"cannot write {path}: {problem}",
+            fix="give a folder you can write to (it is created if missing)",
+        )
     local = localmodel.default_model_path() is not None
     folder.mkdir(parents=True, exist_ok=True)
     try:
         with open(path, "x", encoding="utf-8") as f:  # "x": never over a file, even a new one
             f.write(starter_text(local))
     except FileExistsError:
-        raise UserError(f"{path} already exists; init does not overwrite a file",
-                        fix=f"give another folder (orchestrator init NEW_FOLDER), "
-                            f"or move {path} away") from None
+        raise UserError(
+            f"{path} already exists; init does not overwrite a file",
+            fix=f"give another folder (orchestrator init NEW_FOLDER), or move {path} away",
+        ) from None
     config, run = shlex.quote(str(path)), f"runs/{NAME}/default"
-    models = "the simulated respondent and the local model" if local else (
-        "the simulated respondent (the local model is commented out: it needs the local extra)")
-    steps = [(f"plan {config}", "the task matrix and estimates; starts nothing"),
-             (f"run {config}", "run it; the same command again resumes"),
-             (f"analyze {run}", "effects with CIs -> summary.csv"),
-             (f"report {run}", "report.html, no network needed")]
+    models = (
+        "the simulated respondent and the local model"
+        if local
+        else (
+            "the simulated respondent (the local model is commented out: it needs the local extra)"
+        )
+    )
+    steps = [
+        (f"plan {config}", "the task matrix and estimates; starts nothing"),
+        (f"run {config}", "run it; the same command again resumes"),
+        (f"analyze {run}", "effects with CIs -> summary.csv"),
+        (f"report {run}", "report.html, no network needed"),
+    ]
     width = max(len(command) for command, _ in steps)
-    return (f"wrote {path}: the AI Bias Benchmark on {models}, with commented examples for "
-            f"hosted providers. Next:\n" + "\n".join(f"  orchestrator {command.ljust(width)}  # {why}"
-                                                     for command, why in steps))
+    return (
+        f"wrote {path}: the AI Bias Benchmark on {models}, with commented examples for "
+        f"hosted providers. Next:\n"
+        + "\n".join(f"  orchestrator {command.ljust(width)}  # {why}" for command, why in steps)
+    )

@@ -2,6 +2,7 @@
 
 Not a test: these machines are shared and noisy, so nothing here fails a build.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,15 +38,26 @@ def _sample():
         _time.sleep(0.005)
 threading.Thread(target=_sample, daemon=True).start()
 """
-PEAK = ("import resource; print(f'{elapsed:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.0f} "
-        "{_peak_anon[0]/1024:.0f}')")
+PEAK = (
+    "import resource; print(f'{elapsed:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.0f} "
+    "{_peak_anon[0]/1024:.0f}')"
+)
 
 
 def _peak_mb_of(code: str) -> tuple[float, float, float, str]:
     """Run code in a fresh interpreter: (seconds it reports, peak RSS MB, peak anonymous MB,
     everything else it printed)."""
-    out = subprocess.run([sys.executable, "-c", SAMPLER + code], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout.strip().splitlines()
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", SAMPLER + code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     seconds, peak, anon = out[-1].split()
     return float(seconds), float(peak), float(anon), "\n".join(out[:-1])
 
@@ -67,8 +79,10 @@ elapsed = time.perf_counter() - t0
 print(n)
 {PEAK}"""
     seconds, peak, _, n = _peak_mb_of(code)
-    print(f"planning {int(n):,} tasks: {seconds:.2f} s (target <= 3 s, {seconds / 3:.2f} of target), "
-          f"peak RSS {peak:.0f} MB incl. interpreter (target <= 300 MB, {peak / 300:.2f} of target)")
+    print(
+        f"planning {int(n):,} tasks: {seconds:.2f} s (target <= 3 s, {seconds / 3:.2f} of target), "
+        f"peak RSS {peak:.0f} MB incl. interpreter (target <= 300 MB, {peak / 300:.2f} of target)"
+    )
 
 
 def bench_resume_scan(lines: int = 1_000_000) -> None:
@@ -78,7 +92,7 @@ def bench_resume_scan(lines: int = 1_000_000) -> None:
 import time, orjson, hashlib
 from pathlib import Path
 from orchestrator.engine.store import scan_results
-rec = orjson.loads(open({str(ROOT / 'tests' / 'data' / 'record.json')!r}, 'rb').read())
+rec = orjson.loads(open({str(ROOT / "tests" / "data" / "record.json")!r}, 'rb').read())
 with open({str(path)!r}, 'wb') as f:
     for i in range({lines}):
         rec["taskId"] = hashlib.blake2b(i.to_bytes(8, "big"), digest_size=16).hexdigest()
@@ -91,13 +105,19 @@ print(len(scan.done), Path({str(path)!r}).stat().st_size)
 {PEAK}"""
         seconds, peak, _, info = _peak_mb_of(code)
         done, size = map(int, info.split())
-        print(f"resume scan of {done:,} result lines ({size / 1e6:.0f} MB): {seconds:.2f} s "
-              f"(target <= 3 s, {seconds / 3:.2f} of target), peak RSS {peak:.0f} MB")
+        print(
+            f"resume scan of {done:,} result lines ({size / 1e6:.0f} MB): {seconds:.2f} s "
+            f"(target <= 3 s, {seconds / 3:.2f} of target), peak RSS {peak:.0f} MB"
+        )
 
 
 def _start_server(*limits: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "emulate", "--port", "0", *limits],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "emulate", "--port", "0", *limits],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     url = proc.stdout.readline().split()[-1]
     return proc, f"{url}/v1"
 
@@ -106,10 +126,14 @@ async def _bare_loop(url: str, bodies: list[bytes]) -> None:
     """What a hand-written script does: N coroutines posting and parsing, nothing else."""
     todo = iter(bodies)  # shared: next() never awaits, so no two coroutines take the same body
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+
         async def worker() -> None:
             for body in todo:
-                async with session.post(url + "/chat/completions", data=body,
-                                        headers={"Content-Type": "application/json"}) as resp:
+                async with session.post(
+                    url + "/chat/completions",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
                     orjson.loads(await resp.read())["choices"][0]["message"]["content"]
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
@@ -119,10 +143,16 @@ def _bench_campaign(url: str | list[str], out: Path):
     """The bench's campaign on one endpoint (`url`), or on an endpoint pool (a list)."""
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+
     endpoint = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
-    cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples=CALLS // 12,
-                         models=[{"provider": "openai", "name": "m", **endpoint}],
-                         limits={"openai": {"max_in_flight": CONCURRENCY}}, output_dir=str(out))
+    cfg = CampaignConfig(
+        name="bench",
+        jobs=["ai-bias-benchmark"],
+        samples=CALLS // 12,
+        models=[{"provider": "openai", "name": "m", **endpoint}],
+        limits={"openai": {"max_in_flight": CONCURRENCY}},
+        output_dir=str(out),
+    )
     return build_campaign(cfg, None)
 
 
@@ -131,6 +161,7 @@ def _engine_bodies(url: str) -> list[bytes]:
     posts the same ones (the same prompts, and so the same answers to parse)."""
     from orchestrator.plan import Plan
     from orchestrator.providers.registry import make_provider
+
     campaign = _bench_campaign(url, Path(tempfile.gettempdir()))
     model = campaign.config.models[0]
     provider = make_provider(model, campaign.config.limit_for(model.limit_key))
@@ -142,6 +173,7 @@ def _engine_run(url: str | list[str], out: Path) -> int:
     from orchestrator.engine.store import RunStore
     from orchestrator.plan import Plan
     from orchestrator.providers.registry import make_provider
+
     campaign = _bench_campaign(url, out)
     cfg = campaign.config
     plan = Plan(campaign)
@@ -169,17 +201,23 @@ def _throughput(what: str, *server_args: str) -> None:
             bare.append(_timed(lambda: asyncio.run(_bare_loop(url, bodies))))
             with tempfile.TemporaryDirectory() as tmp:
                 written = []
-                engine.append((*_timed(lambda: written.append(_engine_run(url, Path(tmp) / "run"))),))
+                engine.append(
+                    (*_timed(lambda: written.append(_engine_run(url, Path(tmp) / "run"))),)
+                )
         (bare_wall, bare_cpu), (eng_wall, eng_cpu) = min(bare), min(engine)
     finally:
         proc.terminate()
         proc.wait()
     bare_rate, eng_rate = len(bodies) / bare_wall, written[0] / eng_wall
-    print(f"engine throughput at concurrency {CONCURRENCY}{what}: {eng_rate:,.0f} calls/s "
-          f"({written[0]:,} results written and parsed) vs bare aiohttp loop {bare_rate:,.0f} calls/s "
-          f"(the same {len(bodies):,} request bodies); ratio {eng_rate / bare_rate:.2f} (target >= 0.8)")
-    print(f"  client CPU per call: engine {eng_cpu / written[0] * 1e6:.0f} us, "
-          f"bare loop {bare_cpu / len(bodies) * 1e6:.0f} us")
+    print(
+        f"engine throughput at concurrency {CONCURRENCY}{what}: {eng_rate:,.0f} calls/s "
+        f"({written[0]:,} results written and parsed) vs bare aiohttp loop {bare_rate:,.0f} calls/s "
+        f"(the same {len(bodies):,} request bodies); ratio {eng_rate / bare_rate:.2f} (target >= 0.8)"
+    )
+    print(
+        f"  client CPU per call: engine {eng_cpu / written[0] * 1e6:.0f} us, "
+        f"bare loop {bare_cpu / len(bodies) * 1e6:.0f} us"
+    )
 
 
 def bench_engine_throughput() -> None:
@@ -187,12 +225,20 @@ def bench_engine_throughput() -> None:
     # Real providers send x-ratelimit-* headers on every reply, which the engine reads (and the
     # bare loop does not); limits far above what the bench reaches, so none is ever hit, and a
     # short window keeps the emulator's own accounting small.
-    _throughput(", rate-limit headers on every reply", "--rpm", "100000000", "--tpm", "100000000000",
-                "--period-s", "0.05")
+    _throughput(
+        ", rate-limit headers on every reply",
+        "--rpm",
+        "100000000",
+        "--tpm",
+        "100000000000",
+        "--period-s",
+        "0.05",
+    )
 
 
 def bench_local_model() -> None:
     from tests.bench_local import bench_local_model as run
+
     run()
 
 
@@ -246,9 +292,11 @@ print(int(summary["n_valid_0"].sum() + summary["n_valid_1"].sum()))
 {PEAK}"""
         seconds, peak, anon, n = _peak_mb_of(code)
         size = (Path(tmp) / "run" / "results.ndjson").stat().st_size / 1e6
-        print(f"analysis of {int(n):,} result records ({size:.0f} MB of NDJSON): {seconds:.2f} s "
-              f"(target <= 5 s, {seconds / 5:.2f} of target); peak heap {anon:.0f} MB, peak RSS "
-              f"{peak:.0f} MB (the rest is the memory-mapped results file, which the kernel can drop)")
+        print(
+            f"analysis of {int(n):,} result records ({size:.0f} MB of NDJSON): {seconds:.2f} s "
+            f"(target <= 5 s, {seconds / 5:.2f} of target); peak heap {anon:.0f} MB, peak RSS "
+            f"{peak:.0f} MB (the rest is the memory-mapped results file, which the kernel can drop)"
+        )
 
 
 def bench_status(samples: int = 83_334) -> None:
@@ -266,9 +314,11 @@ print(summary.split(";")[0])
 {PEAK}"""
         seconds, peak, anon, state = _peak_mb_of(code)
         size = (Path(tmp) / "run" / "results.ndjson").stat().st_size / 1e6
-        print(f"status of {12 * samples:,} result records ({size:.0f} MB of NDJSON; {state}): {seconds:.2f} s "
-              f"(target <= 3 s, {seconds / 3:.2f} of target); peak heap {anon:.0f} MB (target <= "
-              f"300 MB, {anon / 300:.2f} of target), peak RSS {peak:.0f} MB (with the memory-mapped file)")
+        print(
+            f"status of {12 * samples:,} result records ({size:.0f} MB of NDJSON; {state}): {seconds:.2f} s "
+            f"(target <= 3 s, {seconds / 3:.2f} of target); peak heap {anon:.0f} MB (target <= "
+            f"300 MB, {anon / 300:.2f} of target), peak RSS {peak:.0f} MB (with the memory-mapped file)"
+        )
 
 
 def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
@@ -276,12 +326,23 @@ def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
     from orchestrator.engine.session import run_campaign
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = CampaignConfig(name="rate", jobs=["ai-bias-benchmark"], samples=samples, output_dir=tmp,
-                             models=[{"provider": "openai", "name": "m", "base_url": url, "max_tokens": 16}],
-                             limits={"openai": {"max_in_flight": 16, **limits}})
-        outcome = run_campaign(build_campaign(cfg, None), Console(file=open(os.devnull, "w")), False)
-        return [orjson.loads(line) for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()]
+        cfg = CampaignConfig(
+            name="rate",
+            jobs=["ai-bias-benchmark"],
+            samples=samples,
+            output_dir=tmp,
+            models=[{"provider": "openai", "name": "m", "base_url": url, "max_tokens": 16}],
+            limits={"openai": {"max_in_flight": 16, **limits}},
+        )
+        outcome = run_campaign(
+            build_campaign(cfg, None), Console(file=open(os.devnull, "w")), False
+        )
+        return [
+            orjson.loads(line)
+            for line in (outcome.run_dir / "results.ndjson").read_bytes().splitlines()
+        ]
 
 
 def bench_rate_control() -> None:
@@ -290,13 +351,17 @@ def bench_rate_control() -> None:
     import statistics
     import threading
     from orchestrator.emulator.server import Emulator, EmulatorConfig
+
     # 100 requests (6,000 tokens) a second, counted in 3 s windows: the pacer keeps a fixed 50 ms
     # allowance for late sends (engine/limits.py JITTER_S), 5% of a 1 s window (there it gets 0.94
     # of the rate), 1.6% of 3 s, 0.1% of the 60 s windows providers count in.
     for name, server_limits, limits in (
-            ("RPM-bound", {"rpm": 300}, {"rpm": 300, "period_s": 3.0}),
-            ("TPM-bound", {"tpm": 18000}, {"tpm": 18000, "period_s": 3.0})):
-        server = Emulator(EmulatorConfig(period_s=3.0, latency_s=0.005, **server_limits)).start_in_thread()
+        ("RPM-bound", {"rpm": 300}, {"rpm": 300, "period_s": 3.0}),
+        ("TPM-bound", {"tpm": 18000}, {"tpm": 18000, "period_s": 3.0}),
+    ):
+        server = Emulator(
+            EmulatorConfig(period_s=3.0, latency_s=0.005, **server_limits)
+        ).start_in_thread()
         occupancy, done = [], threading.Event()
 
         def sample() -> None:  # the server's token window, as full as it is, every 10 ms
@@ -318,12 +383,16 @@ def bench_rate_control() -> None:
             achieved = (len(arrivals) - 1) / (max(arrivals) - min(arrivals))
             figure = f"{achieved:,.1f} of 100 allowed requests/s = {achieved / 100:.2f}"
         else:  # the middle of the run, away from the first window's fill and the last's drain
-            middle = occupancy[len(occupancy) // 5: -len(occupancy) // 5]
+            middle = occupancy[len(occupancy) // 5 : -len(occupancy) // 5]
             share = statistics.mean(middle) / 18000
-            figure = (f"the server's token window was {share:.2f} full on average (charges are "
-                      f"prompt + max_tokens at admission, settled to usage at the reply)")
-        print(f"rate control, {name}: {figure} (target >= 0.95); {rejected} answers were 429, "
-              f"{len(records)} calls")
+            figure = (
+                f"the server's token window was {share:.2f} full on average (charges are "
+                f"prompt + max_tokens at admission, settled to usage at the reply)"
+            )
+        print(
+            f"rate control, {name}: {figure} (target >= 0.95); {rejected} answers were 429, "
+            f"{len(records)} calls"
+        )
 
 
 def bench_bsi_analysis() -> None:
@@ -334,7 +403,7 @@ def bench_bsi_analysis() -> None:
 import json, time, orjson, random
 from datetime import datetime, timezone
 from pathlib import Path
-job = json.load(open({str(ROOT / 'jobs' / 'eleven-biases.json')!r}))
+job = json.load(open({str(ROOT / "jobs" / "eleven-biases.json")!r}))
 for bias in job["biases"]:  # exactly five variants each: reuse the written ones under new ids
     base = bias["variants"]
     bias["variants"] = [dict(base[i % len(base)], id=f"{{bias['slug']}}-v{{i}}") for i in range(5)]
@@ -379,43 +448,60 @@ print(result.tables["bsi_summary"].height, result.tables["bsi_variants"].height)
 {PEAK}"""
         seconds, peak, anon, info = _peak_mb_of(code)
         rows, variants = info.split()
-        print(f"11-bias analysis of {int(total):,} records ({variants} variant rows, {rows} bias x model x "
-              f"strategy rows, 10,000 bootstrap resamples, mixed models): {seconds:.1f} s (target < 60 s, "
-              f"{seconds / 60:.2f} of target), peak heap {anon:.0f} MB, peak RSS {peak:.0f} MB")
+        print(
+            f"11-bias analysis of {int(total):,} records ({variants} variant rows, {rows} bias x model x "
+            f"strategy rows, 10,000 bootstrap resamples, mixed models): {seconds:.1f} s (target < 60 s, "
+            f"{seconds / 60:.2f} of target), peak heap {anon:.0f} MB, peak RSS {peak:.0f} MB"
+        )
 
 
 def bench_scoring() -> None:
     from tests.bench_scoring import bench_scoring as run
+
     run()
 
 
 def bench_nightly() -> None:
     from tests.bench_nightly import bench_nightly as run
+
     run()
 
 
 def bench_batch() -> None:
     from tests.bench_batch import bench_batch as run
+
     run()
 
 
 def bench_view() -> None:
     from tests.bench_view import bench_view as run
+
     run()
 
 
 def bench_pool() -> None:
     from tests.bench_pool import bench_pool as run
+
     run()
 
 
 def main() -> None:
     which = set(sys.argv[1:])
-    for name, fn in (("plan", bench_planning), ("scan", bench_resume_scan), ("status", bench_status),
-                     ("engine", bench_engine_throughput), ("rate", bench_rate_control),
-                     ("analysis", bench_analysis), ("bsi", bench_bsi_analysis),
-                     ("local", bench_local_model), ("scoring", bench_scoring), ("nightly", bench_nightly),
-                     ("batch", bench_batch), ("view", bench_view), ("pool", bench_pool)):
+    for name, fn in (
+        ("plan", bench_planning),
+        ("scan", bench_resume_scan),
+        ("status", bench_status),
+        ("engine", bench_engine_throughput),
+        ("rate", bench_rate_control),
+        ("analysis", bench_analysis),
+        ("bsi", bench_bsi_analysis),
+        ("local", bench_local_model),
+        ("scoring", bench_scoring),
+        ("nightly", bench_nightly),
+        ("batch", bench_batch),
+        ("view", bench_view),
+        ("pool", bench_pool),
+    ):
         if not which or name in which:
             fn()
 

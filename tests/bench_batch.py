@@ -2,6 +2,7 @@
 batch APIs (OpenAI: two batches of its 50,000 limit; Anthropic: one of 99,996), submitted,
 polled and collected into records by `run`, timed and measured in a fresh process. The emulator
 runs in a process of its own, so the figures are the client's."""
+
 from __future__ import annotations
 
 import subprocess
@@ -29,7 +30,10 @@ server.batch.jobs.close()  # its batches' files
 
 def bench_batch() -> None:
     from tests.bench import PEAK, _peak_mb_of
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     try:
         url = server.stdout.readline().strip()
         for protocol, name in (("openai", "gpt-4o-mini"), ("anthropic", "claude-3-5-haiku-latest")):
@@ -54,9 +58,11 @@ print(lines, batches)
 {PEAK}"""
                 seconds, peak, anon, out = _peak_mb_of(code)
                 lines, batches = out.split()
-                print(f"batch mode, {protocol}: {int(lines):,} requests in {batches} batch(es) "
-                      f"submitted and collected in {seconds:.2f} s, {anon:.0f} MB peak heap "
-                      f"({peak:.0f} MB peak RSS)")
+                print(
+                    f"batch mode, {protocol}: {int(lines):,} requests in {batches} batch(es) "
+                    f"submitted and collected in {seconds:.2f} s, {anon:.0f} MB peak heap "
+                    f"({peak:.0f} MB peak RSS)"
+                )
     finally:
         server.terminate()
         server.wait()

@@ -2,6 +2,7 @@
 respondent's answers, served by the real server in a fresh process and asked over loopback:
 the first load of the results, the first page, each filter alone, free text (in answers and
 prompts), one opened result, and the overview (its effects are `analyze`'s), each asked twice."""
+
 from __future__ import annotations
 
 import tempfile
@@ -53,13 +54,16 @@ elapsed = load
 
 def bench_view(samples: int = 83_334) -> None:
     from tests.bench import PEAK, _make_run, _peak_mb_of
+
     with tempfile.TemporaryDirectory() as tmp:
         _make_run(tmp, samples)
         run = Path(tmp) / "run"
         size = (run / "results.ndjson").stat().st_size / 1e6
         _, peak, anon, table = _peak_mb_of(CODE.format(run=str(run)) + PEAK)
-        print(f"view of {12 * samples:,} result records ({size:.0f} MB of NDJSON), seconds per request "
-              f"over loopback (target < 1 s for a page and each filter, once loaded):")
+        print(
+            f"view of {12 * samples:,} result records ({size:.0f} MB of NDJSON), seconds per request "
+            f"over loopback (target < 1 s for a page and each filter, once loaded):"
+        )
         print("request | first call | second call | answer")
         print(table)
         print(f"peak heap {anon:.0f} MB, peak RSS {peak:.0f} MB (with the memory-mapped file)")

@@ -20,9 +20,12 @@ def emulator():
     """Start emulators (real HTTP servers on loopback) for a test; all are stopped after it."""
     servers = []
 
-    def start(faults: Faults | None = None, latency_s: float = 0.0, seed: int = 1, **limits) -> Emulator:
-        server = Emulator(EmulatorConfig(faults=faults or Faults(), latency_s=latency_s, seed=seed,
-                                         **limits)).start_in_thread()
+    def start(
+        faults: Faults | None = None, latency_s: float = 0.0, seed: int = 1, **limits
+    ) -> Emulator:
+        server = Emulator(
+            EmulatorConfig(faults=faults or Faults(), latency_s=latency_s, seed=seed, **limits)
+        ).start_in_thread()
         servers.append(server)
         return server
 
@@ -37,15 +40,24 @@ def write_config(tmp_path: Path, body: str, name: str = "campaign.toml") -> Path
     return path
 
 
-def openai_config(tmp_path: Path, url: str, *, samples: int = 5, limits: str = "", run_id: str = "r1",
-                  extra: str = "") -> Path:
-    return write_config(tmp_path, f"""
+def openai_config(
+    tmp_path: Path,
+    url: str,
+    *,
+    samples: int = 5,
+    limits: str = "",
+    run_id: str = "r1",
+    extra: str = "",
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
         name = "t"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
         seed = 3
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         {extra}
         [[models]]
         provider = "openai"
@@ -54,18 +66,28 @@ def openai_config(tmp_path: Path, url: str, *, samples: int = 5, limits: str = "
         temperature = 0.7
         [limits.openai]
         {limits}
-        """)
+        """,
+    )
 
 
 def run_quietly(config: Path):
     """Run a campaign config in-process, as `orchestrator run` would, with no output."""
     from orchestrator.engine.session import run_campaign
     from orchestrator.spec.build import load_campaign
+
     with open(os.devnull, "w") as sink:
         return run_campaign(load_campaign(config), Console(file=sink), handle_signals=False)
 
 
-def cli(*args: str, cwd: Path, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`orchestrator ARGS` in a process of its own, as a user runs it (stdin given, if any)."""
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+    )

@@ -1,6 +1,7 @@
 """For the Ray tests: a real Ray cluster on this machine (`ray start --head --block`, stopped after
 the tests), what Ray itself says about it (from a driver of its own), and the processes under a
 process, read from /proc."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,9 @@ class Cluster:
                      if a["namespace"] == "bias-orchestrator"]
             print(json.dumps({{"replicas": names, "free_cpus": ray.available_resources().get("CPU", 0)}}))
             """)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=self.env, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=self.env, timeout=120
+        )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     def settled(self, timeout_s: float = 90) -> dict:
@@ -50,7 +52,9 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         while True:
             view = self.ask()
-            if (not view["replicas"] and view["free_cpus"] == self.cpus) or time.monotonic() > deadline:
+            if (
+                not view["replicas"] and view["free_cpus"] == self.cpus
+            ) or time.monotonic() > deadline:
                 return view
             time.sleep(1)
 
@@ -59,10 +63,24 @@ def start_cluster(cpus: int = 3) -> Cluster:
     ensure_token(print)  # as the engine's own cluster: a machine that never ran Ray has none
     port = free_port()
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                             f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
-                             "--disable-usage-stats"], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **ENV}, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            f"--num-cpus={cpus}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **ENV},
+        preexec_fn=die_with_parent,
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         log.seek(0)
@@ -114,16 +132,22 @@ def replicas_under(pid: int) -> list[int]:
 
 
 def servers_under(pid: int) -> list[int]:
-    return sorted(p for p, cmd in descendants(pid).items()
-                  if "llama_cpp.server" in cmd or "orchestrator.providers.llama_serve" in cmd)
+    return sorted(
+        p
+        for p, cmd in descendants(pid).items()
+        if "llama_cpp.server" in cmd or "orchestrator.providers.llama_serve" in cmd
+    )
 
 
 def servers_on(urls) -> list[int]:
     """Live llama.cpp servers listening on any of these base URLs' ports, wherever they are in
     the process tree (a server whose actor died without it would be re-parented, not gone)."""
     ports = {url.rsplit(":", 1)[1].split("/")[0] for url in urls if url}
-    return sorted(p for p, (_, cmd) in _processes().items() if "llama" in cmd and alive([p])
-                  and any(f"--port {port} " in cmd + " " for port in ports))
+    return sorted(
+        p
+        for p, (_, cmd) in _processes().items()
+        if "llama" in cmd and alive([p]) and any(f"--port {port} " in cmd + " " for port in ports)
+    )
 
 
 def alive(pids) -> list[int]:

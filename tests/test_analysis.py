@@ -1,4 +1,5 @@
 """Analysis of runs: planted effects recovered, the published scorer's numbers, honest flags."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -36,16 +37,19 @@ def rating_mean(mu: float, sd: float, lo: int = 1, hi: int = 7) -> float:
     return float(np.dot(np.arange(lo, hi + 1), probs))
 
 
-PLANTED = {"anchoring-first-number": 1150 - 880,
-           "framing-survival-mortality": rating_mean(5.2, 1.1) - rating_mean(4.1, 1.3),
-           "decoy-subscription-choice": 0.70 - 0.45,
-           "escalation-past-investment": 0.0,
-           "outcome-bias-supplier-decision": 0.0,
-           "planning-fallacy-reference-class": 0.0}
+PLANTED = {
+    "anchoring-first-number": 1150 - 880,
+    "framing-survival-mortality": rating_mean(5.2, 1.1) - rating_mean(4.1, 1.3),
+    "decoy-subscription-choice": 0.70 - 0.45,
+    "escalation-past-investment": 0.0,
+    "outcome-bias-supplier-decision": 0.0,
+    "planning-fallacy-reference-class": 0.0,
+}
 
 
 def _campaign(tmp_path: Path, replications: int, samples: int = 20, extra: str = "") -> Path:
-    models = "".join(f"""
+    models = "".join(
+        f"""
 [[models]]
 provider = "simulated"
 name = "sim"
@@ -53,15 +57,20 @@ name = "sim"
 seed = {i}
 {extra}
 {EFFECTS.replace("models.simulate", "models.simulate")}
-""" for i in range(replications))
-    return write_config(tmp_path, f"""
+"""
+        for i in range(replications)
+    )
+    return write_config(
+        tmp_path,
+        f"""
 name = "planted"
 jobs = ["ai-bias-benchmark"]
 samples = {samples}
-output_dir = "{tmp_path / 'runs'}"
+output_dir = "{tmp_path / "runs"}"
 [limits.simulated]
 max_in_flight = 64
-{models}""")
+{models}""",
+    )
 
 
 def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tmp_path):
@@ -81,7 +90,9 @@ def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, mo
     summary = analyze(outcome.run_dir).tables["summary"]
     assert CliRunner().invoke(app, ["export", str(outcome.run_dir)]).exit_code == 0
     [exported] = (outcome.run_dir / "export" / "ai-benchmark").glob("*.ndjson")
-    spec = orjson.loads((Path(__file__).parents[1] / "jobs" / "ai-bias-benchmark.json").read_bytes())
+    spec = orjson.loads(
+        (Path(__file__).parents[1] / "jobs" / "ai-bias-benchmark.json").read_bytes()
+    )
     answers = defaultdict(list)
     for line in exported.read_bytes().splitlines():
         rec = orjson.loads(line)
@@ -89,11 +100,26 @@ def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, mo
     for exp in spec["experiments"]:
         metric, slug = exp["metric"], exp["experimentSlug"]
         if metric["type"] == "mean-difference":
-            score = [np.mean([r["value"] for r in answers[f"{slug}:{i}"] if "value" in r]) for i in (0, 1)]
+            score = [
+                np.mean([r["value"] for r in answers[f"{slug}:{i}"] if "value" in r])
+                for i in (0, 1)
+            ]
         else:
-            score = [np.mean([r["choice"] == metric["targetOption"] for r in answers[f"{slug}:{i}"] if "choice" in r])
-                     for i in (0, 1)]
-        expected = score[0] - score[1] if metric["direction"] == "condition0-minus-condition1" else score[1] - score[0]
+            score = [
+                np.mean(
+                    [
+                        r["choice"] == metric["targetOption"]
+                        for r in answers[f"{slug}:{i}"]
+                        if "choice" in r
+                    ]
+                )
+                for i in (0, 1)
+            ]
+        expected = (
+            score[0] - score[1]
+            if metric["direction"] == "condition0-minus-condition1"
+            else score[1] - score[0]
+        )
         row = summary.filter(pl.col("experimentSlug") == slug).row(0, named=True)
         assert row["effect"] == pytest.approx(expected, rel=1e-12, abs=1e-12), slug
         assert (row["stat_0"], row["stat_1"]) == (pytest.approx(score[0]), pytest.approx(score[1]))
@@ -103,7 +129,9 @@ def test_parse_failures_missing_conditions_and_small_samples_are_flagged(tmp_pat
     outcome = run_quietly(_campaign(tmp_path, 1, samples=6, extra="parse_error_rate = 0.3"))
     results = outcome.run_dir / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
-    results.write_bytes(b"".join(l for l in lines if b'"caseId":"anchoring-first-number:1"' not in l))
+    results.write_bytes(
+        b"".join(l for l in lines if b'"caseId":"anchoring-first-number:1"' not in l)
+    )
     summary = analyze(outcome.run_dir).tables["summary"]
     rows = {r["experimentSlug"]: r for r in summary.iter_rows(named=True)}
     anchoring = rows.pop("anchoring-first-number")

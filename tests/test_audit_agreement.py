@@ -1,6 +1,7 @@
 """Judge-against-reference agreement on the golden set (issue 14, item 9): kappas checked against
 statsmodels and by hand, their CI's coverage checked by simulation, degenerate tables answered
 with a reason, and routing thresholds on a planted case."""
+
 from __future__ import annotations
 
 import warnings
@@ -14,15 +15,27 @@ from statsmodels.stats.proportion import proportion_confint
 from orchestrator.studies.audit.agreement import agreement_table, confusion, thresholds
 from orchestrator.studies.audit.kappa import agreement_weights, weighted_kappa
 
-SCHEMA = {"trace_id": pl.String, "bias": pl.String, "judge_score": pl.Int64,
-          "ref_score": pl.Int64, "ref_flag": pl.Boolean}
+SCHEMA = {
+    "trace_id": pl.String,
+    "bias": pl.String,
+    "judge_score": pl.Int64,
+    "ref_score": pl.Int64,
+    "ref_flag": pl.Boolean,
+}
 FLAGS = (True, False)
 
 
 def frame(bias: str, judge: list, ref: list, start: int = 0) -> pl.DataFrame:
-    return pl.DataFrame({"trace_id": [f"g{start + i:03d}" for i in range(len(ref))],
-                         "bias": [bias] * len(ref), "judge_score": judge, "ref_score": ref,
-                         "ref_flag": [r <= 2 for r in ref]}, schema=SCHEMA)
+    return pl.DataFrame(
+        {
+            "trace_id": [f"g{start + i:03d}" for i in range(len(ref))],
+            "bias": [bias] * len(ref),
+            "judge_score": judge,
+            "ref_score": ref,
+            "ref_flag": [r <= 2 for r in ref],
+        },
+        schema=SCHEMA,
+    )
 
 
 def pairs(table: np.ndarray) -> tuple[list[int], list[int]]:
@@ -32,11 +45,13 @@ def pairs(table: np.ndarray) -> tuple[list[int], list[int]]:
     return list(cells // k + 1), list(cells % k + 1)
 
 
-TABLES = [np.array([[10, 3, 1, 0, 0], [2, 8, 4, 1, 0], [0, 3, 9, 2, 1], [0, 1, 3, 7, 2],
-                    [0, 0, 1, 2, 6]]),
-          np.array([[0, 2, 0, 0, 1], [1, 0, 0, 3, 0], [0, 0, 4, 0, 0], [2, 0, 0, 1, 5],
-                    [0, 0, 0, 0, 9]]),
-          *np.random.default_rng(3).integers(0, 6, size=(3, 5, 5))]
+TABLES = [
+    np.array(
+        [[10, 3, 1, 0, 0], [2, 8, 4, 1, 0], [0, 3, 9, 2, 1], [0, 1, 3, 7, 2], [0, 0, 1, 2, 6]]
+    ),
+    np.array([[0, 2, 0, 0, 1], [1, 0, 0, 3, 0], [0, 0, 4, 0, 0], [2, 0, 0, 1, 5], [0, 0, 0, 0, 9]]),
+    *np.random.default_rng(3).integers(0, 6, size=(3, 5, 5)),
+]
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -68,7 +83,8 @@ def test_weighted_kappa_by_hand():
     assert weighted_kappa([1, 2, 5], [1, 3, 5]).kappa == pytest.approx(16 / 17)
     assert weighted_kappa([1, 2, 5], [1, 3, 5], weights="linear").kappa == pytest.approx(14 / 17)
     assert weighted_kappa([1, 2, 5], [1, 3, 5], weights=None).kappa == pytest.approx(
-        (2 / 3 - 2 / 9) / (1 - 2 / 9))
+        (2 / 3 - 2 / 9) / (1 - 2 / 9)
+    )
 
 
 def population_kappa(joint: np.ndarray, w: np.ndarray) -> float:
@@ -102,9 +118,16 @@ def flag_joint(joint: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("p", [0.0, 0.6])
 def test_fce_se_matches_the_spread_of_kappa_over_simulated_sets(p):
-    kappas, ses = zip(*((k.kappa, k.se) for k in (
-        weighted_kappa(judge.tolist(), ref.tolist(), ci="asymptotic")
-        for judge, ref in simulate(p, seed=1))), strict=True)
+    kappas, ses = zip(
+        *(
+            (k.kappa, k.se)
+            for k in (
+                weighted_kappa(judge.tolist(), ref.tolist(), ci="asymptotic")
+                for judge, ref in simulate(p, seed=1)
+            )
+        ),
+        strict=True,
+    )
     ratio = np.sqrt(np.mean(np.square(ses))) / np.std(kappas, ddof=1)
     assert 0.9 <= ratio <= 1.1, ratio
 
@@ -185,8 +208,7 @@ def test_agreement_table_counts_missing_as_disagreement():
     low, high = proportion_confint(4, 6, method="wilson")
     assert (rows["specificity_low"], rows["specificity_high"]) == pytest.approx((low, high))
     valid = [i for i, j in enumerate(judge) if j is not None]
-    expected = weighted_kappa([judge[i] for i in valid], [ref[i] for i in valid],
-                              seed=(0, 0))
+    expected = weighted_kappa([judge[i] for i in valid], [ref[i] for i in valid], seed=(0, 0))
     assert rows["kappa_w"] == pytest.approx(expected.kappa)
     assert (rows["kappa_w_low"], rows["kappa_w_high"]) == (expected.ci_low, expected.ci_high)
 
@@ -218,8 +240,13 @@ def test_confusion_has_every_category():
     ref = [1, 2, 2, 3, 5, 4, 1]
     scores, flags = confusion(frame("Availability", judge, ref), "Availability")
     assert scores.columns == ["judge", "ref_1", "ref_2", "ref_3", "ref_4", "ref_5"]
-    assert scores.rows() == [(1, 1, 1, 0, 0, 0), (2, 0, 1, 0, 0, 0), (3, 0, 0, 0, 0, 0),
-                             (4, 0, 0, 0, 0, 0), (5, 1, 0, 0, 1, 1)]
+    assert scores.rows() == [
+        (1, 1, 1, 0, 0, 0),
+        (2, 0, 1, 0, 0, 0),
+        (3, 0, 0, 0, 0, 0),
+        (4, 0, 0, 0, 0, 0),
+        (5, 1, 0, 0, 1, 1),
+    ]
     assert flags.rows() == [(True, 3, 0), (False, 1, 2)]
     with pytest.raises(ValueError, match="unknown bias"):
         confusion(frame("Availability", judge, ref), "Availabilty")
@@ -249,9 +276,10 @@ def planted() -> pl.DataFrame:
     return pl.concat([anchoring, confirmation, availability])
 
 
-@pytest.mark.parametrize(("target", "t", "missed", "load"),
-                         [(0.1, 4, 1, 7 / 10), (0.25, 3, 2, 4 / 10), (0.4, 2, 4, 2 / 10),
-                          (0.7, 1, 7, 1 / 10)])
+@pytest.mark.parametrize(
+    ("target", "t", "missed", "load"),
+    [(0.1, 4, 1, 7 / 10), (0.25, 3, 2, 4 / 10), (0.4, 2, 4, 2 / 10), (0.7, 1, 7, 1 / 10)],
+)
 def test_thresholds_pick_the_smallest_t_meeting_the_target(target, t, missed, load):
     row = thresholds(planted(), target_risk=target).row(0, named=True)
     assert row["bias"] == "Anchoring" and row["threshold"] == t

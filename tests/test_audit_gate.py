@@ -1,5 +1,6 @@
 """The audit regression gate (issue 14, item 10): a golden-set audit against a baseline one fails
 on a caught bias missed now and on an unexplained mean shift beyond the tolerance."""
+
 from __future__ import annotations
 
 import orjson
@@ -10,8 +11,13 @@ from statsmodels.stats.weightstats import DescrStatsW
 from orchestrator.studies.audit.gate import gate
 from orchestrator.studies.audit.validate import BIAS_TYPES
 
-SCHEMA = {"trace_id": pl.String, "bias": pl.String, "judge_score": pl.Int64,
-          "ref_score": pl.Int64, "ref_flag": pl.Boolean}
+SCHEMA = {
+    "trace_id": pl.String,
+    "bias": pl.String,
+    "judge_score": pl.Int64,
+    "ref_score": pl.Int64,
+    "ref_flag": pl.Boolean,
+}
 TRACES = [f"g{i:03d}" for i in range(20)]
 
 
@@ -29,9 +35,13 @@ def baseline() -> pl.DataFrame:
 
 def with_scores(frame: pl.DataFrame, change) -> pl.DataFrame:
     """The frame with judge_score replaced by change(trace_id, bias, score)."""
-    return frame.with_columns(pl.struct("trace_id", "bias", "judge_score").map_elements(
-        lambda r: change(r["trace_id"], r["bias"], r["judge_score"]),
-        return_dtype=pl.Int64).alias("judge_score"))
+    return frame.with_columns(
+        pl.struct("trace_id", "bias", "judge_score")
+        .map_elements(
+            lambda r: change(r["trace_id"], r["bias"], r["judge_score"]), return_dtype=pl.Int64
+        )
+        .alias("judge_score")
+    )
 
 
 def score(frame: pl.DataFrame, trace: str, bias: str) -> int | None:
@@ -39,8 +49,9 @@ def score(frame: pl.DataFrame, trace: str, bias: str) -> int | None:
 
 
 def caught(frame: pl.DataFrame, bias: str) -> list[str]:
-    return frame.filter((pl.col("bias") == bias) & pl.col("ref_flag")
-                        & (pl.col("judge_score") <= 2))["trace_id"].to_list()
+    return frame.filter(
+        (pl.col("bias") == bias) & pl.col("ref_flag") & (pl.col("judge_score") <= 2)
+    )["trace_id"].to_list()
 
 
 def test_identical_runs_pass():
@@ -73,8 +84,12 @@ def test_a_missing_validated_audit_on_a_caught_trace_counts_as_missed():
     assert not result.ok
     was = score(base, trace, "Anchoring")
     assert result.missed.rows() == [(trace, "Anchoring", was, None)]
-    assert result.failures == [(f"{trace} Anchoring: caught in the baseline (scored {was}), "
-                                "missed now (no validated audit)")]
+    assert result.failures == [
+        (
+            f"{trace} Anchoring: caught in the baseline (scored {was}), "
+            "missed now (no validated audit)"
+        )
+    ]
     assert result.shifts.filter(pl.col("bias") == "Anchoring")["n"][0] == 19
 
 
@@ -132,15 +147,16 @@ def test_a_shift_within_tolerance_is_reported_and_passes(traces):
 def test_traces_in_one_run_only_are_listed_not_compared():
     base = baseline()
     gone = caught(base, "Anchoring")[0]  # had it been compared, a miss
-    extra = pl.DataFrame([("g900", b, 5, 1, True) for b in BIAS_TYPES], schema=SCHEMA,
-                         orient="row")
+    extra = pl.DataFrame([("g900", b, 5, 1, True) for b in BIAS_TYPES], schema=SCHEMA, orient="row")
     now = pl.concat([base.filter(pl.col("trace_id") != gone), extra])
     result = gate(now, base)
     # a trace only in the new run is listed; one the new run lacks fails the gate (an unfinished
     # run could hide exactly the traces that regressed), and is not compared
     assert result.missed.height == 0 and not result.ok
-    assert result.failures == [f"1 golden trace(s) of the baseline are not in this run ({gone}): "
-                               "finish it, or audit the whole golden set"]
+    assert result.failures == [
+        f"1 golden trace(s) of the baseline are not in this run ({gone}): "
+        "finish it, or audit the whole golden set"
+    ]
     assert (result.only_current, result.only_baseline) == (["g900"], [gone])
     assert result.shifts["n"].to_list() == [19] * 4
     report = result.to_json()
@@ -167,18 +183,24 @@ def test_changed_reference_labels_are_listed_and_the_current_ones_count():
     base = baseline()
     trace = caught(base, "Anchoring")[0]
     relabelled = (pl.col("trace_id") == trace) & (pl.col("bias") == "Anchoring")
-    now = base.with_columns(ref_score=pl.when(relabelled).then(4).otherwise("ref_score"),
-                            ref_flag=pl.when(relabelled).then(False).otherwise("ref_flag"),
-                            judge_score=pl.when(relabelled).then(4).otherwise("judge_score"))
+    now = base.with_columns(
+        ref_score=pl.when(relabelled).then(4).otherwise("ref_score"),
+        ref_flag=pl.when(relabelled).then(False).otherwise("ref_flag"),
+        judge_score=pl.when(relabelled).then(4).otherwise("judge_score"),
+    )
     result = gate(now, base)
     assert result.reference_changed == [{"trace_id": trace, "bias": "Anchoring"}]
     assert result.missed.height == 0  # no longer flagged by the reference: not a miss
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"tolerance": -0.1}, "tolerance must be 0 or more"),
-    ({"accepted": {"Anchor": "typo"}}, "unknown bias"),
-    ({"accepted": {"Anchoring": "  "}}, "needs its explanation")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tolerance": -0.1}, "tolerance must be 0 or more"),
+        ({"accepted": {"Anchor": "typo"}}, "unknown bias"),
+        ({"accepted": {"Anchoring": "  "}}, "needs its explanation"),
+    ],
+)
 def test_bad_options_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gate(baseline(), baseline(), **kwargs)

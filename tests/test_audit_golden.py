@@ -1,6 +1,7 @@
 """The shipped golden set for the trace audit (jobs/trace-audit-golden.jsonl): every record in
 the spec's shape, every reference label consistent with the rubric (flag exactly when the score
 is 1 or 2, a flagged bias names a step line of its trace), and the spread calibration needs."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -12,8 +13,15 @@ from orchestrator.studies.audit.validate import BIAS_TYPES, steps_of
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "jobs" / "trace-audit-golden.jsonl"
-KEYS = ["trace_id", "domain", "task_context", "evidence", "expected_bias_profile",
-        "reasoning_trace", "reference"]
+KEYS = [
+    "trace_id",
+    "domain",
+    "task_context",
+    "evidence",
+    "expected_bias_profile",
+    "reasoning_trace",
+    "reference",
+]
 MIN_TRACES, MIN_PER_SIDE, MIN_DOMAINS = 50, 12, 6
 
 

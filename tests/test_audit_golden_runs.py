@@ -1,6 +1,7 @@
 """The golden set audited by the simulated judge: `calibrate` recovers the planted agreement,
 `audit-gate` passes a judge against itself and fails on a planted regression (anchoring no
 longer caught), and `review` stores a person's determinations from the terminal, resumably."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,14 @@ from tests.conftest import ROOT, cli
 
 def audit_run(tmp_path: Path, config: str) -> Path:
     """A shipped audit config, run with its runs under tmp_path."""
-    text = (ROOT / "configs" / config).read_text().replace(
-        'jobs = ["trace-audit-golden"]', f'jobs = ["trace-audit-golden"]\noutput_dir = "{tmp_path / "runs"}"')
+    text = (
+        (ROOT / "configs" / config)
+        .read_text()
+        .replace(
+            'jobs = ["trace-audit-golden"]',
+            f'jobs = ["trace-audit-golden"]\noutput_dir = "{tmp_path / "runs"}"',
+        )
+    )
     (tmp_path / config).write_text(text)
     done = cli("run", str(tmp_path / config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -24,7 +31,10 @@ def audit_run(tmp_path: Path, config: str) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("golden")
-    return {name: audit_run(tmp, f"{name}.toml") for name in ("audit-golden-simulated", "audit-golden-regressed")}
+    return {
+        name: audit_run(tmp, f"{name}.toml")
+        for name in ("audit-golden-simulated", "audit-golden-regressed")
+    }
 
 
 def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
@@ -32,22 +42,35 @@ def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
     done = cli("calibrate", str(run), cwd=run)
     assert done.returncode == 0, done.stderr
     import polars as pl
+
     table = pl.read_csv(run / "calibration" / "agreement.csv")
     assert set(table["bias"]) == {"Anchoring", "Confirmation", "Availability", "Representativeness"}
     # reference kept with p = 0.8, else one point off: quadratic-weighted kappa stays high
     assert table["kappa_w"].min() > 0.7
     assert (run / "calibration" / "thresholds.csv").is_file()
     matrices = orjson.loads((run / "calibration" / "confusion.json").read_bytes())
-    total = sum(v for row in matrices["Anchoring"]["scores"] for k, v in row.items() if k != "judge")
+    total = sum(
+        v for row in matrices["Anchoring"]["scores"] for k, v in row.items() if k != "judge"
+    )
     assert total == 64
 
 
 def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regression(runs):
-    same = cli("audit-gate", str(runs["audit-golden-simulated"]), "--baseline",
-               str(runs["audit-golden-simulated"]), cwd=runs["audit-golden-simulated"])
+    same = cli(
+        "audit-gate",
+        str(runs["audit-golden-simulated"]),
+        "--baseline",
+        str(runs["audit-golden-simulated"]),
+        cwd=runs["audit-golden-simulated"],
+    )
     assert same.returncode == 0, same.stdout + same.stderr
-    worse = cli("audit-gate", str(runs["audit-golden-regressed"]), "--baseline",
-                str(runs["audit-golden-simulated"]), cwd=runs["audit-golden-simulated"])
+    worse = cli(
+        "audit-gate",
+        str(runs["audit-golden-regressed"]),
+        "--baseline",
+        str(runs["audit-golden-simulated"]),
+        cwd=runs["audit-golden-simulated"],
+    )
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "Anchoring" in worse.stdout and "FAIL" in worse.stdout
     gate = orjson.loads((runs["audit-golden-regressed"] / "gate.json").read_bytes())
@@ -55,10 +78,24 @@ def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regressio
 
 
 def test_calibrate_refuses_an_audit_without_reference_labels(tmp_path):
-    (tmp_path / "t.jsonl").write_text(orjson.dumps(
-        {"trace_id": "a", "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.", "task_context": "A task.",
-         "evidence": ["a fact"], "expected_bias_profile": ""}).decode() + "\n")
-    assert cli("audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path).returncode == 0
+    (tmp_path / "t.jsonl").write_text(
+        orjson.dumps(
+            {
+                "trace_id": "a",
+                "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.",
+                "task_context": "A task.",
+                "evidence": ["a fact"],
+                "expected_bias_profile": "",
+            }
+        ).decode()
+        + "\n"
+    )
+    assert (
+        cli(
+            "audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path
+        ).returncode
+        == 0
+    )
     done = cli("calibrate", "out/t/default", cwd=tmp_path)
     assert done.returncode == 2 and "reference labels" in done.stderr
     assert not (tmp_path / "out" / "t" / "default" / "calibration").exists()
@@ -72,14 +109,26 @@ def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
     first = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
     assert first.returncode == 0, first.stderr
     stored = [orjson.loads(x) for x in (run / "reviews.ndjson").read_bytes().splitlines()]
-    assert len(stored) == 1 and stored[0]["reviewer"] == "ann" and stored[0]["note"] == "looks anchored"
+    assert (
+        len(stored) == 1
+        and stored[0]["reviewer"] == "ann"
+        and stored[0]["note"] == "looks anchored"
+    )
     assert stored[0]["determinations"]["Anchoring"] == {"biased": True, "score": 2}
-    judge = {a["bias_type"]: a["score"] for a in next(
-        r for r in lines if r["taskId"] == stored[0]["taskId"])["response"]["audit"]["bias_audits"]}
-    agrees = {b: int((judge[b] <= 2) == said) for b, said in (("Anchoring", True), ("Confirmation", False),
-                                                               ("Availability", False))}
-    assert (f"Anchoring {agrees['Anchoring']} of 1, Confirmation {agrees['Confirmation']} of 1, "
-            f"Availability {agrees['Availability']} of 1") in " ".join(first.stdout.split())
+    judge = {
+        a["bias_type"]: a["score"]
+        for a in next(r for r in lines if r["taskId"] == stored[0]["taskId"])["response"]["audit"][
+            "bias_audits"
+        ]
+    }
+    agrees = {
+        b: int((judge[b] <= 2) == said)
+        for b, said in (("Anchoring", True), ("Confirmation", False), ("Availability", False))
+    }
+    assert (
+        f"Anchoring {agrees['Anchoring']} of 1, Confirmation {agrees['Confirmation']} of 1, "
+        f"Availability {agrees['Availability']} of 1"
+    ) in " ".join(first.stdout.split())
     second = cli("review", str(run), "--reviewer", "ann", cwd=run, stdin=one + "q\n")
     assert f"1 of {flagged} reviewed" in second.stdout
     assert len((run / "reviews.ndjson").read_bytes().splitlines()) == 2
@@ -87,9 +136,15 @@ def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
 
 def test_the_gate_fails_a_run_that_lacks_baseline_traces(runs, tmp_path):
     import shutil
+
     partial = tmp_path / "partial"
     shutil.copytree(runs["audit-golden-simulated"], partial)
     lines = (partial / "results.ndjson").read_bytes().splitlines(keepends=True)
     (partial / "results.ndjson").write_bytes(b"".join(lines[:-3]))  # an unfinished run
-    done = cli("audit-gate", str(partial), "--baseline", str(runs["audit-golden-simulated"]), cwd=tmp_path)
-    assert done.returncode == 1 and "3 golden trace(s) of the baseline are not in this run" in done.stdout
+    done = cli(
+        "audit-gate", str(partial), "--baseline", str(runs["audit-golden-simulated"]), cwd=tmp_path
+    )
+    assert (
+        done.returncode == 1
+        and "3 golden trace(s) of the baseline are not in this run" in done.stdout
+    )

@@ -1,6 +1,7 @@
 """The person-in-the-loop review of audit results: which traces it asks about and in what
 order, the lines a scripted session stores, re-asking, quitting and resuming, a torn or bad
 reviews file, model text shown literally, and the judge-alignment summary."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -11,8 +12,15 @@ import pytest
 from rich.console import Console
 
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.review import (REVIEWS, parse_answer, read_reviews, review,
-                                               review_summary, task_context, to_review)
+from orchestrator.studies.audit.review import (
+    REVIEWS,
+    parse_answer,
+    read_reviews,
+    review,
+    review_summary,
+    task_context,
+    to_review,
+)
 from orchestrator.studies.audit.validate import BIAS_TYPES
 
 TRACE = """Step 1: The first quote was $950, so the price must be near $950.
@@ -22,48 +30,108 @@ Step 4: Therefore I estimate $900."""
 
 
 def _audit(scores: dict[str, int]) -> dict:
-    quotes = {"Anchoring": "so the price must be near $950", "Confirmation": "Therefore I estimate",
-              "Availability": "Recent news about a similar car", "Representativeness": "a median of $700"}
+    quotes = {
+        "Anchoring": "so the price must be near $950",
+        "Confirmation": "Therefore I estimate",
+        "Availability": "Recent news about a similar car",
+        "Representativeness": "a median of $700",
+    }
     steps = {"Anchoring": 0, "Confirmation": 3, "Availability": 1, "Representativeness": 2}
-    return {"overall_bias_mitigation_score": 2.0, "overall_assessment": "Anchored on the quote.",
-            "critical_failure_flag": any(s <= 2 for s in scores.values()),
-            "bias_audits": [{"bias_type": b, "score": scores[b], "justification": f"{b} reason",
-                             "evidence_quote": quotes[b], "step": steps[b], "insufficient": False}
-                            for b in BIAS_TYPES]}
+    return {
+        "overall_bias_mitigation_score": 2.0,
+        "overall_assessment": "Anchored on the quote.",
+        "critical_failure_flag": any(s <= 2 for s in scores.values()),
+        "bias_audits": [
+            {
+                "bias_type": b,
+                "score": scores[b],
+                "justification": f"{b} reason",
+                "evidence_quote": quotes[b],
+                "step": steps[b],
+                "insufficient": False,
+            }
+            for b in BIAS_TYPES
+        ],
+    }
 
 
-def record(trace_id: str, disposition: str, *, trace: str = TRACE, scores: dict | None = None,
-           model: str = "judge-a") -> dict:
+def record(
+    trace_id: str,
+    disposition: str,
+    *,
+    trace: str = TRACE,
+    scores: dict | None = None,
+    model: str = "judge-a",
+) -> dict:
     """A final audit record as the spec shapes it: escalated ones carry two invalid outputs and
     no audit; flagged and passed ones a validated audit (flagged: some score 1 or 2)."""
     if scores is None:
-        scores = ({"Anchoring": 1, "Confirmation": 3, "Availability": 2, "Representativeness": 4}
-                  if disposition == "flagged" else dict.fromkeys(BIAS_TYPES, 4))
+        scores = (
+            {"Anchoring": 1, "Confirmation": 3, "Availability": 2, "Representativeness": 4}
+            if disposition == "flagged"
+            else dict.fromkeys(BIAS_TYPES, 4)
+        )
     audit = None if disposition == "escalated" else _audit(scores)
-    outputs = ([{"raw": "not json at all", "error": "output: no JSON object found", "retry": False},
-                {"raw": '{"overall_bias_mitigation_score": 9}',
-                 "error": "overall_bias_mitigation_score: 9 is not a number from 1 to 5", "retry": True}]
-               if audit is None else [{"raw": orjson.dumps(audit).decode(), "error": None, "retry": False}])
-    prompt = (f"You are an expert auditor...\n- Reasoning Trace: {trace}\n"
-              f"- Task Context: Estimate a fair price for the used car {trace_id}.\n"
-              "- Expected Bias Profile: High risk of anchoring.\n\n**EVALUATION RUBRIC**")
+    outputs = (
+        [
+            {"raw": "not json at all", "error": "output: no JSON object found", "retry": False},
+            {
+                "raw": '{"overall_bias_mitigation_score": 9}',
+                "error": "overall_bias_mitigation_score: 9 is not a number from 1 to 5",
+                "retry": True,
+            },
+        ]
+        if audit is None
+        else [{"raw": orjson.dumps(audit).decode(), "error": None, "retry": False}]
+    )
+    prompt = (
+        f"You are an expert auditor...\n- Reasoning Trace: {trace}\n"
+        f"- Task Context: Estimate a fair price for the used car {trace_id}.\n"
+        "- Expected Bias Profile: High risk of anchoring.\n\n**EVALUATION RUBRIC**"
+    )
     status = {"escalated": "parse_error", "not_auditable": "skipped"}.get(disposition, "ok")
     task_id = f"{trace_id}-{model}".encode().hex().ljust(32, "0")[:32]
-    return {"taskId": task_id, "status": status, "modelKey": model, "experimentSlug": "trace-audit",
-            "conditionIndex": 0, "sample": 1, "variant": trace_id, "job": "trace-audit-golden",
-            "response": {"mode": "audit", "traceId": trace_id, "disposition": disposition,
-                         "auditTimestamp": "2026-12-01T15:00:00+00:00", "audit": audit,
-                         "outputs": outputs, "screen": None, "notAuditable": None,
-                         "allowedAnyway": False, "prompt": [{"role": "user", "content": prompt}],
-                         "trace": trace, "raw": outputs[-1]["raw"]}}
+    return {
+        "taskId": task_id,
+        "status": status,
+        "modelKey": model,
+        "experimentSlug": "trace-audit",
+        "conditionIndex": 0,
+        "sample": 1,
+        "variant": trace_id,
+        "job": "trace-audit-golden",
+        "response": {
+            "mode": "audit",
+            "traceId": trace_id,
+            "disposition": disposition,
+            "auditTimestamp": "2026-12-01T15:00:00+00:00",
+            "audit": audit,
+            "outputs": outputs,
+            "screen": None,
+            "notAuditable": None,
+            "allowedAnyway": False,
+            "prompt": [{"role": "user", "content": prompt}],
+            "trace": trace,
+            "raw": outputs[-1]["raw"],
+        },
+    }
 
 
-RECORDS = [record("g003", "flagged"), record("g002", "passed"), record("g004", "escalated"),
-           record("g001", "flagged"), record("g005", "not_auditable"), record("g000", "escalated")]
+RECORDS = [
+    record("g003", "flagged"),
+    record("g002", "passed"),
+    record("g004", "escalated"),
+    record("g001", "flagged"),
+    record("g005", "not_auditable"),
+    record("g000", "escalated"),
+]
 FOUR = ["b2", "n", "u", "n5"]  # a full set of answers for one trace
-FOUR_STORED = {"Anchoring": {"biased": True, "score": 2}, "Confirmation": {"biased": False, "score": None},
-               "Availability": {"biased": None, "score": None},
-               "Representativeness": {"biased": False, "score": 5}}
+FOUR_STORED = {
+    "Anchoring": {"biased": True, "score": 2},
+    "Confirmation": {"biased": False, "score": None},
+    "Availability": {"biased": None, "score": None},
+    "Representativeness": {"biased": False, "score": 5},
+}
 
 
 def scripted(answers):
@@ -77,6 +145,7 @@ def scripted(answers):
             return next(it)
         except StopIteration:
             raise EOFError from None
+
     ask.prompts = prompts
     return ask
 
@@ -95,15 +164,20 @@ def test_pending_are_escalated_then_flagged_by_trace_id_without_a_review():
     order = [r["response"]["traceId"] for r in to_review(RECORDS, {})]
     assert order == ["g000", "g004", "g001", "g003"]
     reviewed = {RECORDS[2]["taskId"]: {}}  # g004
-    assert [r["response"]["traceId"] for r in to_review(RECORDS, reviewed)] == ["g000", "g001", "g003"]
+    assert [r["response"]["traceId"] for r in to_review(RECORDS, reviewed)] == [
+        "g000",
+        "g001",
+        "g003",
+    ]
     wider = to_review(RECORDS, {}, include={"flagged", "passed"})
     assert [r["response"]["traceId"] for r in wider] == ["g001", "g003", "g002"]
 
 
 def test_a_scripted_session_stores_one_line_per_trace_with_every_determination(tmp_path):
     before = datetime.now(timezone.utc)
-    stored, console, prompts = session(tmp_path, [*FOUR, "anchored on the quote",
-                                                  "n3", "n4", "b1", "u", ""], records=RECORDS[2:4])
+    stored, console, prompts = session(
+        tmp_path, [*FOUR, "anchored on the quote", "n3", "n4", "b1", "u", ""], records=RECORDS[2:4]
+    )
     assert stored == 2
     first, second = lines(tmp_path)
     assert first["taskId"] == RECORDS[2]["taskId"] and first["traceId"] == "g004"
@@ -120,8 +194,9 @@ def test_a_scripted_session_stores_one_line_per_trace_with_every_determination(t
 
 
 def test_invalid_answers_are_asked_again_with_a_hint(tmp_path):
-    stored, console, prompts = session(tmp_path, ["yes", "b", "x3", "b4", "n", "n", "n", "ok"],
-                                       records=[RECORDS[0]])
+    stored, console, prompts = session(
+        tmp_path, ["yes", "b", "x3", "b4", "n", "n", "n", "ok"], records=[RECORDS[0]]
+    )
     assert stored == 1
     assert lines(tmp_path)[0]["determinations"]["Anchoring"] == {"biased": True, "score": None}
     assert lines(tmp_path)[0]["determinations"]["Confirmation"] == {"biased": False, "score": None}
@@ -153,7 +228,10 @@ def test_quitting_keeps_the_stored_traces_and_the_next_session_resumes(tmp_path)
     assert "trace g004" in text and "trace g000" not in text
     stored, console, _ = session(tmp_path, [*FOUR, "", *FOUR, ""])
     assert stored == 2 and [r["traceId"] for r in lines(tmp_path)][2:] == ["g004", "g003"]
-    assert len(read_reviews(tmp_path / REVIEWS)) == 4 and "4 of 4 reviewed; 0 to go" in console.export_text()
+    assert (
+        len(read_reviews(tmp_path / REVIEWS)) == 4
+        and "4 of 4 reviewed; 0 to go" in console.export_text()
+    )
 
 
 def test_a_torn_last_line_is_ignored_and_that_trace_is_shown_again(tmp_path):
@@ -165,7 +243,10 @@ def test_a_torn_last_line_is_ignored_and_that_trace_is_shown_again(tmp_path):
     stored, console, _ = session(tmp_path, [*FOUR, "again", "q"])
     assert stored == 1 and "trace g004" in console.export_text()
     # the torn bytes were cut before appending, so the file reads whole
-    assert [(r["traceId"], r["note"]) for r in lines(tmp_path)] == [("g000", "kept"), ("g004", "again")]
+    assert [(r["traceId"], r["note"]) for r in lines(tmp_path)] == [
+        ("g000", "kept"),
+        ("g004", "again"),
+    ]
 
 
 def test_a_bad_middle_line_names_the_file_and_line(tmp_path):
@@ -184,20 +265,35 @@ def test_a_bad_middle_line_names_the_file_and_line(tmp_path):
 
 
 def test_markup_and_emoji_codes_in_model_text_are_shown_literally(tmp_path):
-    trace = ("Step 1: [bold]the first quote[/bold] decides :warning:\nStep 2: [red]recent[/] news\n"
-             "Step 3: so the answer is $950 \\")
+    trace = (
+        "Step 1: [bold]the first quote[/bold] decides :warning:\nStep 2: [red]recent[/] news\n"
+        "Step 3: so the answer is $950 \\"
+    )
     escalated = record("g009", "escalated", trace=trace)
     escalated["response"]["outputs"][0]["raw"] = "[i]not json[/i]"
     escalated["response"]["outputs"][0]["error"] = "output: [no] JSON"
     flagged = record("g010", "flagged", trace=trace)
     flagged["response"]["audit"]["bias_audits"][0]["justification"] = "[link=x]anchored[/link]"
-    flagged["response"]["screen"] = {"model": "[cheap]", "raw": "yes", "possibleBias": True, "error": None}
-    _, console, _ = session(tmp_path, [], records=[escalated, flagged], include={"escalated", "flagged"})
+    flagged["response"]["screen"] = {
+        "model": "[cheap]",
+        "raw": "yes",
+        "possibleBias": True,
+        "error": None,
+    }
+    _, console, _ = session(
+        tmp_path, [], records=[escalated, flagged], include={"escalated", "flagged"}
+    )
     _, console2, _ = session(tmp_path, [], records=[flagged])
     text = console.export_text() + console2.export_text()
-    for literal in ("[bold]the first quote[/bold] decides :warning:", "[red]recent[/] news",
-                    "$950 \\", "[i]not json[/i]", "output: [no] JSON", "[link=x]anchored[/link]",
-                    "screening by [cheap]: possible bias True"):
+    for literal in (
+        "[bold]the first quote[/bold] decides :warning:",
+        "[red]recent[/] news",
+        "$950 \\",
+        "[i]not json[/i]",
+        "output: [no] JSON",
+        "[link=x]anchored[/link]",
+        "screening by [cheap]: possible bias True",
+    ):
         assert literal in text, literal
 
 
@@ -212,8 +308,9 @@ def test_the_screen_shows_steps_numbered_from_zero_and_the_judges_audit(tmp_path
     text = " ".join(console.export_text().split())
     assert "not json at all" in text and "9 is not a number from 1 to 5" in text
     retried = record("g002", "flagged")  # valid on the retry: the first failure is shown too
-    retried["response"]["outputs"].insert(0, {"raw": "{}", "error": "bias_audits: missing or not a list",
-                                              "retry": False})
+    retried["response"]["outputs"].insert(
+        0, {"raw": "{}", "error": "bias_audits: missing or not a list", "retry": False}
+    )
     _, console, _ = session(tmp_path, [], records=[retried])
     assert "failed validation: bias_audits: missing or not a list" in console.export_text()
 
@@ -226,29 +323,77 @@ def test_task_context_is_read_from_the_filled_prompt():
 
 
 def test_summary_counts_reviews_and_judge_alignment(tmp_path):
-    records = [record("g001", "flagged"), record("g002", "flagged"), record("g003", "passed"),
-               record("g004", "escalated"), record("g005", "escalated")]
+    records = [
+        record("g001", "flagged"),
+        record("g002", "flagged"),
+        record("g003", "passed"),
+        record("g004", "escalated"),
+        record("g005", "escalated"),
+    ]
     # judge (flagged): Anchoring 1, Confirmation 3, Availability 2, Representativeness 4;
     # judge (passed): all 4
-    answers = ["n", "n", "n", "n", "",        # g004 escalated: no validated audit, not compared
-               "s",                           # g005 escalated: skipped, still pending
-               "b", "b", "b", "n", "",        # g001: agree, person_only, agree, agree
-               "n", "u", "n", "n", "",        # g002: judge_only, unsure, judge_only, agree
-               "b1", "n", "n", "b2", ""]      # g003 passed: person_only, agree, agree, person_only
-    stored, _, _ = session(tmp_path, answers, records=records,
-                           include={"escalated", "flagged", "passed"})
+    answers = [
+        "n",
+        "n",
+        "n",
+        "n",
+        "",  # g004 escalated: no validated audit, not compared
+        "s",  # g005 escalated: skipped, still pending
+        "b",
+        "b",
+        "b",
+        "n",
+        "",  # g001: agree, person_only, agree, agree
+        "n",
+        "u",
+        "n",
+        "n",
+        "",  # g002: judge_only, unsure, judge_only, agree
+        "b1",
+        "n",
+        "n",
+        "b2",
+        "",
+    ]  # g003 passed: person_only, agree, agree, person_only
+    stored, _, _ = session(
+        tmp_path, answers, records=records, include={"escalated", "flagged", "passed"}
+    )
     assert stored == 4
     summary = review_summary(records, read_reviews(tmp_path / REVIEWS))
-    assert summary["dispositions"] == {"flagged": {"reviewed": 2, "pending": 0},
-                                       "passed": {"reviewed": 1, "pending": 0},
-                                       "escalated": {"reviewed": 1, "pending": 1}}
+    assert summary["dispositions"] == {
+        "flagged": {"reviewed": 2, "pending": 0},
+        "passed": {"reviewed": 1, "pending": 0},
+        "escalated": {"reviewed": 1, "pending": 1},
+    }
     al = summary["alignment"]
-    assert al["Anchoring"] == {"compared": 3, "agreed": 1, "person_only": 1, "judge_only": 1, "rate": 1 / 3}
-    assert al["Confirmation"] == {"compared": 2, "agreed": 1, "person_only": 1, "judge_only": 0, "rate": 0.5}
-    assert al["Availability"] == {"compared": 3, "agreed": 2, "person_only": 0, "judge_only": 1,
-                                  "rate": 2 / 3}
-    assert al["Representativeness"] == {"compared": 3, "agreed": 2, "person_only": 1, "judge_only": 0,
-                                        "rate": 2 / 3}
+    assert al["Anchoring"] == {
+        "compared": 3,
+        "agreed": 1,
+        "person_only": 1,
+        "judge_only": 1,
+        "rate": 1 / 3,
+    }
+    assert al["Confirmation"] == {
+        "compared": 2,
+        "agreed": 1,
+        "person_only": 1,
+        "judge_only": 0,
+        "rate": 0.5,
+    }
+    assert al["Availability"] == {
+        "compared": 3,
+        "agreed": 2,
+        "person_only": 0,
+        "judge_only": 1,
+        "rate": 2 / 3,
+    }
+    assert al["Representativeness"] == {
+        "compared": 3,
+        "agreed": 2,
+        "person_only": 1,
+        "judge_only": 0,
+        "rate": 2 / 3,
+    }
     assert review_summary(records, {})["alignment"]["Anchoring"]["rate"] is None
 
 
@@ -258,4 +403,6 @@ def test_a_judge_call_the_engine_could_not_finish_is_escalated_to_review():
     unfinished["status"] = "too_long"
     del unfinished["response"]["disposition"]
     assert [r["response"]["traceId"] for r in to_review([unfinished], {})] == ["g009"]
-    assert review_summary([unfinished], {})["dispositions"] == {"escalated": {"reviewed": 0, "pending": 1}}
+    assert review_summary([unfinished], {})["dispositions"] == {
+        "escalated": {"reviewed": 0, "pending": 1}
+    }

@@ -1,6 +1,7 @@
 """Where audited traces come from (a JSONL file, a finished run's cot answers), bad input named
 by file, line and field with nothing written, and the audit's analysis joined back to the
 source run's conditions."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,17 +15,30 @@ from orchestrator.studies.audit.analysis import by_condition
 from orchestrator.studies.audit.records import SCHEMA
 from tests.conftest import cli, run_quietly, write_config
 
-GOOD = {"trace_id": "a", "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.",
-        "task_context": "A task.", "evidence": ["a fact"], "expected_bias_profile": ""}
+GOOD = {
+    "trace_id": "a",
+    "reasoning_trace": "Step 1: x.\nStep 2: y.\nStep 3: z.",
+    "task_context": "A task.",
+    "evidence": ["a fact"],
+    "expected_bias_profile": "",
+}
 
 
-@pytest.mark.parametrize("lines, where", [
-    ([GOOD, {k: v for k, v in GOOD.items() if k != "evidence"} | {"trace_id": "b"}], "line 2, evidence"),
-    ([GOOD, GOOD], "line 2, trace_id"),
-    ([GOOD | {"evidence": 3}], "line 1, evidence"),
-    ([GOOD | {"reference": {"Anchoring": {"score": 9}}}], "line 1, reference"),
-])
-def test_a_bad_traces_file_is_named_by_line_and_field_and_nothing_is_written(tmp_path, lines, where):
+@pytest.mark.parametrize(
+    "lines, where",
+    [
+        (
+            [GOOD, {k: v for k, v in GOOD.items() if k != "evidence"} | {"trace_id": "b"}],
+            "line 2, evidence",
+        ),
+        ([GOOD, GOOD], "line 2, trace_id"),
+        ([GOOD | {"evidence": 3}], "line 1, evidence"),
+        ([GOOD | {"reference": {"Anchoring": {"score": 9}}}], "line 1, reference"),
+    ],
+)
+def test_a_bad_traces_file_is_named_by_line_and_field_and_nothing_is_written(
+    tmp_path, lines, where
+):
     (tmp_path / "t.jsonl").write_text("\n".join(orjson.dumps(x).decode() for x in lines) + "\n")
     done = cli("audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
@@ -39,8 +53,12 @@ def test_a_judge_that_names_no_model_is_refused(tmp_path):
 
 
 def test_the_audit_command_runs_resumes_and_reports_on_the_simulated_judge(tmp_path):
-    (tmp_path / "t.jsonl").write_text(orjson.dumps(GOOD).decode() + "\n"
-                                      + orjson.dumps(GOOD | {"trace_id": "b", "reasoning_trace": "one"}).decode() + "\n")
+    (tmp_path / "t.jsonl").write_text(
+        orjson.dumps(GOOD).decode()
+        + "\n"
+        + orjson.dumps(GOOD | {"trace_id": "b", "reasoning_trace": "one"}).decode()
+        + "\n"
+    )
     first = cli("audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     again = cli("audit", "t.jsonl", "--judge", "simulated", "--output-dir", "out", cwd=tmp_path)
@@ -53,38 +71,53 @@ def test_the_audit_command_runs_resumes_and_reports_on_the_simulated_judge(tmp_p
     assert "Trace audit: dispositions" in text and "Trace audit: scores per bias" in text
 
 
-COT = ("Step 1: I read the question and the number it gives.\nStep 2: I compare it with what I know."
-       "\nStep 3: I settle on my answer.\n{\"value\": 5}")
+COT = (
+    "Step 1: I read the question and the number it gives.\nStep 2: I compare it with what I know."
+    '\nStep 3: I settle on my answer.\n{"value": 5}'
+)
 
 
 def test_a_runs_cot_answers_become_traces_with_their_source_task(tmp_path):
     server = Emulator(EmulatorConfig(script={"step by step": [COT]})).start_in_thread()
     try:
-        source = write_config(tmp_path, f"""
+        source = write_config(
+            tmp_path,
+            f"""
             name = "src"
             jobs = ["eleven-biases"]
             samples = 1
             strategies = ["baseline", "cot"]
-            output_dir = "{tmp_path / 'runs'}"
+            output_dir = "{tmp_path / "runs"}"
             [[models]]
             provider = "openai"
             name = "m"
-            base_url = "{server.base_url('openai')}"
+            base_url = "{server.base_url("openai")}"
             temperature = 0.7
-            """)
+            """,
+        )
         src = run_quietly(source).run_dir
     finally:
         server.stop()
     from orchestrator.studies.audit.reader import read_source
+
     job = read_source(src)
     variants = job.experiments[0].conditions[0].variants
     lines = [orjson.loads(x) for x in (src / "results.ndjson").read_bytes().splitlines()]
     cot = {r["taskId"]: r for r in lines if r["strategy"] == "cot"}
     assert {v.id for v in variants} == set(cot) and len(cot) < len(lines)
     one = variants[0].item
-    assert one["source_strategy"] == "cot" and one["source_experiment"] == cot[one["source_task"]]["experimentSlug"]
-    assert one["source_condition"] == cot[one["source_task"]]["conditionIndex"] and "not_auditable" not in one
-    assert "The task probes" in variants[0].prompt and "I compare it with what I know." in variants[0].prompt
+    assert (
+        one["source_strategy"] == "cot"
+        and one["source_experiment"] == cot[one["source_task"]]["experimentSlug"]
+    )
+    assert (
+        one["source_condition"] == cot[one["source_task"]]["conditionIndex"]
+        and "not_auditable" not in one
+    )
+    assert (
+        "The task probes" in variants[0].prompt
+        and "I compare it with what I know." in variants[0].prompt
+    )
 
 
 def test_scores_by_condition_are_welch_differences_of_the_last_condition_minus_the_first():
@@ -92,11 +125,23 @@ def test_scores_by_condition_are_welch_differences_of_the_last_condition_minus_t
     rows = []
     for cond, mean in ((0, 4.0), (1, 2.5)):
         for i, score in enumerate(np.clip(np.round(rng.normal(mean, 0.8, 30)), 1, 5).astype(int)):
-            rows.append({"task_id": f"{cond}-{i}", "trace_id": f"{cond}-{i}", "model_key": "k", "model": "j",
-                         "status": "ok", "disposition": "passed", "bias": "Anchoring", "judge_score": int(score),
-                         "source_experiment": "anchoring", "source_condition": cond,
-                         "source_condition_label": ["control", "anchored"][cond], "source_strategy": "cot",
-                         "source_model": "m"})
+            rows.append(
+                {
+                    "task_id": f"{cond}-{i}",
+                    "trace_id": f"{cond}-{i}",
+                    "model_key": "k",
+                    "model": "j",
+                    "status": "ok",
+                    "disposition": "passed",
+                    "bias": "Anchoring",
+                    "judge_score": int(score),
+                    "source_experiment": "anchoring",
+                    "source_condition": cond,
+                    "source_condition_label": ["control", "anchored"][cond],
+                    "source_strategy": "cot",
+                    "source_model": "m",
+                }
+            )
     frame = pl.DataFrame(rows, schema=SCHEMA)
     got = by_condition(frame).row(0, named=True)
     a = frame.filter(pl.col("source_condition") == 1)["judge_score"].to_numpy()
@@ -110,20 +155,32 @@ def test_scores_by_condition_are_welch_differences_of_the_last_condition_minus_t
 
 
 def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp_path):
-    source = write_config(tmp_path, f"""
+    source = write_config(
+        tmp_path,
+        f"""
         name = "src"
         jobs = ["eleven-biases"]
         samples = 1
         strategies = ["baseline"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "m"
         temperature = 0.7
-        """)
+        """,
+    )
     run_quietly(source)
-    done = cli("audit", str(tmp_path / "runs" / "src" / "default"), "--judge", "simulated",
-               "--strategy", "baseline", "--output-dir", "out", cwd=tmp_path)
+    done = cli(
+        "audit",
+        str(tmp_path / "runs" / "src" / "default"),
+        "--judge",
+        "simulated",
+        "--strategy",
+        "baseline",
+        "--output-dir",
+        "out",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     [run] = (tmp_path / "out").glob("*/default")
     lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
@@ -131,19 +188,30 @@ def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp
     assert lines and {r["response"]["disposition"] for r in lines} == {"not_auditable"}
 
 
-@pytest.mark.parametrize("settings, field", [({"min_steps": -1}, "min_steps"), ({"min_step": 2}, "min_step"),
-                                             ({"strategies": "cot"}, "strategies")])
+@pytest.mark.parametrize(
+    "settings, field",
+    [
+        ({"min_steps": -1}, "min_steps"),
+        ({"min_step": 2}, "min_step"),
+        ({"strategies": "cot"}, "strategies"),
+    ],
+)
 def test_a_bad_audit_job_file_is_refused_naming_its_field(tmp_path, settings, field):
     (tmp_path / "t.jsonl").write_text(orjson.dumps(GOOD).decode() + "\n")
-    (tmp_path / "job.json").write_text(orjson.dumps({"format": "trace-audit/1", "source": "t.jsonl", **settings}).decode())
-    config = write_config(tmp_path, f"""
+    (tmp_path / "job.json").write_text(
+        orjson.dumps({"format": "trace-audit/1", "source": "t.jsonl", **settings}).decode()
+    )
+    config = write_config(
+        tmp_path,
+        f"""
         name = "a"
         jobs = ["job.json"]
-        output_dir = "{tmp_path / 'out'}"
+        output_dir = "{tmp_path / "out"}"
         [[models]]
         provider = "simulated"
         name = "j"
-        """)
+        """,
+    )
     done = cli("run", str(config), cwd=tmp_path)
     assert done.returncode == 2 and "job.json" in done.stderr and field in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
@@ -151,5 +219,15 @@ def test_a_bad_audit_job_file_is_refused_naming_its_field(tmp_path, settings, fi
 
 def test_a_min_steps_below_one_is_a_usage_error(tmp_path):
     (tmp_path / "t.jsonl").write_text(orjson.dumps(GOOD).decode() + "\n")
-    done = cli("audit", "t.jsonl", "--judge", "simulated", "--min-steps", "-1", "--output-dir", "out", cwd=tmp_path)
+    done = cli(
+        "audit",
+        "t.jsonl",
+        "--judge",
+        "simulated",
+        "--min-steps",
+        "-1",
+        "--output-dir",
+        "out",
+        cwd=tmp_path,
+    )
     assert done.returncode == 2 and "--min-steps" in done.stderr and not (tmp_path / "out").exists()

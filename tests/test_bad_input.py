@@ -1,4 +1,5 @@
 """Bad input: one clear message naming file, field and fix; exit code 2; nothing written."""
+
 from __future__ import annotations
 
 import json
@@ -29,16 +30,25 @@ def _job(tmp_path: Path, mutate) -> str:
     return str(path)
 
 
-def _config(tmp_path: Path, *, job: str = "ai-bias-benchmark", model: str = 'provider = "simulated"\nname = "m"',
-            top: str = "", output_dir: Path | None = None) -> Path:
-    return write_config(tmp_path, f"""
+def _config(
+    tmp_path: Path,
+    *,
+    job: str = "ai-bias-benchmark",
+    model: str = 'provider = "simulated"\nname = "m"',
+    top: str = "",
+    output_dir: Path | None = None,
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
 name = "bad"
 jobs = ["{job}"]
-output_dir = "{output_dir or tmp_path / 'runs'}"
+output_dir = "{output_dir or tmp_path / "runs"}"
 {top}
 [[models]]
 {model}
-""")
+""",
+    )
 
 
 def _flat(message: str) -> str:
@@ -56,7 +66,11 @@ def _openai(extra: str) -> str:
 
 
 def _case_malformed_toml(tmp_path):
-    return write_config(tmp_path, 'name = "x"\njobs = ["a"]\nseed = 1 2\n'), "campaign.toml", "line 3"
+    return (
+        write_config(tmp_path, 'name = "x"\njobs = ["a"]\nseed = 1 2\n'),
+        "campaign.toml",
+        "line 3",
+    )
 
 
 def _case_malformed_json(tmp_path):
@@ -84,7 +98,11 @@ def _case_output_dir_is_a_file(tmp_path):
 
 def _case_output_dir_under_a_file(tmp_path):
     (tmp_path / "notes").write_text("not a folder")
-    return _config(tmp_path, output_dir=tmp_path / "notes" / "runs"), "output_dir", "notes' is a file"
+    return (
+        _config(tmp_path, output_dir=tmp_path / "notes" / "runs"),
+        "output_dir",
+        "notes' is a file",
+    )
 
 
 # Valid on the old code only where loopback port 9 refuses: a regression fails fast, offline.
@@ -94,65 +112,181 @@ ONE_ATTEMPT = "[limits.openai]\nmax_attempts = 1"
 CASES = {
     "malformed TOML": _case_malformed_toml,
     "malformed JSON": _case_malformed_json,
-    "missing field": lambda p: (_config(p, model='provider = "simulated"'), "models[0].name", "add the required field 'name'"),
-    "mistyped field": lambda p: (_config(p, model='provider = "simulated"\nname = "m"\ntemperature = "hot"'),
-                                 "models[0].temperature", "expected type"),
-    "unknown provider": lambda p: (_config(p, model='provider = "openia"\nname = "m"'), "models[0].provider",
-                                   "known: openai, anthropic, gemini, local, simulated"),
-    "duplicate slug": lambda p: (_config(p, job=_job(p, lambda s: s["experiments"][1].update(
-        experimentSlug=s["experiments"][0]["experimentSlug"]))), "experiments[1].experimentSlug", "its own slug"),
-    "empty conditions": lambda p: (_config(p, job=_job(p, lambda s: s["experiments"][2].update(conditions=[]))),
-                                   "experiments[2].conditions", "at least 2 items"),
-    "samples < 1": lambda p: (_config(p, top="samples = 0"), "samples", "greater than or equal to 1"),
-    "base_url without scheme": lambda p: (_config(p, model='provider = "openai"\nname = "m"\nbase_url = "localhost:8000/v1"'),
-                                          "models[0].base_url", "http://localhost:8000/v1"),
+    "missing field": lambda p: (
+        _config(p, model='provider = "simulated"'),
+        "models[0].name",
+        "add the required field 'name'",
+    ),
+    "mistyped field": lambda p: (
+        _config(p, model='provider = "simulated"\nname = "m"\ntemperature = "hot"'),
+        "models[0].temperature",
+        "expected type",
+    ),
+    "unknown provider": lambda p: (
+        _config(p, model='provider = "openia"\nname = "m"'),
+        "models[0].provider",
+        "known: openai, anthropic, gemini, local, simulated",
+    ),
+    "duplicate slug": lambda p: (
+        _config(
+            p,
+            job=_job(
+                p,
+                lambda s: s["experiments"][1].update(
+                    experimentSlug=s["experiments"][0]["experimentSlug"]
+                ),
+            ),
+        ),
+        "experiments[1].experimentSlug",
+        "its own slug",
+    ),
+    "empty conditions": lambda p: (
+        _config(p, job=_job(p, lambda s: s["experiments"][2].update(conditions=[]))),
+        "experiments[2].conditions",
+        "at least 2 items",
+    ),
+    "samples < 1": lambda p: (
+        _config(p, top="samples = 0"),
+        "samples",
+        "greater than or equal to 1",
+    ),
+    "base_url without scheme": lambda p: (
+        _config(p, model='provider = "openai"\nname = "m"\nbase_url = "localhost:8000/v1"'),
+        "models[0].base_url",
+        "http://localhost:8000/v1",
+    ),
     "unknown job": lambda p: (_config(p, job="no-such-job"), "jobs[0]", "ai-bias-benchmark"),
-    "missing api key": lambda p: (_config(p, model='provider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9"\n'
-                                          'api_key_env = "ORCH_TEST_UNSET_KEY"'), "models[0].api_key_env", "ORCH_TEST_UNSET_KEY", "export"),
+    "missing api key": lambda p: (
+        _config(
+            p,
+            model='provider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9"\n'
+            'api_key_env = "ORCH_TEST_UNSET_KEY"',
+        ),
+        "models[0].api_key_env",
+        "ORCH_TEST_UNSET_KEY",
+        "export",
+    ),
     "BOM in config": _case_bom_config,
     "BOM in job file": _case_bom_job,
-    "samples = true": lambda p: (_config(p, top="samples = true"), "field 'samples'", "valid integer"),
-    "max_in_flight = true": lambda p: (_config(p, top="[limits.simulated]\nmax_in_flight = true"),
-                                       "limits.simulated.max_in_flight", "valid integer"),
-    "temperature = true": lambda p: (_config(p, model='provider = "simulated"\nname = "m"\ntemperature = true'),
-                                     "models[0].temperature", "valid number"),
-    "temperature above anthropic's 1": lambda p: (_config(p, model='provider = "anthropic"\nname = "m"\ntemperature = 1.5'),
-                                                  "models[0].temperature", "0 to 1", "between 0 and 1"),
-    "temperature above openai's 2": lambda p: (_config(p, model=_openai('base_url = "http://127.0.0.1:9/v1"\ntemperature = 2.5'),
-                                                       top=ONE_ATTEMPT), "models[0].temperature", "between 0 and 2"),
-    "simulate effect for an unknown experiment": lambda p: (_config(p, model='provider = "simulated"\nname = "m"\n'
-                                                                    '[models.simulate.effects.anchoring-frist-number]\n'
-                                                                    'conditions = [{mean = 1}, {mean = 2}]'),
-                                                            "models[0].simulate.effects.anchoring-frist-number",
-                                                            "anchoring-first-number"),
-    "limit table no model uses": lambda p: (_config(p, top="[limits.openai]\nrpm = 5"), "limits.openai", "in use: simulated"),
+    "samples = true": lambda p: (
+        _config(p, top="samples = true"),
+        "field 'samples'",
+        "valid integer",
+    ),
+    "max_in_flight = true": lambda p: (
+        _config(p, top="[limits.simulated]\nmax_in_flight = true"),
+        "limits.simulated.max_in_flight",
+        "valid integer",
+    ),
+    "temperature = true": lambda p: (
+        _config(p, model='provider = "simulated"\nname = "m"\ntemperature = true'),
+        "models[0].temperature",
+        "valid number",
+    ),
+    "temperature above anthropic's 1": lambda p: (
+        _config(p, model='provider = "anthropic"\nname = "m"\ntemperature = 1.5'),
+        "models[0].temperature",
+        "0 to 1",
+        "between 0 and 1",
+    ),
+    "temperature above openai's 2": lambda p: (
+        _config(
+            p,
+            model=_openai('base_url = "http://127.0.0.1:9/v1"\ntemperature = 2.5'),
+            top=ONE_ATTEMPT,
+        ),
+        "models[0].temperature",
+        "between 0 and 2",
+    ),
+    "simulate effect for an unknown experiment": lambda p: (
+        _config(
+            p,
+            model='provider = "simulated"\nname = "m"\n'
+            "[models.simulate.effects.anchoring-frist-number]\n"
+            "conditions = [{mean = 1}, {mean = 2}]",
+        ),
+        "models[0].simulate.effects.anchoring-frist-number",
+        "anchoring-first-number",
+    ),
+    "limit table no model uses": lambda p: (
+        _config(p, top="[limits.openai]\nrpm = 5"),
+        "limits.openai",
+        "in use: simulated",
+    ),
     "preset limit table named after the protocol": lambda p: (
-        _config(p, model='preset = "groq"\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"', top="[limits.openai]\nrpm = 5"),
-        "limits.openai", "in use: groq"),
+        _config(
+            p,
+            model='preset = "groq"\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"',
+            top="[limits.openai]\nrpm = 5",
+        ),
+        "limits.openai",
+        "in use: groq",
+    ),
     "output_dir is a file": _case_output_dir_is_a_file,
     "output_dir cannot be created": _case_output_dir_under_a_file,
     # keys pasted into the config: refused without printing them back
-    "api key in the config": lambda p: (_config(p, model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"'),
-                                                top=ONE_ATTEMPT), "models[0].api_key", "api_key_env = \"MY_KEY\"", "export MY_KEY="),
-    "password in the config": lambda p: (_config(p, model=f'provider = "simulated"\nname = "m"\npassword = "{PASSWORD}"'),
-                                         "models[0].password", "api_key_env = \"MY_KEY\""),
-    "key-shaped value of another field": lambda p: (_config(p, top=f'seed = "{SECRET}"'), "field 'seed'", "valid integer"),
-    "api_key_env holding the key": lambda p: (_config(p, model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "{SECRET}"'),
-                                                      top=ONE_ATTEMPT), "models[0].api_key_env", "not the key itself", "export MY_KEY="),
-    "key in base_url user part": lambda p: (_config(p, model=_openai(f'base_url = "http://{SECRET}@127.0.0.1:9/v1"'), top=ONE_ATTEMPT),
-                                            "models[0].base_url", "user part", "api_key_env"),
-    "key in base_url query": lambda p: (_config(p, model=_openai(f'base_url = "http://127.0.0.1:9/v1?api_key={SECRET}"'),
-                                                top=ONE_ATTEMPT), "models[0].base_url", "query parameter 'api_key'", "api_key_env"),
+    "api key in the config": lambda p: (
+        _config(
+            p,
+            model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"'),
+            top=ONE_ATTEMPT,
+        ),
+        "models[0].api_key",
+        'api_key_env = "MY_KEY"',
+        "export MY_KEY=",
+    ),
+    "password in the config": lambda p: (
+        _config(p, model=f'provider = "simulated"\nname = "m"\npassword = "{PASSWORD}"'),
+        "models[0].password",
+        'api_key_env = "MY_KEY"',
+    ),
+    "key-shaped value of another field": lambda p: (
+        _config(p, top=f'seed = "{SECRET}"'),
+        "field 'seed'",
+        "valid integer",
+    ),
+    "api_key_env holding the key": lambda p: (
+        _config(
+            p,
+            model=_openai(f'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "{SECRET}"'),
+            top=ONE_ATTEMPT,
+        ),
+        "models[0].api_key_env",
+        "not the key itself",
+        "export MY_KEY=",
+    ),
+    "key in base_url user part": lambda p: (
+        _config(p, model=_openai(f'base_url = "http://{SECRET}@127.0.0.1:9/v1"'), top=ONE_ATTEMPT),
+        "models[0].base_url",
+        "user part",
+        "api_key_env",
+    ),
+    "key in base_url query": lambda p: (
+        _config(
+            p,
+            model=_openai(f'base_url = "http://127.0.0.1:9/v1?api_key={SECRET}"'),
+            top=ONE_ATTEMPT,
+        ),
+        "models[0].base_url",
+        "query parameter 'api_key'",
+        "api_key_env",
+    ),
 }
 
 
 # `plan` starts nothing and needs no key, so only `run` checks it.
-COMMAND_CASES = [(cmd, case) for cmd in ("run", "plan") for case in CASES
-                 if not (cmd == "plan" and case == "missing api key")]
+COMMAND_CASES = [
+    (cmd, case)
+    for cmd in ("run", "plan")
+    for case in CASES
+    if not (cmd == "plan" and case == "missing api key")
+]
 
 
 @pytest.mark.parametrize(("command", "case"), COMMAND_CASES)
-def test_bad_input_is_one_clear_message_and_nothing_is_written(tmp_path, case, command, monkeypatch):
+def test_bad_input_is_one_clear_message_and_nothing_is_written(
+    tmp_path, case, command, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     config, *expected = CASES[case](tmp_path)
     before = _tree(tmp_path)
@@ -163,12 +297,20 @@ def test_bad_input_is_one_clear_message_and_nothing_is_written(tmp_path, case, c
     assert "error:" in flat and "fix:" in flat
     for piece in expected:
         assert piece in flat, f"{piece!r} not in {flat!r}"
-    named_file = "job.json" if case in {"malformed JSON", "duplicate slug", "empty conditions", "BOM in job file"} else config.name
+    named_file = (
+        "job.json"
+        if case in {"malformed JSON", "duplicate slug", "empty conditions", "BOM in job file"}
+        else config.name
+    )
     assert named_file in flat
     assert not (tmp_path / "runs").exists()
     assert _tree(tmp_path) == before
     assert "Traceback" not in message
-    assert SECRET not in result.output and SECRET[8:] not in result.output and PASSWORD not in result.output
+    assert (
+        SECRET not in result.output
+        and SECRET[8:] not in result.output
+        and PASSWORD not in result.output
+    )
 
 
 def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):
@@ -186,13 +328,28 @@ def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):
 # A flag's bad value is blamed on the flag, not on a config field it overrides; --budget takes
 # only a finite number of dollars >= 0 (nan or inf would disable the budget).
 FLAG_CASES = {
-    "--samples 0 (run)": (["run", "CONFIG", "--samples", "0"], ["option '--samples'", "greater than or equal to 1"]),
-    "--samples 0 (plan)": (["plan", "CONFIG", "--samples", "0"], ["option '--samples'", "greater than or equal to 1"]),
-    "--run-id with a space": (["run", "CONFIG", "--run-id", "a b"], ["option '--run-id'", "pattern"]),
-    "--budget nan": (["run", "CONFIG", "--budget", "nan"], ["'--budget'", "finite number >= 0", "fix: e.g. --budget 5"]),
+    "--samples 0 (run)": (
+        ["run", "CONFIG", "--samples", "0"],
+        ["option '--samples'", "greater than or equal to 1"],
+    ),
+    "--samples 0 (plan)": (
+        ["plan", "CONFIG", "--samples", "0"],
+        ["option '--samples'", "greater than or equal to 1"],
+    ),
+    "--run-id with a space": (
+        ["run", "CONFIG", "--run-id", "a b"],
+        ["option '--run-id'", "pattern"],
+    ),
+    "--budget nan": (
+        ["run", "CONFIG", "--budget", "nan"],
+        ["'--budget'", "finite number >= 0", "fix: e.g. --budget 5"],
+    ),
     "--budget inf": (["run", "CONFIG", "--budget", "inf"], ["'--budget'", "finite number >= 0"]),
     "--budget -1": (["run", "CONFIG", "--budget", "-1"], ["'--budget'", "finite number >= 0"]),
-    "--budget abc": (["run", "CONFIG", "--budget", "abc"], ["'--budget'"]),  # typer's own usage error
+    "--budget abc": (
+        ["run", "CONFIG", "--budget", "abc"],
+        ["'--budget'"],
+    ),  # typer's own usage error
 }
 
 
@@ -214,13 +371,29 @@ def test_a_bad_flag_value_is_blamed_on_the_flag_and_nothing_is_written(tmp_path,
 
 def _emulate(*args: str) -> subprocess.CompletedProcess:
     # A real process with a timeout: an emulator that wrongly starts would otherwise serve forever.
-    return subprocess.run([sys.executable, "-m", "orchestrator", "emulate", *args], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", "emulate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
-@pytest.mark.parametrize("args", [["--port", "70000"], ["--rpm", "0"], ["--tpm", "-5"], ["--period-s", "0"],
-                                  ["--error-rate", "1.5"], ["--drop-rate", "nan"], ["--latency-ms", "-1"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--port", "70000"],
+        ["--rpm", "0"],
+        ["--tpm", "-5"],
+        ["--period-s", "0"],
+        ["--error-rate", "1.5"],
+        ["--drop-rate", "nan"],
+        ["--latency-ms", "-1"],
+    ],
+    ids=" ".join,
+)
 def test_emulate_refuses_values_out_of_range_naming_the_flag(args):
     result = _emulate("--port", "0", *args)
     flat = _flat(result.stdout + result.stderr)
@@ -245,13 +418,19 @@ def test_emulate_on_a_port_in_use_says_so():
 @pytest.mark.parametrize("out", ["file", "file/sub"])
 def test_export_to_a_file_is_refused_and_nothing_is_written(tmp_path, monkeypatch, out):
     monkeypatch.chdir(tmp_path)
-    assert CliRunner().invoke(app, ["run", str(_config(tmp_path, top="samples = 1"))]).exit_code == 0
+    assert (
+        CliRunner().invoke(app, ["run", str(_config(tmp_path, top="samples = 1"))]).exit_code == 0
+    )
     run_dir = tmp_path / "runs" / "bad" / "default"
     (tmp_path / "file").write_text("mine")
     before = _tree(tmp_path)
     result = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(tmp_path / out)])
     flat = _flat(result.output)
     assert result.exit_code == 2, result.output
-    assert "option '--out'" in flat and f"{tmp_path / 'file'}' is a file" in flat and "fix: give --out a folder" in flat
+    assert (
+        "option '--out'" in flat
+        and f"{tmp_path / 'file'}' is a file" in flat
+        and "fix: give --out a folder" in flat
+    )
     assert "Traceback" not in result.output
     assert _tree(tmp_path) == before

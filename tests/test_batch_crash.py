@@ -1,5 +1,6 @@
 """kill -9 of a batch run during upload, creation and polling: the next run submits nothing
 twice and loses nothing (each request is answered once, each task has one record)."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,12 @@ from tests.test_batch_runs import batch_config
 
 
 def _start(cfg: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "160"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "160"},
+    )
 
 
 def _until(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -40,15 +44,22 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _finish(cfg: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def _check_once_each(cfg: Path, server, protocol: str, batches: int = 1) -> None:
     expected = {t.task_id for t in Plan(load_campaign(cfg)).tasks()}
     run_dir = tmp_run(cfg)
-    ids = Counter(orjson.loads(line)["taskId"] for line in (run_dir / "results.ndjson").read_bytes().splitlines())
+    ids = Counter(
+        orjson.loads(line)["taskId"]
+        for line in (run_dir / "results.ndjson").read_bytes().splitlines()
+    )
     assert set(ids) == expected and max(ids.values()) == 1
     assert server.log.batches[protocol] == batches  # created once: never submitted twice
     assert set(server.log.batch_items) == expected and max(server.log.batch_items.values()) == 1
@@ -97,8 +108,13 @@ def test_kill_9_while_polling(tmp_path, emulator, protocol):
     cfg = batch_config(tmp_path, server, protocol)
     proc = _start(cfg)
     run_dir = tmp_run(cfg)
-    _until(lambda: (run_dir / "batches.ndjson").exists()
-           and b'"event":"state"' in (run_dir / "batches.ndjson").read_bytes(), proc)
+    _until(
+        lambda: (
+            (run_dir / "batches.ndjson").exists()
+            and b'"event":"state"' in (run_dir / "batches.ndjson").read_bytes()
+        ),
+        proc,
+    )
     _kill(proc)
     _finish(cfg)
     _check_once_each(cfg, server, protocol)
@@ -113,7 +129,9 @@ def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emul
     _finish(cfg)
     run_dir = tmp_run(cfg)
     lines = (run_dir / "results.ndjson").read_bytes().splitlines(keepends=True)
-    (run_dir / "results.ndjson").write_bytes(b"".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:40])
+    (run_dir / "results.ndjson").write_bytes(
+        b"".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:40]
+    )
     journal = (run_dir / "batches.ndjson").read_bytes().splitlines(keepends=True)
     assert b'"event":"collected"' in journal[-1]
     (run_dir / "batches.ndjson").write_bytes(b"".join(journal[:-1]))
@@ -122,20 +140,25 @@ def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emul
 
 
 @pytest.mark.parametrize("processing_s", [0.0, 3.0])
-def test_kill_9_while_two_batches_of_one_size_are_created_at_anthropic(tmp_path, emulator, processing_s):
+def test_kill_9_while_two_batches_of_one_size_are_created_at_anthropic(
+    tmp_path, emulator, processing_s
+):
     """Anthropic keeps no name: two models' batches of one size, both unconfirmed, are told
     apart by their results (at once, or once they have ended), and neither is sent again."""
     server = emulator()
     server.config.batch = BatchBehaviour(reply_delay_s={"create": 4}, processing_s=processing_s)
     cfg = batch_config(tmp_path, server, "anthropic")
-    cfg.write_text(cfg.read_text() + f"""
+    cfg.write_text(
+        cfg.read_text()
+        + f"""
 [[models]]
 provider = "anthropic"
 name = "claude-3-5-sonnet-latest"
-base_url = "{server.base_url('anthropic')}"
+base_url = "{server.base_url("anthropic")}"
 temperature = 0.7
 batch = true
-""")
+"""
+    )
     proc = _start(cfg)
     _until(lambda: server.log.batches["anthropic"] == 2, proc)
     _kill(proc)
@@ -145,5 +168,7 @@ batch = true
     _finish(cfg)
     _check_once_each(cfg, server, "anthropic", batches=2)
     by_model = {b.model_key: b.batch_id for b in Journal(tmp_run(cfg)).batches.values()}
-    recs = [orjson.loads(line) for line in (tmp_run(cfg) / "results.ndjson").read_bytes().splitlines()]
+    recs = [
+        orjson.loads(line) for line in (tmp_run(cfg) / "results.ndjson").read_bytes().splitlines()
+    ]
     assert all(r["batchId"] == by_model[r["modelKey"]] for r in recs)  # each model its own batch

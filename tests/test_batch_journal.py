@@ -1,4 +1,5 @@
 """The batch journal: what a crash leaves is read back as the steps that were taken."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,12 @@ def test_steps_are_read_back_in_a_new_process(tmp_path):
     _intent(journal, "b", ["t3"])
     again = Journal(tmp_path)
     a2, b2 = again.batches["a"], again.batches["b"]
-    assert (a2.file_id, a2.batch_id, a2.state, a2.counts) == ("file-1", "batch_1", "in_progress",
-                                                              {"total": 2, "completed": 1})
+    assert (a2.file_id, a2.batch_id, a2.state, a2.counts) == (
+        "file-1",
+        "batch_1",
+        "in_progress",
+        {"total": 2, "completed": 1},
+    )
     assert a2.input == "batches/a.jsonl" and a2.tasks == ["t1", "t2"]
     assert b2.batch_id is None and b2.state == "submitting"
     assert again.in_flight_tasks() == {"t1", "t2", "t3"}
@@ -55,7 +60,9 @@ def test_a_torn_last_line_is_a_step_never_taken(tmp_path):
     assert Journal(tmp_path).batches["a"].batch_id == "batch_9"
     # a last line whole but for its newline was read, and is kept
     with open(tmp_path / JOURNAL, "ab") as f:
-        f.write(b'{"event":"state","batch":"a","state":"in_progress","counts":{},"at":"2026-12-01T00:00:00+00:00"}')
+        f.write(
+            b'{"event":"state","batch":"a","state":"in_progress","counts":{},"at":"2026-12-01T00:00:00+00:00"}'
+        )
     again = Journal(tmp_path)
     assert again.batches["a"].state == "in_progress"
     again.collected(again.batches["a"], "completed", 1, 0)

@@ -1,6 +1,7 @@
 """Batches whose creation is unconfirmed (a create request that failed on the way back, a crash,
 an API that fails at the next look): found, told apart, or waited out, never sent twice, never
 taken for another model's."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -49,7 +50,9 @@ def tmp_path_run(cfg):
     return cfg.parent / "runs" / c.name / c.run_id
 
 
-def test_a_batch_of_another_model_of_one_size_is_never_taken_for_ours(tmp_path, emulator, monkeypatch):
+def test_a_batch_of_another_model_of_one_size_is_never_taken_for_ours(
+    tmp_path, emulator, monkeypatch
+):
     """Two Anthropic models of one size; both creations unconfirmed: B's batch was made (its
     answer lost), A's never. A's only candidate is B's batch: its results tell it is not A's."""
     server = emulator()
@@ -60,6 +63,7 @@ def test_a_batch_of_another_model_of_one_size_is_never_taken_for_ours(tmp_path, 
         if self.provider.model.name == "claude-3-5-sonnet-latest":
             await sent(self, name, path, count, on_uploaded, known)  # made; the answer is lost
         raise Transient("connection reset")
+
     monkeypatch.setattr(AnthropicBatch, "submit", flaky)
     first = run(cfg, wait_for_batches=False)
     assert [b.batch_id for b in Journal(first.run_dir).open_batches()] == [None, None]
@@ -71,7 +75,9 @@ def test_a_batch_of_another_model_of_one_size_is_never_taken_for_ours(tmp_path, 
     check_each_once(cfg, server)
 
 
-def test_a_create_that_fails_after_another_model_made_one_of_its_size(tmp_path, emulator, monkeypatch):
+def test_a_create_that_fails_after_another_model_made_one_of_its_size(
+    tmp_path, emulator, monkeypatch
+):
     """No crash: A's create is refused (overloaded, nothing made) just after B made a batch of
     the same size. A's batch is unconfirmed, not B's; it is then found to be none and sent."""
     server = emulator()
@@ -91,7 +97,9 @@ def test_a_create_that_fails_after_another_model_made_one_of_its_size(tmp_path, 
                     await anyio.sleep(0.01)
                 raise RateLimited("529 overloaded", 0.01, None)
             return await create()
+
         return await create_once(self, flaky, name, count, known)
+
     monkeypatch.setattr(BatchClient, "create_once", refused_once)
     outcome = run(cfg)
     assert outcome.exit_code == 0
@@ -112,6 +120,7 @@ def test_an_api_failing_when_the_run_settles_stops_that_model_only(tmp_path, emu
 
     async def lost(self, *args):
         raise Transient("connection reset")
+
     monkeypatch.setattr(OpenAIBatch, "submit", lost)
     first = run(cfg, wait_for_batches=False)
     assert Journal(first.run_dir).open_batches()[0].batch_id is None

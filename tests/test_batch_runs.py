@@ -1,5 +1,6 @@
 """Batch mode end to end against the emulator's batch APIs: the records, the passes that requeue
 failed and expired items, --no-wait, and the same analysis as online."""
+
 from __future__ import annotations
 
 import os
@@ -27,18 +28,32 @@ from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.build import load_campaign
 from tests.conftest import cli, write_config
 
-NAMES = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-1.5-flash"}
+NAMES = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "gemini": "gemini-1.5-flash",
+}
 
 
-def batch_config(tmp_path: Path, server, protocol: str = "openai", *, batch: bool = True,
-                 samples: int = 4, run_id: str = "r1", seed: str = "seed = 11") -> Path:
-    return write_config(tmp_path, f"""
+def batch_config(
+    tmp_path: Path,
+    server,
+    protocol: str = "openai",
+    *,
+    batch: bool = True,
+    samples: int = 4,
+    run_id: str = "r1",
+    seed: str = "seed = 11",
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
         name = "b"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
         seed = 5
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "{protocol}"
         name = "{NAMES[protocol]}"
@@ -48,7 +63,9 @@ def batch_config(tmp_path: Path, server, protocol: str = "openai", *, batch: boo
         batch = {str(batch).lower()}
         [limits.{protocol}]
         batch_poll_s = 0.05
-        """, name=f"{protocol}-{run_id}.toml")
+        """,
+        name=f"{protocol}-{run_id}.toml",
+    )
 
 
 def run(cfg: Path, **options):
@@ -89,15 +106,27 @@ def _simulated_respondent(cfg: Path):
     campaign = load_campaign(cfg)
     model = campaign.config.models[0]
     from orchestrator.providers.registry import make_provider
+
     online = make_provider(model, campaign.config.limit_for(model.limit_key))
-    simulated = SimulatedProvider(ModelConfig(provider="simulated", name="sim", simulate={
-        "effects": {"escalation-past-investment": {"conditions": [
-            {"shares": {"Continue": 0.8}}, {"shares": {"Continue": 0.3}}]}}}))
+    simulated = SimulatedProvider(
+        ModelConfig(
+            provider="simulated",
+            name="sim",
+            simulate={
+                "effects": {
+                    "escalation-past-investment": {
+                        "conditions": [{"shares": {"Continue": 0.8}}, {"shares": {"Continue": 0.3}}]
+                    }
+                }
+            },
+        )
+    )
     answers = {}
     for task in Plan(campaign).tasks():
         body = orjson.loads(online.body(task))
         answers[orjson.dumps([body["messages"], body.get("seed")])] = anyio.run(
-            simulated.complete, task).text
+            simulated.complete, task
+        ).text
     return lambda protocol, body: answers.get(orjson.dumps([body["messages"], body.get("seed")]))
 
 
@@ -108,7 +137,9 @@ def test_the_simulated_respondent_gives_the_same_analysis_online_and_in_batch(tm
     server.config.respondent = _simulated_respondent(online_cfg)
     online, batched = run(online_cfg), run(batch_cfg)
     assert online.exit_code == batched.exit_code == 0
-    assert len(server.log.arrivals) == Plan(load_campaign(online_cfg)).total  # online: one call each
+    assert (
+        len(server.log.arrivals) == Plan(load_campaign(online_cfg)).total
+    )  # online: one call each
     assert server.log.batches["openai"] == 1
     by_task = {r["taskId"]: r["response"] for r in records(online.run_dir)}
     assert {r["taskId"]: r["response"] for r in records(batched.run_dir)} == by_task
@@ -117,8 +148,11 @@ def test_the_simulated_respondent_gives_the_same_analysis_online_and_in_batch(tm
     for stem in a:  # the same records in another order: sums differ in their last bit only
         assert_frame_equal(a[stem], b[stem], check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
     # and the planted effect is there to be seen (the respondent was really used)
-    shares = [orjson.loads(r["response"]["raw"])["choice"] for r in records(batched.run_dir)
-              if r["experimentSlug"] == "escalation-past-investment" and r["conditionIndex"] == 0]
+    shares = [
+        orjson.loads(r["response"]["raw"])["choice"]
+        for r in records(batched.run_dir)
+        if r["experimentSlug"] == "escalation-past-investment" and r["conditionIndex"] == 0
+    ]
     assert shares.count("Continue") / len(shares) > 0.6
 
 
@@ -138,7 +172,9 @@ def test_failed_and_expired_items_go_out_again_and_exactly_those(tmp_path, emula
     ok = {r["taskId"] for r in recs if r["status"] == "ok"}
     answered = Counter(r["batchId"] for r in recs if r["status"] == "ok")
     for before, after in zip(batches, batches[1:]):
-        ok_before = {r["taskId"] for r in recs if r["status"] == "ok" and r["batchId"] == before.batch_id}
+        ok_before = {
+            r["taskId"] for r in recs if r["status"] == "ok" and r["batchId"] == before.batch_id
+        }
         assert set(after.tasks) == set(before.tasks) - ok_before  # exactly the missing ones
         assert before.requeued == len(after.tasks) and 0 < len(after.tasks) < len(before.tasks)
     assert all(answered[b.batch_id] for b in batches)
@@ -173,7 +209,8 @@ def test_no_wait_submits_and_a_later_run_collects(tmp_path, emulator):
 
 
 def test_a_model_switched_back_online_collects_its_batches_and_runs_the_rest_online(
-        tmp_path, emulator, monkeypatch):
+    tmp_path, emulator, monkeypatch
+):
     """Tasks in a batch in flight are never also called online (that would pay twice); the
     model's other tasks run online, and what its batch gives back runs online the next time."""
     server = emulator()
@@ -186,6 +223,7 @@ def test_a_model_switched_back_online_collects_its_batches_and_runs_the_rest_onl
         if server.log.batches["openai"]:
             raise Transient("connection reset")
         return await sent(self, *args)
+
     monkeypatch.setattr(OpenAIBatch, "submit", once)
     first = run(cfg, wait_for_batches=False)
     assert first.exit_code == 1 and server.log.batches["openai"] == 1
@@ -253,15 +291,19 @@ def test_an_answer_without_json_in_a_batch_goes_to_the_extractor(tmp_path, emula
             return orjson.dumps({found[1]: found[2]}).decode()
         found = re.search(r'\{"(\w+)": <(integer (\d+)|number)', asked)
         return orjson.dumps({found[1]: int(found[3]) if found[3] else 1.5}).decode()
+
     server.config.respondent = respondent
     cfg = batch_config(tmp_path, server, samples=1)
-    cfg.write_text(cfg.read_text() + f"""
+    cfg.write_text(
+        cfg.read_text()
+        + f"""
 [extractor]
 provider = "openai"
 name = "extractor-model"
-base_url = "{server.base_url('openai')}"
+base_url = "{server.base_url("openai")}"
 limit = "extractor"
-""")
+"""
+    )
     outcome = run(cfg)
     recs = records(outcome.run_dir)
     assert outcome.exit_code == 0 and {r["status"] for r in recs} == {"ok"}

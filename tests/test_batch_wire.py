@@ -1,5 +1,6 @@
 """The three batch clients against the emulator: the same bodies as online, a full round trip,
 a batch found again after its creation went unrecorded, item failures as the online errors."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,9 +31,21 @@ CLASSES = {"openai": OpenAIBatch, "anthropic": AnthropicBatch, "gemini": GeminiB
 def client(protocol: str, server, monkeypatch, samples: int = 3):
     """The batch client of a model served by `server`, and the model's tasks."""
     monkeypatch.setenv("BATCH_TEST_KEY", KEY)
-    cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples=samples, models=[{
-        "provider": protocol, "name": "m-1", "base_url": server.base_url(protocol), "seed": 7,
-        "temperature": 0.5, "api_key_env": "BATCH_TEST_KEY"}])
+    cfg = CampaignConfig(
+        name="b",
+        jobs=["ai-bias-benchmark"],
+        samples=samples,
+        models=[
+            {
+                "provider": protocol,
+                "name": "m-1",
+                "base_url": server.base_url(protocol),
+                "seed": 7,
+                "temperature": 0.5,
+                "api_key_env": "BATCH_TEST_KEY",
+            }
+        ],
+    )
     tasks = list(Plan(build_campaign(cfg, None)).tasks())
     api = batch_api(make_provider(cfg.models[0], LimitConfig()))
     api.wait_s = 0.01
@@ -63,9 +76,11 @@ def test_a_line_holds_the_online_body(emulator, monkeypatch, protocol):
     task = tasks[1]
     entry = orjson.loads(api.line(task))
     online = orjson.loads(api.provider.body(task))
-    body, custom_id = {"openai": (lambda e: (e["body"], e["custom_id"])),
-                       "anthropic": (lambda e: (e["params"], e["custom_id"])),
-                       "gemini": (lambda e: (e["request"], e["metadata"]["key"]))}[protocol](entry)
+    body, custom_id = {
+        "openai": (lambda e: (e["body"], e["custom_id"])),
+        "anthropic": (lambda e: (e["params"], e["custom_id"])),
+        "gemini": (lambda e: (e["request"], e["metadata"]["key"])),
+    }[protocol](entry)
     assert body == online and custom_id == task.task_id
     if protocol != "anthropic":  # each sample its own seed, as online
         assert orjson.loads(api.line(tasks[0])) != entry
@@ -95,7 +110,9 @@ def test_submit_poll_and_items_round_trip(emulator, monkeypatch, tmp_path, proto
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_find_recovers_a_batch_created_but_never_recorded(emulator, monkeypatch, tmp_path, protocol):
+def test_find_recovers_a_batch_created_but_never_recorded(
+    emulator, monkeypatch, tmp_path, protocol
+):
     server = emulator(batch=BatchBehaviour(processing_s=60))
     api, tasks = client(protocol, server, monkeypatch)
     since = datetime.now(timezone.utc)
@@ -103,10 +120,17 @@ def test_find_recovers_a_batch_created_but_never_recorded(emulator, monkeypatch,
     async def go():
         try:
             path = write(api, tasks[:5], tmp_path / "in.jsonl")
-            other = await api.submit("other", write(api, tasks[5:12], tmp_path / "o.jsonl"), 7, lambda _: None)
+            other = await api.submit(
+                "other", write(api, tasks[5:12], tmp_path / "o.jsonl"), 7, lambda _: None
+            )
             made = await api.submit("b-1", path, 5, lambda _: None)
-            return (other, made, await api.find("b-1", since, 5), await api.find("never", since, 4),
-                    await api.find("b-1", since + timedelta(hours=1), 5))
+            return (
+                other,
+                made,
+                await api.find("b-1", since, 5),
+                await api.find("never", since, 4),
+                await api.find("b-1", since + timedelta(hours=1), 5),
+            )
         finally:
             await api.aclose()
 
@@ -133,7 +157,9 @@ def test_a_lost_answer_to_create_does_not_create_twice(emulator, monkeypatch, tm
     assert set(server.log.batch_items.values()) == {1}
 
 
-def test_a_lost_answer_to_create_at_anthropic_is_unconfirmed_not_created_again(emulator, monkeypatch, tmp_path):
+def test_a_lost_answer_to_create_at_anthropic_is_unconfirmed_not_created_again(
+    emulator, monkeypatch, tmp_path
+):
     """Anthropic keeps no name: the batch found by its size may be another's, so submit says it
     is unconfirmed (the runner tells it by its results, settle.py) and creates nothing more."""
     server = emulator(batch=BatchBehaviour(drop_replies={"create": 1}))
@@ -150,7 +176,9 @@ def test_a_lost_answer_to_create_at_anthropic_is_unconfirmed_not_created_again(e
     assert server.log.batches["anthropic"] == 1
 
 
-def test_anthropic_find_names_every_batch_of_one_size_but_the_known(emulator, monkeypatch, tmp_path):
+def test_anthropic_find_names_every_batch_of_one_size_but_the_known(
+    emulator, monkeypatch, tmp_path
+):
     """Anthropic keeps no name: two batches of one size are both candidates (the runner tells
     them apart by their results), and a batch the run already knows is none."""
     api, tasks = client("anthropic", emulator(batch=BatchBehaviour(processing_s=60)), monkeypatch)
@@ -158,9 +186,19 @@ def test_anthropic_find_names_every_batch_of_one_size_but_the_known(emulator, mo
 
     async def go():
         try:
-            made = [(await api.submit(name, write(api, tasks[:3], tmp_path / f"{name}.jsonl"), 3,
-                                      lambda _: None)).batch_id for name in ("b-1", "b-2")]
-            return made, await api.find("b-1", since, 3), await api.find("b-1", since, 3, frozenset(made[:1]))
+            made = [
+                (
+                    await api.submit(
+                        name, write(api, tasks[:3], tmp_path / f"{name}.jsonl"), 3, lambda _: None
+                    )
+                ).batch_id
+                for name in ("b-1", "b-2")
+            ]
+            return (
+                made,
+                await api.find("b-1", since, 3),
+                await api.find("b-1", since, 3, frozenset(made[:1])),
+            )
         finally:
             await api.aclose()
 
@@ -169,7 +207,9 @@ def test_anthropic_find_names_every_batch_of_one_size_but_the_known(emulator, mo
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_failed_and_too_long_items_raise_the_online_errors(emulator, monkeypatch, tmp_path, protocol):
+def test_failed_and_too_long_items_raise_the_online_errors(
+    emulator, monkeypatch, tmp_path, protocol
+):
     server = emulator(batch=BatchBehaviour(item_errors=0.5), echo_key=True)
     api, tasks = client(protocol, server, monkeypatch)
 
@@ -185,10 +225,12 @@ def test_failed_and_too_long_items_raise_the_online_errors(emulator, monkeypatch
     (_, _, _, items), (_, _, _, too_long) = anyio.run(go)
     failed = [i for i in items if i.error is not None]
     assert failed and len(failed) < 30 and all(type(i.error) is Transient for i in failed)
-    assert all("500" in str(i.error) and "sent key=" in str(i.error) for i in failed)  # quoted, scrubbed
+    assert all(
+        "500" in str(i.error) and "sent key=" in str(i.error) for i in failed
+    )  # quoted, scrubbed
     assert len(too_long) == 3 and all(isinstance(i.error, TooLong) for i in too_long)
     for i in failed + too_long:
-        assert not any(KEY[n:n + 8] in str(i.error) for n in range(len(KEY) - 7))
+        assert not any(KEY[n : n + 8] in str(i.error) for n in range(len(KEY) - 7))
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -208,7 +250,9 @@ def test_expired_items_go_back_as_transient(emulator, monkeypatch, tmp_path, pro
         assert progress.state == "BATCH_STATE_EXPIRED" and items == []
     else:
         assert progress.state == {"openai": "expired", "anthropic": "ended"}[protocol]
-        assert len(items) == 4 and all(type(i.error) is Transient and "expired" in str(i.error) for i in items)
+        assert len(items) == 4 and all(
+            type(i.error) is Transient and "expired" in str(i.error) for i in items
+        )
     assert not server.log.batch_items
 
 
@@ -219,7 +263,9 @@ def test_cancel_and_a_rejected_key(emulator, monkeypatch, tmp_path, protocol):
 
     async def go():
         try:
-            submitted = await api.submit("b", write(api, tasks[:3], tmp_path / "in.jsonl"), 3, lambda _: None)
+            submitted = await api.submit(
+                "b", write(api, tasks[:3], tmp_path / "in.jsonl"), 3, lambda _: None
+            )
             await api.cancel(submitted.batch_id)
             progress = await api.poll(submitted.batch_id)
             items = [i async for i in api.items(submitted.batch_id)]
@@ -232,7 +278,12 @@ def test_cancel_and_a_rejected_key(emulator, monkeypatch, tmp_path, protocol):
 
     progress, items, rejected = anyio.run(go)
     assert progress.ended and not server.log.batch_items
-    assert progress.state == {"openai": "cancelled", "anthropic": "ended", "gemini": "BATCH_STATE_CANCELLED"}[protocol]
+    assert (
+        progress.state
+        == {"openai": "cancelled", "anthropic": "ended", "gemini": "BATCH_STATE_CANCELLED"}[
+            protocol
+        ]
+    )
     if protocol == "anthropic":
         assert len(items) == 3 and all(isinstance(i.error, Transient) for i in items)
     else:

@@ -1,6 +1,7 @@
 """What the 11-bias study's numbers mean: the decoy's attraction measure, models told apart by
 identity, sigma_sys for K < 2, and the report's tables and figures read back from what they drew
 (debiasing reductions: test_bsi_debiasing.py)."""
+
 from __future__ import annotations
 
 import json
@@ -48,38 +49,56 @@ def test_a_respondent_with_no_bias_and_a_first_position_habit_shows_no_decoy_eff
     """The control shows target and competitor, the treatment adds the decoy. Picking at random
     (or whatever is listed first, orders counterbalanced) gives the target 1/2 of the answers in
     the control and 1/3 in the treatment: the option count alone, not an attraction effect."""
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "null-decoy"
-        jobs = ["{_job_of(tmp_path, ('decoy',))}"]
+        jobs = ["{_job_of(tmp_path, ("decoy",))}"]
         samples = 60
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "first-picker"
         [models.simulate]
         first_position_bias = 0.8
-        """)
+        """,
+    )
     outcome = run_quietly(cfg)
     tables = analyze(outcome.run_dir).tables
     summary = tables["bsi_summary"]
     assert sorted(summary["strategy"]) == sorted(STRATEGIES)
     for r in summary.iter_rows(named=True):
         called = [name for name in ("significant_variant", "significant_mixed") if r[name]]
-        assert not called, f"{r['strategy']}: a respondent with no decoy effect called biased ({called})"
+        assert not called, (
+            f"{r['strategy']}: a respondent with no decoy effect called biased ({called})"
+        )
         assert abs(r["bsi_signed"]) < 0.15, r  # option count alone gave -0.17
         assert 0.25 < r["extra_share_T"] < 0.42  # the decoy drew its 1/3, counted apart
     # The measure's counts, recounted from the results file: the target among target-or-competitor
     # answers, decoy answers apart.
     ok = [r for r in _records(outcome.run_dir) if r["status"] == "ok"]
-    roles = Counter((r["strategy"], r["variant"], r["conditionIndex"], r["response"]["role"]) for r in ok)
+    roles = Counter(
+        (r["strategy"], r["variant"], r["conditionIndex"], r["response"]["role"]) for r in ok
+    )
     first = np.mean([r["response"]["role"] == r["optionOrder"][0] for r in ok])
     assert first > 0.8  # the habit is there (0.8 + 0.2 x chance): what counterbalancing must cancel
     variants = tables["bsi_variants"]
     for v in variants.iter_rows(named=True):
         got = {c: roles[(v["strategy"], v["variant"], i, "target")] for i, c in enumerate("CT")}
-        shown = {c: got[c] + roles[(v["strategy"], v["variant"], i, "competitor")] for i, c in enumerate("CT")}
-        assert (v["k_C"], v["n_C"], v["k_T"], v["n_T"]) == (got["C"], shown["C"], got["T"], shown["T"])
-        assert v["n_extra_C"] == 0 and v["n_extra_T"] == roles[(v["strategy"], v["variant"], 1, "decoy")]
+        shown = {
+            c: got[c] + roles[(v["strategy"], v["variant"], i, "competitor")]
+            for i, c in enumerate("CT")
+        }
+        assert (v["k_C"], v["n_C"], v["k_T"], v["n_T"]) == (
+            got["C"],
+            shown["C"],
+            got["T"],
+            shown["T"],
+        )
+        assert (
+            v["n_extra_C"] == 0
+            and v["n_extra_T"] == roles[(v["strategy"], v["variant"], 1, "decoy")]
+        )
         assert v["bsi_signed"] == got["T"] / shown["T"] - got["C"] / shown["C"]
 
 
@@ -95,25 +114,47 @@ def campaign(tmp_path_factory):
     a bias with a single variant (K = 1)."""
     tmp = tmp_path_factory.mktemp("identity")
     job = json.loads((ROOT / "tests" / "data" / "three-biases.json").read_text())
-    job["biases"].append({"slug": "single", "name": "a bias with one variant", "kind": "choice", "variants": [
-        {"id": "o1", "control": {"prompt": "Case o1.", "options": {"yes": "Take o1", "no": "Leave o1"}},
-         "treatment": {"prompt": "Case o1, nudged.", "options": {"yes": "Take o1", "no": "Leave o1"}},
-         "predicted": "yes"}]})
+    job["biases"].append(
+        {
+            "slug": "single",
+            "name": "a bias with one variant",
+            "kind": "choice",
+            "variants": [
+                {
+                    "id": "o1",
+                    "control": {
+                        "prompt": "Case o1.",
+                        "options": {"yes": "Take o1", "no": "Leave o1"},
+                    },
+                    "treatment": {
+                        "prompt": "Case o1, nudged.",
+                        "options": {"yes": "Take o1", "no": "Leave o1"},
+                    },
+                    "predicted": "yes",
+                }
+            ],
+        }
+    )
     (tmp / "job.json").write_text(json.dumps(job))
-    sim = "".join(f"""
+    sim = "".join(
+        f"""
 [[models]]
 provider = "simulated"
 name = "sim"
 temperature = {t}
 [models.simulate.effects.everywhere]
 conditions = {SHARES(0.2, 0.8)}
-""" for t in (0, 1))
-    cfg = write_config(tmp, f"""
+"""
+        for t in (0, 1)
+    )
+    cfg = write_config(
+        tmp,
+        f"""
 name = "identity"
-jobs = ["{tmp / 'job.json'}"]
+jobs = ["{tmp / "job.json"}"]
 samples = 40
 strategies = ["baseline", "cot"]
-output_dir = "{tmp / 'runs'}"
+output_dir = "{tmp / "runs"}"
 {sim}
 [[models]]
 provider = "simulated"
@@ -124,7 +165,8 @@ parse_error_rate = 0.2
 conditions = {SHARES(0.8, 0.2)}
 [models.simulate.effects.anchoring]
 conditions = [{{mean = 100, sd = 30}}, {{mean = 2000, sd = 30}}]
-""")
+""",
+    )
     outcome = run_quietly(cfg)
     assert CliRunner().invoke(app, ["report", str(outcome.run_dir)]).exit_code == 0
     return outcome.run_dir, job, analyze(outcome.run_dir).tables
@@ -136,8 +178,16 @@ def _expected(run_dir, job) -> dict[tuple[str, str, str], list[float]]:
     cells: dict[tuple, list] = {}
     for r in _records(run_dir):
         if r["status"] == "ok":
-            cells.setdefault((r["modelKey"], r["strategy"], r["experimentSlug"], r["variant"], r["conditionIndex"]),
-                             []).append(r["response"])
+            cells.setdefault(
+                (
+                    r["modelKey"],
+                    r["strategy"],
+                    r["experimentSlug"],
+                    r["variant"],
+                    r["conditionIndex"],
+                ),
+                [],
+            ).append(r["response"])
     out: dict[tuple[str, str, str], list[float]] = {}
     for (key, strategy, bias, variant, cond), answers in sorted(cells.items()):
         if cond == 1:
@@ -156,11 +206,13 @@ def _expected(run_dir, job) -> dict[tuple[str, str, str], list[float]]:
 
 def _md_rows(md: str, heading: str) -> list[dict[str, str]]:
     """The first table under a '## heading' of the Markdown report, as dicts by column."""
-    section = md[md.index(f"## {heading}") + 3:]
-    section = section[:section.index("\n## ")] if "\n## " in section else section
+    section = md[md.index(f"## {heading}") + 3 :]
+    section = section[: section.index("\n## ")] if "\n## " in section else section
     table = [line.strip().strip("|") for line in section.splitlines() if line.startswith("|")]
     cols = [c.strip() for c in table[0].split(" | ")]
-    return [dict(zip(cols, (c.strip() for c in line.split(" | ")), strict=True)) for line in table[2:]]
+    return [
+        dict(zip(cols, (c.strip() for c in line.split(" | ")), strict=True)) for line in table[2:]
+    ]
 
 
 def _number(text: str) -> float:
@@ -185,11 +237,15 @@ def test_two_setups_of_one_model_keep_their_own_rows_and_heatmap_columns(campaig
     for key in manifest["models"]:
         j = columns.index(names[key])
         for bias in ("everywhere", "some", "none", "anchoring", "single"):
-            assert grid[rows.index(bias), j] == pytest.approx(np.mean(expected[(key, "baseline", bias)]), abs=1e-12)
+            assert grid[rows.index(bias), j] == pytest.approx(
+                np.mean(expected[(key, "baseline", bias)]), abs=1e-12
+            )
     a, b = (grid[rows.index("everywhere"), columns.index(names[k])] for k in sims)
     assert a != b  # each set-up its own draws, not one column copied over the other
     # diverging, centred on 0, symmetric, reaching the contrarian's anchoring BSI above 1
-    contrarian = next(k for k, label in manifest["models"].items() if label == "simulated/contrarian")
+    contrarian = next(
+        k for k, label in manifest["models"].items() if label == "simulated/contrarian"
+    )
     overshoot = np.mean(expected[(contrarian, "baseline", "anchoring")])
     assert overshoot > 1.2
     low, high = ax.images[0].get_clim()
@@ -200,21 +256,29 @@ def test_two_setups_of_one_model_keep_their_own_rows_and_heatmap_columns(campaig
 def test_an_effect_against_the_prediction_is_not_marked_as_a_bias(campaign):
     run_dir, _, tables = campaign
     summary = tables["bsi_summary"].filter(pl.col("strategy") == "baseline")
-    against = summary.filter((pl.col("model") == "simulated/contrarian") & (pl.col("experimentSlug") == "none"))
-    assert against["bsi_signed"][0] < -0.4 and against["significant_mixed"][0]  # real, two-sided, opposite
+    against = summary.filter(
+        (pl.col("model") == "simulated/contrarian") & (pl.col("experimentSlug") == "none")
+    )
+    assert (
+        against["bsi_signed"][0] < -0.4 and against["significant_mixed"][0]
+    )  # real, two-sided, opposite
     page = (run_dir / "report" / "report.html").read_text()
     cells = dict(re.findall(r'<g id="bsi-cell ([^"]+)">\s*<!-- (.*?) -->', page))
     key = against["modelKey"][0]
     assert cells[f"none {key}"] == f"{against['bsi_signed'][0]:.2f}"  # no * or +
-    everywhere = summary.filter((pl.col("experimentSlug") == "everywhere") & pl.col("significant_mixed"))
+    everywhere = summary.filter(
+        (pl.col("experimentSlug") == "everywhere") & pl.col("significant_mixed")
+    )
     assert everywhere.height == 2  # the planted bias is marked, for both set-ups
     for r in everywhere.iter_rows(named=True):
         assert cells[f"everywhere {r['modelKey']}"].startswith(f"{r['bsi_signed']:.2f}")
         assert cells[f"everywhere {r['modelKey']}"].endswith("+")
     # the report's and the terminal's tables agree with the heatmap: no star against the prediction
-    rows = {(re.search(r"\[(\w+)\]$", r["model"]).group(1), r["bias"]): r
-            for r in _md_rows((run_dir / "report" / "report.md").read_text(), "Bias Strength Index")
-            if r["strategy"] == "baseline"}
+    rows = {
+        (re.search(r"\[(\w+)\]$", r["model"]).group(1), r["bias"]): r
+        for r in _md_rows((run_dir / "report" / "report.md").read_text(), "Bias Strength Index")
+        if r["strategy"] == "baseline"
+    }
     opposite = rows[(key, "none")]
     assert re.fullmatch(r"[\d.e-]+ \(opposite\) \(0\.\d+\)", opposite["mixed model q (OR or Δ)"])
     assert "*" not in opposite["mixed model q (OR or Δ)"] + opposite["variant t-test q"]
@@ -225,7 +289,11 @@ def test_an_effect_against_the_prediction_is_not_marked_as_a_bias(campaign):
     lines = console.export_text().splitlines()
     [line] = [s for s in lines if f"[{key}]" in s and " none " in s]
     assert "(opp.)" in line and "*" not in line
-    assert all("*" in s for s in lines if " everywhere " in s and any(f"[{k}]" in s for k in everywhere["modelKey"]))
+    assert all(
+        "*" in s
+        for s in lines
+        if " everywhere " in s and any(f"[{k}]" in s for k in everywhere["modelKey"])
+    )
 
 
 def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
@@ -235,7 +303,9 @@ def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
     rows = _md_rows(md, "Bias Strength Index")
     summary = tables["bsi_summary"]
     assert len(rows) == 3 * 2 * 5
-    assert summary["mixed_tau"].drop_nulls().gt(0.05).any()  # some spread to show: 'some' is planted in half
+    assert (
+        summary["mixed_tau"].drop_nulls().gt(0.05).any()
+    )  # some spread to show: 'some' is planted in half
     for row in rows:
         key = re.search(r"\[(\w+)\]$", row["model"]).group(1)
         signed = expected[(key, row["strategy"], row["bias"])]
@@ -246,8 +316,11 @@ def test_the_reports_bsi_table_holds_the_numbers_of_the_results_file(campaign):
         assert _number(mean_abs) == pytest.approx(np.mean(absolute), rel=5e-3, abs=5e-4)
         sigma_sys = _number(row["σ_stat / σ_sys"].split(" / ")[1])
         # the random slope's SD, the between-variant spread net of sampling noise
-        tau = summary.filter((pl.col("modelKey") == key) & (pl.col("strategy") == row["strategy"])
-                             & (pl.col("experimentSlug") == row["bias"]))["mixed_tau"][0]
+        tau = summary.filter(
+            (pl.col("modelKey") == key)
+            & (pl.col("strategy") == row["strategy"])
+            & (pl.col("experimentSlug") == row["bias"])
+        )["mixed_tau"][0]
         assert row["τ (log OR or Δ)"] == ("–" if tau is None else f"{tau:.3g}")
         if len(signed) >= 2:
             assert sigma_sys == pytest.approx(np.std(absolute, ddof=1), rel=5e-3, abs=5e-4)
@@ -260,7 +333,10 @@ def test_sigma_sys_of_a_single_variant_is_unknown_everywhere_not_zero(campaign):
     single = tables["bsi_summary"].filter(pl.col("experimentSlug") == "single")
     assert single.height == 6 and (single["K"] == 1).all()
     assert single["sigma_sys"].is_null().all() and single["sigma_tot"].is_null().all()
-    assert single["sigma_stat"].is_not_null().all() and single["sigma_note"].str.contains("K = 1").all()
+    assert (
+        single["sigma_stat"].is_not_null().all()
+        and single["sigma_note"].str.contains("K = 1").all()
+    )
     summary = orjson.loads((run_dir / "bsi_summary.json").read_bytes())["biases"]
     assert all(r["sigma_sys"] is None for r in summary if r["experimentSlug"] == "single")
     fig = uncertainty_figure(tables["bsi_summary"].filter(pl.col("strategy") == "baseline"))
@@ -269,47 +345,78 @@ def test_sigma_sys_of_a_single_variant_is_unknown_everywhere_not_zero(campaign):
     sys_bars = [p for p in ax.patches if p.get_gid() == "sigma_sys"]
     heights = {b: bar.get_height() for b, bar in zip(biases, sys_bars, strict=True)}
     assert np.isnan(heights["single"]) and heights["some"] > 0  # no bar, not a bar of height 0
-    assert any(t.get_gid() == "missing sigma_sys single" and "unknown" in t.get_text() for t in ax.texts)
+    assert any(
+        t.get_gid() == "missing sigma_sys single" and "unknown" in t.get_text() for t in ax.texts
+    )
     # sigma_sys is the spread of noisy |BSI| values, not the wording's effect alone: the legend says so
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("incl. sampling noise" in t for t in legend) and not any("wording" in t for t in legend)
+    assert any("incl. sampling noise" in t for t in legend) and not any(
+        "wording" in t for t in legend
+    )
     plt.close(fig)
 
 
 def test_parse_failures_are_counted_by_condition(campaign):
     run_dir, _, tables = campaign
     failures = tables["bsi_parse_failures"]
-    counts = Counter((r["modelKey"], r["strategy"], r["conditionIndex"], r["status"]) for r in _records(run_dir))
+    counts = Counter(
+        (r["modelKey"], r["strategy"], r["conditionIndex"], r["status"]) for r in _records(run_dir)
+    )
     assert failures.height == 3 * 2
     for r in failures.iter_rows(named=True):
         k = (r["modelKey"], r["strategy"])
-        records = [sum(n for (m, s, c, _), n in counts.items() if (m, s, c) == (*k, i)) for i in (0, 1)]
+        records = [
+            sum(n for (m, s, c, _), n in counts.items() if (m, s, c) == (*k, i)) for i in (0, 1)
+        ]
         errors = [counts[(*k, i, "parse_error")] for i in (0, 1)]
-        assert (r["pe_C"], r["rec_C"], r["pe_T"], r["rec_T"]) == (errors[0], records[0], errors[1], records[1])
+        assert (r["pe_C"], r["rec_C"], r["pe_T"], r["rec_T"]) == (
+            errors[0],
+            records[0],
+            errors[1],
+            records[1],
+        )
         if r["model"] != "simulated/contrarian":
             assert errors == [0, 0] and r["p_depends_on_condition"] is None
             continue
-        assert 0.15 < r["parse_error_rate_control"] < 0.25 and 0.15 < r["parse_error_rate_treatment"] < 0.25
+        assert (
+            0.15 < r["parse_error_rate_control"] < 0.25
+            and 0.15 < r["parse_error_rate_treatment"] < 0.25
+        )
         # the same rate in both conditions: Yates-corrected chi-square, by hand
         (a, b), (c, d) = (errors[0], records[0] - errors[0]), (errors[1], records[1] - errors[1])
         total = a + b + c + d
-        chi2 = total * max(0.0, abs(a * d - b * c) - total / 2) ** 2 / ((a + b) * (c + d) * (a + c) * (b + d))
+        chi2 = (
+            total
+            * max(0.0, abs(a * d - b * c) - total / 2) ** 2
+            / ((a + b) * (c + d) * (a + c) * (b + d))
+        )
         assert r["p_depends_on_condition"] == pytest.approx(stats.chi2.sf(chi2, 1), rel=1e-9)
 
 
 def test_parse_failures_that_depend_on_the_condition_are_flagged_with_fishers_test():
-    variants = pl.DataFrame({"modelKey": ["m"] * 2, "model": ["sim/m"] * 2, "strategy": ["baseline"] * 2,
-                             "n_parse_error_C": [0, 1], "n_records_C": [10, 10],
-                             "n_parse_error_T": [4, 3], "n_records_T": [10, 10]})
+    variants = pl.DataFrame(
+        {
+            "modelKey": ["m"] * 2,
+            "model": ["sim/m"] * 2,
+            "strategy": ["baseline"] * 2,
+            "n_parse_error_C": [0, 1],
+            "n_records_C": [10, 10],
+            "n_parse_error_T": [4, 3],
+            "n_records_T": [10, 10],
+        }
+    )
     [row] = parse_failures(variants).iter_rows(named=True)
     assert (row["pe_C"], row["rec_C"], row["pe_T"], row["rec_T"]) == (1, 20, 7, 20)
     # two-sided Fisher: every table with the margins as likely as or less likely than the one seen
     pmf = [comb(20, x) * comb(20, 8 - x) / comb(40, 8) for x in range(9)]
-    assert row["p_depends_on_condition"] == pytest.approx(sum(p for p in pmf if p <= pmf[1] * (1 + 1e-7)))
+    assert row["p_depends_on_condition"] == pytest.approx(
+        sum(p for p in pmf if p <= pmf[1] * (1 + 1e-7))
+    )
     assert row["p_depends_on_condition"] < 0.05
 
 
 # --- uncertainty: the numeric bootstrap (debiasing reductions: test_bsi_debiasing.py) ---------------
+
 
 def test_numeric_sigma_stat_resamples_both_conditions():
     """sigma_stat of (mean_T - mean_C) / (anchor - mean_C) against the delta method with the
@@ -320,8 +427,18 @@ def test_numeric_sigma_stat_resamples_both_conditions():
     rows = []
     for m_c, s_c, m_t, s_t, anchor in settings:
         values_c, values_t = rng.normal(m_c, s_c, 200), rng.normal(m_t, s_t, 250)
-        rows.append({"kind": "number", "n_C": 200, "n_T": 250, "k_C": 0, "k_T": 0, "anchor": float(anchor),
-                     "values_C": values_c.tolist(), "values_T": values_t.tolist()})
+        rows.append(
+            {
+                "kind": "number",
+                "n_C": 200,
+                "n_T": 250,
+                "k_C": 0,
+                "k_T": 0,
+                "anchor": float(anchor),
+                "values_C": values_c.tolist(),
+                "values_T": values_t.tolist(),
+            }
+        )
     wide = pl.DataFrame(rows)
     sigma = bootstrap_sigma(wide, seed=3)
     for r, got in zip(rows, sigma, strict=True):
@@ -335,17 +452,26 @@ def test_numeric_sigma_stat_resamples_both_conditions():
 
 def test_models_sharing_a_label_are_named_by_the_settings_that_differ():
     simulate = lambda share: SimulateConfig.model_validate(  # noqa: E731
-        {"effects": {"b": {"conditions": [{"shares": {"yes": 0.5}}, {"shares": {"yes": share}}]}}})
-    models = [ModelConfig(provider="simulated", name="m", temperature=0.0),
-              ModelConfig(provider="simulated", name="m", temperature=1.0),
-              ModelConfig(provider="simulated", name="m", temperature=1.0, seed=7),
-              ModelConfig(provider="simulated", name="p", simulate=simulate(0.6)),
-              ModelConfig(provider="simulated", name="p", simulate=simulate(0.9)),
-              ModelConfig(provider="simulated", name="solo")]
-    manifest = {"models": {m.key: m.label for m in models},
-                "config": {"models": [m.model_dump(mode="json") for m in models]}}
+        {"effects": {"b": {"conditions": [{"shares": {"yes": 0.5}}, {"shares": {"yes": share}}]}}}
+    )
+    models = [
+        ModelConfig(provider="simulated", name="m", temperature=0.0),
+        ModelConfig(provider="simulated", name="m", temperature=1.0),
+        ModelConfig(provider="simulated", name="m", temperature=1.0, seed=7),
+        ModelConfig(provider="simulated", name="p", simulate=simulate(0.6)),
+        ModelConfig(provider="simulated", name="p", simulate=simulate(0.9)),
+        ModelConfig(provider="simulated", name="solo"),
+    ]
+    manifest = {
+        "models": {m.key: m.label for m in models},
+        "config": {"models": [m.model_dump(mode="json") for m in models]},
+    }
     names = [model_names(manifest)[m.key] for m in models]
-    assert names[:3] == ["simulated/m (T=0, seed=default)", "simulated/m (T=1, seed=default)", "simulated/m (T=1, seed=7)"]
+    assert names[:3] == [
+        "simulated/m (T=0, seed=default)",
+        "simulated/m (T=1, seed=default)",
+        "simulated/m (T=1, seed=7)",
+    ]
     # planted answers are too long to show: the key tells those apart
     assert names[3:5] == [f"simulated/p [{models[3].key}]", f"simulated/p [{models[4].key}]"]
     assert names[5] == "simulated/solo"

@@ -1,5 +1,6 @@
 """The response cache: a run calls models only for what earlier runs did not pay for, says which
 results came from the cache, and never fails because of the cache file."""
+
 from __future__ import annotations
 
 import io
@@ -30,35 +31,51 @@ from tests.test_scoring import emulator_config as scoring_config
 TASKS = 6 * 2 * 3  # the benchmark's experiments x conditions x 3 samples, per model
 
 
-def config(tmp_path: Path, url: str, run_id: str, models: tuple[str, ...] = ("fake-model",), *,
-           cache: str = '"cache.sqlite"', temperature: float = 0.7, name: str | None = None) -> Path:
-    entries = "".join(f"""
+def config(
+    tmp_path: Path,
+    url: str,
+    run_id: str,
+    models: tuple[str, ...] = ("fake-model",),
+    *,
+    cache: str = '"cache.sqlite"',
+    temperature: float = 0.7,
+    name: str | None = None,
+) -> Path:
+    entries = "".join(
+        f"""
         [[models]]
         provider = "openai"
         name = "{model}"
         base_url = "{url}"
         temperature = {temperature}
         price = {{input = 1.0, output = 2.0}}
-        """ for model in models)
-    return write_config(tmp_path, f"""
+        """
+        for model in models
+    )
+    return write_config(
+        tmp_path,
+        f"""
         name = "c"
         jobs = ["ai-bias-benchmark"]
         samples = 3
         seed = 3
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         cache = {cache}
         {entries}
         [limits.openai]
         max_in_flight = 4
-        """, name=name or f"{run_id}.toml")
+        """,
+        name=name or f"{run_id}.toml",
+    )
 
 
 def run(cfg: Path, **overrides):
     """A run in-process, as `orchestrator run` makes it; with what it printed."""
     out = io.StringIO()
-    outcome = run_campaign(load_campaign(cfg, overrides), Console(file=out, width=400),
-                           handle_signals=False)
+    outcome = run_campaign(
+        load_campaign(cfg, overrides), Console(file=out, width=400), handle_signals=False
+    )
     return outcome, out.getvalue()
 
 
@@ -82,7 +99,9 @@ def test_a_second_model_added_to_a_campaign_calls_only_the_new_model(tmp_path, e
     assert arrivals(server) == {"fake-model": TASKS}
     paid = {r["taskId"]: r for r in records(first.run_dir)}
 
-    second, printed = run(config(tmp_path, server.base_url("openai"), "r2", ("fake-model", "other-model")))
+    second, printed = run(
+        config(tmp_path, server.base_url("openai"), "r2", ("fake-model", "other-model"))
+    )
     assert second.exit_code == 0
     assert arrivals(server) == {"fake-model": TASKS, "other-model": TASKS}  # only the new half
     recs = records(second.run_dir)
@@ -94,17 +113,30 @@ def test_a_second_model_added_to_a_campaign_calls_only_the_new_model(tmp_path, e
     for r in old:  # the same task (the same call), the answer paid for in r1, as it was
         was = paid[r["taskId"]]
         assert r["response"] == was["response"] and r["usage"] == was["usage"]
-        assert r["servedModel"] == was["servedModel"] and r["systemFingerprint"] == was["systemFingerprint"]
-    assert f"response cache on, {tmp_path / 'cache.sqlite'}: answered {TASKS} of {2 * TASKS} calls" in printed
+        assert (
+            r["servedModel"] == was["servedModel"]
+            and r["systemFingerprint"] == was["systemFingerprint"]
+        )
+    assert (
+        f"response cache on, {tmp_path / 'cache.sqlite'}: answered {TASKS} of {2 * TASKS} calls"
+        in printed
+    )
     # The analysis of the cached model's answers is the one r1 made of them (to the last bits
     # of a float: the records are summed in another order).
-    assert_frame_equal(table(second.run_dir, "openai/fake-model"), table(first.run_dir, "openai/fake-model"),
-                       rel_tol=1e-12, abs_tol=1e-12)
+    assert_frame_equal(
+        table(second.run_dir, "openai/fake-model"),
+        table(first.run_dir, "openai/fake-model"),
+        rel_tol=1e-12,
+        abs_tol=1e-12,
+    )
 
     # A third run of the same campaign pays for nothing; its results come from both runs.
     third, _ = run(config(tmp_path, server.base_url("openai"), "r3", ("fake-model", "other-model")))
     assert len(server.log.arrivals) == 2 * TASKS
-    assert Counter(r["cachedFrom"] for r in records(third.run_dir)) == {"c/r1": TASKS, "c/r2": TASKS}
+    assert Counter(r["cachedFrom"] for r in records(third.run_dir)) == {
+        "c/r1": TASKS,
+        "c/r2": TASKS,
+    }
 
 
 def test_the_cache_changes_neither_the_plan_nor_the_task_ids(tmp_path, emulator):
@@ -144,9 +176,11 @@ def test_a_nightly_run_resumed_by_its_folder_reads_nothing_from_the_cache(tmp_pa
     lines = (nightly.run_dir / "results.ndjson").read_bytes().splitlines(keepends=True)
     (nightly.run_dir / "results.ndjson").write_bytes(b"".join(lines[:5]))  # cut short
     from orchestrator.engine.session import campaign_of_run
+
     out = io.StringIO()
-    resumed = run_campaign(campaign_of_run(nightly.run_dir), Console(file=out, width=400),
-                           handle_signals=False)
+    resumed = run_campaign(
+        campaign_of_run(nightly.run_dir), Console(file=out, width=400), handle_signals=False
+    )
     assert resumed.exit_code == 0 and len(server.log.arrivals) == 2 * TASKS + TASKS - 5
     assert {r["cachedFrom"] for r in records(nightly.run_dir)} == {None}
     assert "not read (a run named by date sees today's model)" in out.getvalue()
@@ -165,7 +199,9 @@ def test_a_corrupted_cache_file_is_skipped_with_a_warning(tmp_path, emulator):
     assert (tmp_path / "cache.sqlite").read_bytes() == garbage  # left for the user to look at
 
 
-def test_a_cache_locked_by_another_process_is_skipped_with_a_warning(tmp_path, emulator, monkeypatch):
+def test_a_cache_locked_by_another_process_is_skipped_with_a_warning(
+    tmp_path, emulator, monkeypatch
+):
     monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
     server = emulator()
     cfg = config(tmp_path, server.base_url("openai"), "r1")
@@ -173,7 +209,9 @@ def test_a_cache_locked_by_another_process_is_skipped_with_a_warning(tmp_path, e
     holder = sqlite3.connect(tmp_path / "cache.sqlite", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process writing, for longer than the timeout
     try:
-        outcome, printed = run(config(tmp_path, server.base_url("openai"), "r2", ("fake-model", "other-model")))
+        outcome, printed = run(
+            config(tmp_path, server.base_url("openai"), "r2", ("fake-model", "other-model"))
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -184,7 +222,9 @@ def test_a_cache_locked_by_another_process_is_skipped_with_a_warning(tmp_path, e
     assert arrivals(server) == {"fake-model": TASKS, "other-model": TASKS}
 
 
-def test_a_new_cache_file_locked_before_it_is_set_up_is_skipped_with_a_warning(tmp_path, emulator, monkeypatch):
+def test_a_new_cache_file_locked_before_it_is_set_up_is_skipped_with_a_warning(
+    tmp_path, emulator, monkeypatch
+):
     monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
     server = emulator()
     holder = sqlite3.connect(tmp_path / "cache.sqlite", isolation_level=None)  # rollback journal
@@ -205,13 +245,23 @@ def test_two_processes_writing_one_cache_at_once_both_finish(tmp_path, emulator)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     # A third writer in this process commits all along, so the runs' batches meet held locks.
     hammer = store.connect(path)
-    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(c), "--samples", "30"],
-                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for c in configs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", str(c), "--samples", "30"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in configs
+    ]
     commits = 0
     while any(p.poll() is None for p in procs):
         hammer.execute("BEGIN IMMEDIATE")
-        hammer.execute(store._PUT, (os.urandom(16), "x", None, None, None, None, None, "hammer", "h", 0.0))
+        hammer.execute(
+            store._PUT, (os.urandom(16), "x", None, None, None, None, None, "hammer", "h", 0.0)
+        )
         time.sleep(0.01)  # holding the write lock a while, as a batch of a large run does
         hammer.execute("COMMIT")
         commits += 1
@@ -231,7 +281,9 @@ def test_scored_answers_and_their_premises_come_from_the_cache(tmp_path, emulato
     cfgs = []
     for run_id in ("s1", "s2"):
         cfg = scoring_config(tmp_path, url, run_id)
-        cfg.write_text(cfg.read_text().replace('name = "s"', 'name = "s"\ncache = "cache.sqlite"', 1))
+        cfg.write_text(
+            cfg.read_text().replace('name = "s"', 'name = "s"\ncache = "cache.sqlite"', 1)
+        )
         cfgs.append(cfg)
     first, _ = run(cfgs[0])
     calls = len(server.log.arrivals)
@@ -264,7 +316,10 @@ def test_cache_stats_and_prune(tmp_path, emulator):
         assert "openai/fake-model" in shown.output and "r1" in shown.output
 
     kept = runner.invoke(app, ["cache", "prune", "--older-than", "30d", "--cache", str(path)])
-    assert kept.exit_code == 0 and f"deleted 0 entries older than 30d from {path}; {TASKS} left" in kept.output
+    assert (
+        kept.exit_code == 0
+        and f"deleted 0 entries older than 30d from {path}; {TASKS} left" in kept.output
+    )
     before = path.read_bytes()
     for bad in ("soon", "30", "-1d", "d"):
         refused = runner.invoke(app, ["cache", "prune", "--older-than", bad, "--cache", str(path)])
@@ -273,7 +328,11 @@ def test_cache_stats_and_prune(tmp_path, emulator):
     folder = runner.invoke(app, ["cache", "stats", "--cache", str(tmp_path)])
     assert folder.exit_code == 2 and "is a folder, not a cache file" in folder.output
     pruned = runner.invoke(app, ["cache", "prune", "--older-than", "0s", "--cache", str(path)])
-    assert pruned.exit_code == 0 and f"deleted {TASKS} entries" in pruned.output and "0 left" in pruned.output
+    assert (
+        pruned.exit_code == 0
+        and f"deleted {TASKS} entries" in pruned.output
+        and "0 left" in pruned.output
+    )
     assert "0 entries" in runner.invoke(app, ["cache", "stats", "--cache", str(path)]).output
 
 
@@ -290,13 +349,17 @@ def test_a_task_of_several_calls_is_cached_only_when_all_of_them_were(tmp_path, 
     server = emulator()
     plan = Plan(load_campaign(config(tmp_path, server.base_url("openai"), "r1")))
     model, task = plan.campaign.config.models[0], next(plan.tasks())
-    asks = {name: ({"role": "user", "content": f"{task.cell.messages[-1]['content']} ({name})"},)
-            for name in ("first", "retry", "other")}
+    asks = {
+        name: ({"role": "user", "content": f"{task.cell.messages[-1]['content']} ({name})"},)
+        for name in ("first", "retry", "other")
+    }
 
     async def routine(run_id: str, steps: tuple[str, ...]):
         cache = store.ResponseCache(tmp_path / "cache.sqlite", run_id, read=True, warn=pytest.fail)
         provider = CachedProvider(OpenAIProvider(model), model, cache)
-        caller = Caller(provider, KeyController(plan.campaign.config.limit_for("openai")), task, lambda: None)
+        caller = Caller(
+            provider, KeyController(plan.campaign.config.limit_for("openai")), task, lambda: None
+        )
         texts = [(await caller.ask(asks[step])).text for step in steps]
         await provider.aclose()
         cache.close()
@@ -316,8 +379,10 @@ def test_a_garbled_row_is_a_miss_not_a_failure(tmp_path, emulator):
     cfg = config(tmp_path, server.base_url("openai"), "r1")
     run(cfg)
     with sqlite3.connect(tmp_path / "cache.sqlite") as db:
-        garbled = db.execute("UPDATE responses SET usage = 'not json' WHERE key IN "
-                             "(SELECT key FROM responses LIMIT 4)").rowcount
+        garbled = db.execute(
+            "UPDATE responses SET usage = 'not json' WHERE key IN "
+            "(SELECT key FROM responses LIMIT 4)"
+        ).rowcount
     assert garbled == 4
     second, printed = run(config(tmp_path, server.base_url("openai"), "r2"))
     assert second.exit_code == 0 and "warning" not in printed

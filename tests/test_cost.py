@@ -1,4 +1,5 @@
 """Presets, prices, plan estimates, and budgets that refuse or stop a run."""
+
 from __future__ import annotations
 
 import orjson
@@ -13,11 +14,13 @@ from tests.conftest import write_config
 
 
 def _config(tmp_path, url: str, *, samples=5, model_extra="", top="", limits="max_in_flight = 4"):
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "cost"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         {top}
         [[models]]
         preset = "vllm"
@@ -27,18 +30,28 @@ def _config(tmp_path, url: str, *, samples=5, model_extra="", top="", limits="ma
         {model_extra}
         [limits.vllm]                   # a preset is its own limit key
         {limits}
-        """)
+        """,
+    )
 
 
 def test_presets_fill_in_the_protocol_and_prices_come_from_the_table(tmp_path):
     campaign = load_campaign(_config(tmp_path, "http://127.0.0.1:9/v1"))
     model = campaign.config.models[0]
-    assert model.provider == "openai" and model.base_url == "http://127.0.0.1:9/v1"  # own value wins
+    assert (
+        model.provider == "openai" and model.base_url == "http://127.0.0.1:9/v1"
+    )  # own value wins
     assert (model.price.input, model.price.output) == (0.15, 0.60)
-    groq = write_config(tmp_path, 'name = "g"\njobs = ["ai-bias-benchmark"]\n[[models]]\npreset = "groq"\nname = "x"',
-                        name="groq.toml")
+    groq = write_config(
+        tmp_path,
+        'name = "g"\njobs = ["ai-bias-benchmark"]\n[[models]]\npreset = "groq"\nname = "x"',
+        name="groq.toml",
+    )
     m = load_campaign(groq).config.models[0]
-    assert (m.provider, m.base_url, m.api_key_env) == ("openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY")
+    assert (m.provider, m.base_url, m.api_key_env) == (
+        "openai",
+        "https://api.groq.com/openai/v1",
+        "GROQ_API_KEY",
+    )
     assert m.price is None
 
 
@@ -47,17 +60,26 @@ def test_plan_estimates_tokens_cost_and_duration(tmp_path):
     plan = Plan(load_campaign(cfg))
     [e] = estimate(plan).values()
     prompt_tokens = sum(c.samples * (c.est_tokens - 40) for c in plan.cells)
-    assert (e.calls, e.input_tokens, e.output_max, e.output_typical) == (120, prompt_tokens, 120 * 40, 120 * 16)
+    assert (e.calls, e.input_tokens, e.output_max, e.output_typical) == (
+        120,
+        prompt_tokens,
+        120 * 40,
+        120 * 16,
+    )
     assert e.cost == pytest.approx((prompt_tokens * 0.15 + 120 * 16 * 0.60) / 1e6)
     assert e.cost_max == pytest.approx((prompt_tokens * 0.15 + 120 * 40 * 0.60) / 1e6)
-    assert durations(plan, {"k": e})["vllm"] == pytest.approx(max(120, (prompt_tokens + 1920) / 100000 * 60))
+    assert durations(plan, {"k": e})["vllm"] == pytest.approx(
+        max(120, (prompt_tokens + 1920) / 100000 * 60)
+    )
     out = " ".join(CliRunner().invoke(app, ["plan", str(cfg)]).output.split())
     assert "estimates per model" in out and "2.0 min at its configured rate" in out
 
 
 def test_a_plan_over_budget_is_refused_before_anything_runs(tmp_path, emulator):
     server = emulator()
-    cfg = _config(tmp_path, server.base_url("openai"), model_extra="price = {input = 100000, output = 0}")
+    cfg = _config(
+        tmp_path, server.base_url("openai"), model_extra="price = {input = 100000, output = 0}"
+    )
     result = CliRunner().invoke(app, ["run", str(cfg), "--budget", "1"])
     assert result.exit_code == 2 and "over the budget" in " ".join(result.output.split())
     assert not server.log.arrivals
@@ -66,7 +88,11 @@ def test_a_plan_over_budget_is_refused_before_anything_runs(tmp_path, emulator):
 
 def test_a_budget_needs_a_price_for_every_paid_model(tmp_path, emulator):
     server = emulator()
-    cfg = _config(tmp_path, server.base_url("openai")).read_text().replace('name = "gpt-4o-mini"', 'name = "unpriced"')
+    cfg = (
+        _config(tmp_path, server.base_url("openai"))
+        .read_text()
+        .replace('name = "gpt-4o-mini"', 'name = "unpriced"')
+    )
     path = write_config(tmp_path, cfg, name="unpriced.toml")
     result = CliRunner().invoke(app, ["run", str(path), "--budget", "5"])
     flat = " ".join(result.output.split())
@@ -78,8 +104,13 @@ def test_the_run_stops_when_its_spend_reaches_the_budget_and_resumes(tmp_path, e
     # The server's tokenizer counts three times what the estimate assumes, as real ones may:
     # the plan fits the budget, the spend does not.
     server = emulator(latency_s=0.01, token_ratio=3.0)
-    cfg = _config(tmp_path, server.base_url("openai"), samples=10,
-                  model_extra="price = {input = 100, output = 0}", limits="max_in_flight = 2")
+    cfg = _config(
+        tmp_path,
+        server.base_url("openai"),
+        samples=10,
+        model_extra="price = {input = 100, output = 0}",
+        limits="max_in_flight = 2",
+    )
     runner = CliRunner()
     first = runner.invoke(app, ["run", str(cfg), "--budget", "1.3"])
     assert first.exit_code == 3, first.output

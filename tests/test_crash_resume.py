@@ -1,4 +1,5 @@
 """kill -9 at random moments, resume each time: exactly one record per task at the end."""
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,12 @@ from tests.conftest import openai_config
 
 
 def _start(cfg: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "120"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "120"},
+    )
 
 
 def _lines(path: Path) -> int:
@@ -50,16 +54,24 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, emulato
         proc.wait()
         kills += 1
     assert kills >= 5, "the run finished before it could be killed five times"
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     ids = Counter(orjson.loads(line)["taskId"] for line in results.read_bytes().splitlines())
     assert set(ids) == expected
     assert max(ids.values()) == 1
     # A finished run calls no model again.
     calls = len(server.log.arrivals)
-    again = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                           capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0 and "already complete" in again.stdout
     assert len(server.log.arrivals) == calls
 
@@ -84,14 +96,22 @@ def test_sigterm_stops_flushes_and_prints_the_resume_command(tmp_path, emulator)
 def test_a_torn_last_line_is_repaired_and_its_task_runs_again(tmp_path, emulator):
     server = emulator()
     cfg = openai_config(tmp_path, server.base_url("openai"), samples=2)
-    assert subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                          capture_output=True, timeout=60).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "orchestrator", "run", str(cfg)], capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
     torn_id = orjson.loads(lines[-1])["taskId"]
     results.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and "repaired a torn last line" in done.stdout
     final = [orjson.loads(line) for line in results.read_bytes().splitlines()]
     assert len(final) == 24 and final[-1]["taskId"] == torn_id

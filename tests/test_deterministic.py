@@ -1,6 +1,7 @@
 """A model at temperature 0 is deterministic: the planner gives it the seed's
 deterministicMinimumSamplesPerCondition unless samples are set, and the paired analysis shows its
 effect without a CI or p-value, since its repeated answers are one draw, not independent samples."""
+
 from __future__ import annotations
 
 import json
@@ -27,18 +28,24 @@ conditions = [{shares = {"Continue" = 1.0}}, {shares = {"Continue" = 0.0}}]
 
 def _config(tmp_path, samples: str = "", name: str = "t0"):
     """The same planted respondent at temperature 0, at 1, and at the provider's default."""
-    models = "".join(f"""
+    models = "".join(
+        f"""
 [[models]]
 provider = "simulated"
 name = "sim"
 {temperature}
-{ALL_OR_NOTHING}""" for temperature in ("temperature = 0.0", "temperature = 1.0", ""))
-    return write_config(tmp_path, f"""
+{ALL_OR_NOTHING}"""
+        for temperature in ("temperature = 0.0", "temperature = 1.0", "")
+    )
+    return write_config(
+        tmp_path,
+        f"""
 name = "{name}"
 jobs = ["ai-bias-benchmark"]
 {samples}
-output_dir = "{tmp_path / 'runs'}"
-{models}""")
+output_dir = "{tmp_path / "runs"}"
+{models}""",
+    )
 
 
 def _temperatures(run_dir) -> dict[str, float | None]:
@@ -71,12 +78,19 @@ def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkey
     summary = analyze(outcome.run_dir).tables["summary"]
     rows = _by_temperature(summary, outcome.run_dir, "escalation-past-investment")
     cold, warm, default = rows[0.0], rows[1.0], rows[None]
-    assert (cold["n_valid_0"], cold["n_valid_1"], cold["stat_0"], cold["stat_1"]) == (20, 20, 1.0, 0.0)
+    assert (cold["n_valid_0"], cold["n_valid_1"], cold["stat_0"], cold["stat_1"]) == (
+        20,
+        20,
+        1.0,
+        0.0,
+    )
     assert cold["effect"] == 1.0
     assert (cold["p_value"], cold["ci_low"], cold["ci_high"], cold["significant"]) == (None,) * 4
     assert cold["deterministic"] is True
-    assert ("deterministic answers at T=0: repeated draws are not independent samples; "
-            "effect shown without CI/p") in cold["flags"]
+    assert (
+        "deterministic answers at T=0: repeated draws are not independent samples; "
+        "effect shown without CI/p"
+    ) in cold["flags"]
     assert not any(f.startswith("no CI") for f in cold["flags"])
     for sampled in (warm, default):  # the same answers from a model that samples are evidence
         assert sampled["deterministic"] is False and sampled["flags"] == []
@@ -84,7 +98,11 @@ def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkey
         assert sampled["ci_low"] > 0.7 and sampled["ci_high"] == 1.0
     # every experiment of the T=0 model, not only the planted one
     fixed = summary.filter(pl.col("deterministic"))
-    assert fixed.height == 6 and fixed["p_value"].null_count() == 6 and fixed["ci_low"].null_count() == 6
+    assert (
+        fixed.height == 6
+        and fixed["p_value"].null_count() == 6
+        and fixed["ci_low"].null_count() == 6
+    )
     assert summary.filter(~pl.col("deterministic"))["p_value"].null_count() == 0
 
     shown = CliRunner().invoke(app, ["analyze", str(outcome.run_dir)], env={"COLUMNS": "400"})
@@ -104,15 +122,19 @@ def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkey
             validator.validate(orjson.loads(line))
 
 
-def test_a_deterministic_model_is_planned_the_deterministic_minimum_by_default(tmp_path, monkeypatch):
+def test_a_deterministic_model_is_planned_the_deterministic_minimum_by_default(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     cfg = _config(tmp_path)
     plan = Plan(load_campaign(cfg))
     cold, warm, default = plan.campaign.config.models
     assert plan.per_model() == {cold.key: 6 * 2 * 1, warm.key: 6 * 2 * 20, default.key: 6 * 2 * 20}
     assert plan.fingerprint()["samples_by_model"] == {
-        cold.key: {"ai-bias-benchmark": 1}, warm.key: {"ai-bias-benchmark": 20},
-        default.key: {"ai-bias-benchmark": 20}}
+        cold.key: {"ai-bias-benchmark": 1},
+        warm.key: {"ai-bias-benchmark": 20},
+        default.key: {"ai-bias-benchmark": 20},
+    }
     shown = CliRunner().invoke(app, ["plan", str(cfg)])
     assert shown.exit_code == 0 and "total: 492 calls across 3 model(s)" in shown.output
     # samples set by the user, in the config or by --samples, apply to every model alike
@@ -130,7 +152,9 @@ def test_a_deterministic_run_is_complete_adequate_and_resumes(tmp_path, monkeypa
     assert (rows[0.0]["planned_per_condition"], rows[0.0]["min_samples"]) == (1, 1)
     assert (rows[1.0]["planned_per_condition"], rows[1.0]["min_samples"]) == (20, 20)
     for row in rows.values():  # nothing unfinished, nothing below its minimum
-        assert row["adequate"] and not any(f.startswith(("unfinished", "valid n")) for f in row["flags"])
+        assert row["adequate"] and not any(
+            f.startswith(("unfinished", "valid n")) for f in row["flags"]
+        )
     lines = (outcome.run_dir / "results.ndjson").read_bytes()
     for again in ([str(cfg)], [str(outcome.run_dir)]):  # by its config, and by its folder
         result = CliRunner().invoke(app, ["run", *again])
@@ -151,7 +175,9 @@ def test_a_run_planned_before_the_deterministic_minimum_names_what_changed(tmp_p
     old = {**old, "tasks": 720, "per_model": {k: 240 for k in new["per_model"]}}
     assert describe_changes(old, new) == [
         "samples of ai-bias-benchmark on simulated/sim: 20 -> 1 (at temperature 0 the default "
-        "is the job's deterministic minimum; set samples to choose)", "tasks: 720 -> 492"]
+        "is the job's deterministic minimum; set samples to choose)",
+        "tasks: 720 -> 492",
+    ]
 
 
 def test_the_rehearsal_config_samples_so_its_report_shows_intervals():

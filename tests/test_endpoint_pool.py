@@ -2,6 +2,7 @@
 reached is set aside and probed back later; a failed attempt moves to another endpoint; results
 say which endpoint answered; the endpoints are no part of the plan. Real HTTP servers on
 loopback (the emulator), and ports where nothing listens."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,16 +28,26 @@ from tests.conftest import cli, run_quietly, write_config
 FAST = "backoff_base_s = 0.01\nbackoff_max_s = 0.05\nmax_in_flight = 6"
 
 
-def pool_config(tmp_path: Path, urls: list[str], *, samples: int = 2, limits: str = FAST,
-                extra: str = "", run_id: str = "r1", job: str = "ai-bias-benchmark") -> Path:
+def pool_config(
+    tmp_path: Path,
+    urls: list[str],
+    *,
+    samples: int = 2,
+    limits: str = FAST,
+    extra: str = "",
+    run_id: str = "r1",
+    job: str = "ai-bias-benchmark",
+) -> Path:
     listed = ", ".join(f'"{u}"' for u in urls)
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "pool"
         jobs = ["{job}"]
         samples = {samples}
         seed = 3
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "openai"
         name = "fake-model"
@@ -45,7 +56,8 @@ def pool_config(tmp_path: Path, urls: list[str], *, samples: int = 2, limits: st
         {extra}
         [limits.openai]
         {limits}
-        """)
+        """,
+    )
 
 
 def records(tmp_path: Path, run_id: str = "r1") -> list[dict]:
@@ -66,7 +78,10 @@ def test_calls_spread_over_the_pool_and_each_result_names_its_endpoint(tmp_path,
     urls = [s.base_url("openai") for s in servers]
     outcome = run_quietly(pool_config(tmp_path, urls))
     recs = records(tmp_path)
-    assert outcome.exit_code == 0 and len({r["taskId"] for r in recs}) == len(recs) == outcome.pending_before
+    assert (
+        outcome.exit_code == 0
+        and len({r["taskId"] for r in recs}) == len(recs) == outcome.pending_before
+    )
     assert all(r["status"] == "ok" and r["attempts"] == 1 for r in recs)
     by_endpoint = Counter(r["endpoint"] for r in recs)
     # each server answered exactly the calls its records name, and each took a fair share
@@ -78,8 +93,13 @@ def test_the_least_busy_endpoint_gets_the_call(tmp_path, emulator):
     """A slow server holds its calls longer, so it is busy more often and gets fewer: round
     robin would give both the same number."""
     slow, fast = emulator(latency_s=0.25), emulator(latency_s=0.0)
-    run_quietly(pool_config(tmp_path, [slow.base_url("openai"), fast.base_url("openai")],
-                            limits=FAST.replace("6", "2")))
+    run_quietly(
+        pool_config(
+            tmp_path,
+            [slow.base_url("openai"), fast.base_url("openai")],
+            limits=FAST.replace("6", "2"),
+        )
+    )
     recs = records(tmp_path)
     assert arrivals(slow) + arrivals(fast) == len(recs)
     assert arrivals(fast) > 4 * arrivals(slow) > 0
@@ -165,7 +185,9 @@ def test_endpoints_are_no_part_of_the_plan_and_a_run_resumes_with_one_more(tmp_p
     server added is the same plan, and finishes there."""
     good, dead = emulator(), dead_url()
     limits = FAST + "\nmax_attempts = 2"
-    ids_one = [t.task_id for t in Plan(load_campaign(pool_config(tmp_path, [dead], limits=limits))).tasks()]
+    ids_one = [
+        t.task_id for t in Plan(load_campaign(pool_config(tmp_path, [dead], limits=limits))).tasks()
+    ]
     first = run_quietly(pool_config(tmp_path, [dead], limits=limits))
     assert first.exit_code == 1 and first.state.fatal
     both = pool_config(tmp_path, [dead, good.base_url("openai")], limits=limits)
@@ -174,53 +196,103 @@ def test_endpoints_are_no_part_of_the_plan_and_a_run_resumes_with_one_more(tmp_p
     assert resumed.exit_code == 0
     final = {r["taskId"]: r for r in records(tmp_path)}  # the last record of each task
     assert set(final) == set(ids_one)
-    assert all(r["status"] == "ok" and r["endpoint"] == good.base_url("openai") for r in final.values())
+    assert all(
+        r["status"] == "ok" and r["endpoint"] == good.base_url("openai") for r in final.values()
+    )
 
 
 def test_a_preset_with_base_urls_drops_its_own_base_url(tmp_path):
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
         name = "p"
         jobs = ["ai-bias-benchmark"]
         [[models]]
         preset = "vllm"
         name = "meta-llama/Llama-3.1-8B-Instruct"
         base_urls = ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
-        """)
+        """,
+    )
     model = load_campaign(path).config.models[0]
-    assert model.base_url is None and model.base_urls == ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
+    assert model.base_url is None and model.base_urls == [
+        "http://gpu-1:8000/v1",
+        "http://gpu-2:8000/v1",
+    ]
 
 
-@pytest.mark.parametrize("model, field, says", [
-    ('provider = "openai"\nname = "m"\nbase_url = "http://a/v1"\nbase_urls = ["http://b/v1"]',
-     "models[0].base_urls", "both base_url and base_urls"),
-    ('provider = "openai"\nname = "m"\nbase_urls = []', "models[0].base_urls", "empty"),
-    ('provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "a:8000/v1"]',
-     "models[0].base_urls[1]", "no http://"),
-    ('provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "http://a/v1/"]',
-     "models[0].base_urls[1]", "twice"),
-    ('provider = "openai"\nname = "m"\nbase_urls = ["http://user:sk-secret@a/v1"]',
-     "models[0].base_urls[0]", "credential"),
-    ('provider = "openai"\nname = "m"\nbatch = true\nbase_urls = ["https://api.openai.com/v1"]',
-     "models[0].base_urls", "batch"),
-    ('provider = "local"\nbase_urls = ["http://a/v1"]', "models[0].base_urls", "calls no URL"),
-    ('provider = "local"\n[models.server]\nreplicas = 2', "models[0].server.replicas", 'backend = "ray"'),
-    ('provider = "local"\n[models.server]\nbackend = "ray"\nslots = 2', "models[0].server.slots", "replicas = 2"),
-    ('provider = "local"\n[models.server]\nbackend = "ray"\nnum_cpus = 1\n'
-     f'replicas = {(os.cpu_count() or 1) + 1}', "models[0].server.replicas", "more than this machine's"),
-    ('provider = "local"\n[models.server]\nbackend = "ray"\naddress = "a:6379"\n'
-     '[[models]]\nprovider = "local"\ntemperature = 0.5\n[models.server]\nbackend = "ray"\n'
-     'address = "b:6379"', "models[1].server.address", "different clusters"),
-    ('provider = "local"\n[models.server]\nbackend = "ray"\naddress = "ray://me:hunter2@head:10001"',
-     "models[0].server.address", "credential"),
-])
-def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(tmp_path, model, field, says):
-    path = write_config(tmp_path, f"""
+@pytest.mark.parametrize(
+    "model, field, says",
+    [
+        (
+            'provider = "openai"\nname = "m"\nbase_url = "http://a/v1"\nbase_urls = ["http://b/v1"]',
+            "models[0].base_urls",
+            "both base_url and base_urls",
+        ),
+        ('provider = "openai"\nname = "m"\nbase_urls = []', "models[0].base_urls", "empty"),
+        (
+            'provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "a:8000/v1"]',
+            "models[0].base_urls[1]",
+            "no http://",
+        ),
+        (
+            'provider = "openai"\nname = "m"\nbase_urls = ["http://a/v1", "http://a/v1/"]',
+            "models[0].base_urls[1]",
+            "twice",
+        ),
+        (
+            'provider = "openai"\nname = "m"\nbase_urls = ["http://user:sk-secret@a/v1"]',
+            "models[0].base_urls[0]",
+            "credential",
+        ),
+        (
+            'provider = "openai"\nname = "m"\nbatch = true\nbase_urls = ["https://api.openai.com/v1"]',
+            "models[0].base_urls",
+            "batch",
+        ),
+        ('provider = "local"\nbase_urls = ["http://a/v1"]', "models[0].base_urls", "calls no URL"),
+        (
+            'provider = "local"\n[models.server]\nreplicas = 2',
+            "models[0].server.replicas",
+            'backend = "ray"',
+        ),
+        (
+            'provider = "local"\n[models.server]\nbackend = "ray"\nslots = 2',
+            "models[0].server.slots",
+            "replicas = 2",
+        ),
+        (
+            'provider = "local"\n[models.server]\nbackend = "ray"\nnum_cpus = 1\n'
+            f"replicas = {(os.cpu_count() or 1) + 1}",
+            "models[0].server.replicas",
+            "more than this machine's",
+        ),
+        (
+            'provider = "local"\n[models.server]\nbackend = "ray"\naddress = "a:6379"\n'
+            '[[models]]\nprovider = "local"\ntemperature = 0.5\n[models.server]\nbackend = "ray"\n'
+            'address = "b:6379"',
+            "models[1].server.address",
+            "different clusters",
+        ),
+        (
+            'provider = "local"\n[models.server]\nbackend = "ray"\naddress = "ray://me:hunter2@head:10001"',
+            "models[0].server.address",
+            "credential",
+        ),
+    ],
+)
+def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(
+    tmp_path, model, field, says
+):
+    path = write_config(
+        tmp_path,
+        f"""
         name = "bad"
         jobs = ["ai-bias-benchmark"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         {model}
-        """)
+        """,
+    )
     result = cli("run", str(path), cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     out = " ".join((result.stdout + result.stderr).split())  # the terminal's line breaks aside
@@ -234,7 +306,12 @@ def test_scored_answers_through_a_pool_name_their_endpoint(tmp_path, emulator):
     servers = [emulator(), emulator()]
     urls = [s.base_url("openai") for s in servers]
     from tests.test_scoring import small_job  # a job of choices only
-    run_quietly(pool_config(tmp_path, urls, samples=1, extra='answers = "score"', job=str(small_job(tmp_path))))
+
+    run_quietly(
+        pool_config(
+            tmp_path, urls, samples=1, extra='answers = "score"', job=str(small_job(tmp_path))
+        )
+    )
     recs = records(tmp_path)
     assert recs and all(r["response"]["mode"] == "score" for r in recs)
     assert {r["endpoint"] for r in recs} <= set(urls) and all(r["endpoint"] for r in recs)
@@ -252,8 +329,14 @@ def test_calls_in_flight_when_an_endpoint_dies_set_it_aside_once(tmp_path, monke
     model = campaign.config.models[0]
     dead = [dead_url(), dead_url()]
     said: list[str] = []
-    pool = EndpointPool("m", [(u, OpenAIProvider(model.model_copy(update={"base_urls": None, "base_url": u})))
-                              for u in dead], said.append)
+    pool = EndpointPool(
+        "m",
+        [
+            (u, OpenAIProvider(model.model_copy(update={"base_urls": None, "base_url": u})))
+            for u in dead
+        ],
+        said.append,
+    )
 
     async def scenario() -> list[Unreachable]:
         errors = []
@@ -291,7 +374,9 @@ def test_batch_mode_leaves_a_pooled_model_online_and_says_why(tmp_path, emulator
 
 
 def test_the_same_model_name_pooled_on_two_services_is_two_models(tmp_path):
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
         name = "p"
         jobs = ["ai-bias-benchmark"]
         [[models]]
@@ -302,7 +387,8 @@ def test_the_same_model_name_pooled_on_two_services_is_two_models(tmp_path):
         preset = "together"
         name = "llama-3.1-8b"
         base_urls = ["http://a/v1"]
-        """)
+        """,
+    )
     one, two = load_campaign(path).config.models
     assert one.key != two.key
 
@@ -312,14 +398,18 @@ def test_a_local_run_resumes_from_its_manifest(tmp_path):
     not taken for replica settings (that failed every resume by folder of a local model)."""
     from orchestrator.engine.session import campaign_of_run, manifest_for
     from orchestrator.spec.localmodel import default_model_path
+
     if default_model_path() is None:
         pytest.skip("the local model is not installed")
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
         name = "l"
         jobs = ["ai-bias-benchmark"]
         [[models]]
         provider = "local"
-        """)
+        """,
+    )
     campaign = load_campaign(path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -396,8 +486,9 @@ def test_when_the_first_model_cannot_join_ray_the_others_fail_the_same_way(monke
     monkeypatch.setattr(head_module.Head, "stop", lambda self: stopped.append(self))
 
     async def scenario() -> list:
-        return await asyncio.gather(*(head_module.join("x:1", 5) for _ in range(3)),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            *(head_module.join("x:1", 5) for _ in range(3)), return_exceptions=True
+        )
 
     errors = asyncio.run(scenario())
     assert len(started) == 1 and all(isinstance(e, UserError) for e in errors)

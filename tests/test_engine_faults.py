@@ -1,4 +1,5 @@
 """The engine against a real loopback HTTP server that misbehaves."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -16,19 +17,26 @@ def _records(run_dir):
 def test_every_task_finishes_through_429s_5xx_drops_and_slow_answers(tmp_path, emulator):
     faults = Faults(rate_limited=0.15, server_error=0.1, dropped=0.1, slow=0.05, slow_s=1.0)
     server = emulator(faults, seed=7)
-    cfg = openai_config(tmp_path, server.base_url("openai"), samples=8, limits="""
+    cfg = openai_config(
+        tmp_path,
+        server.base_url("openai"),
+        samples=8,
+        limits="""
         max_in_flight = 6
         timeout_s = 0.4
         max_attempts = 15
         backoff_base_s = 0.01
-        backoff_max_s = 0.1""")
+        backoff_max_s = 0.1""",
+    )
     outcome = run_quietly(cfg)
     records = _records(outcome.run_dir)
     assert outcome.exit_code == 0
     assert len(records) == 6 * 2 * 8
     assert {r["status"] for r in records} == {"ok"}
     served = server.log.served
-    assert served["rate_limited"] and served["server_error"] and served["dropped"] and served["slow"]
+    assert (
+        served["rate_limited"] and served["server_error"] and served["dropped"] and served["slow"]
+    )
     # Every request the server saw is an attempt some record counts, and vice versa.
     attempts = sum(r["attempts"] for r in records)
     assert attempts == len(server.log.arrivals)
@@ -56,10 +64,17 @@ def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_pa
     # test_pacing.py; here a real server sees it, and a 1 s window leaves the 1% safety margin
     # 10 ms for timer lateness on a busy machine.)
     rate, window = 10, 1.0
-    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=3, limits=f"""
+    outcome = run_quietly(
+        openai_config(
+            tmp_path,
+            server.base_url("openai"),
+            samples=3,
+            limits=f"""
         rpm = {rate}
         period_s = {window}
-        max_in_flight = 8"""))
+        max_in_flight = 8""",
+        )
+    )
     arrivals = sorted(t for t, *_ in server.log.arrivals)
     assert len(arrivals) == 36 and outcome.exit_code == 0
     spans = [arrivals[i + rate] - arrivals[i] for i in range(len(arrivals) - rate)]
@@ -70,10 +85,15 @@ def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_pa
 
 def test_exhausted_retries_are_recorded_failed_and_rerun_on_resume(tmp_path, emulator):
     server = emulator(Faults(server_error=1.0))
-    cfg = openai_config(tmp_path, server.base_url("openai"), samples=1, limits="""
+    cfg = openai_config(
+        tmp_path,
+        server.base_url("openai"),
+        samples=1,
+        limits="""
         max_attempts = 2
         backoff_base_s = 0.01
-        backoff_max_s = 0.02""")
+        backoff_max_s = 0.02""",
+    )
     first = run_quietly(cfg)
     records = _records(first.run_dir)
     assert first.exit_code == 1

@@ -1,5 +1,6 @@
 """Few-shot prompts (seed 004, section 6.1): zero-shot by default; `shots` format examples (neutral
 choices) or task examples (belief bias in words no test item uses) before each question."""
+
 from __future__ import annotations
 
 import re
@@ -14,16 +15,19 @@ from tests.conftest import write_config
 
 
 def plan(tmp_path, settings: str = "", answers: str = "generate") -> Plan:
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         name = "fs"
         jobs = ["instructed-to-bias"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         {settings}
         [[models]]
         provider = "simulated"
         name = "m"
         answers = "{answers}"
-        """)
+        """,
+    )
     return Plan(load_campaign(config))
 
 
@@ -72,20 +76,28 @@ def test_task_shots_are_belief_syllogisms_in_the_few_shot_words_with_correct_ans
             assert head.count(ANSWER_CUE) == 4 and not few & set(re.findall(r"\w+", head))
 
 
-@pytest.mark.parametrize("settings, jobs, says", [
-    ("shots = 6", '"instructed-to-bias"', "has only 5"),
-    ("shots = 2", '"ai-bias-benchmark"', "no job of the campaign has few-shot examples"),
-])
-def test_shots_no_job_can_give_are_refused_before_anything_is_written(tmp_path, settings, jobs, says):
-    config = write_config(tmp_path, f"""
+@pytest.mark.parametrize(
+    "settings, jobs, says",
+    [
+        ("shots = 6", '"instructed-to-bias"', "has only 5"),
+        ("shots = 2", '"ai-bias-benchmark"', "no job of the campaign has few-shot examples"),
+    ],
+)
+def test_shots_no_job_can_give_are_refused_before_anything_is_written(
+    tmp_path, settings, jobs, says
+):
+    config = write_config(
+        tmp_path,
+        f"""
         name = "bad"
         jobs = [{jobs}]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         {settings}
         [[models]]
         provider = "simulated"
         name = "m"
-        """)
+        """,
+    )
     result = CliRunner().invoke(app, ["run", str(config)])
     assert result.exit_code == 2, result.output
     assert says in result.output and "shots" in result.output and "fix:" in result.output

@@ -1,6 +1,7 @@
 """The "Instructed to Bias" study (seed 004): its templated job format, the generated datasets'
 counts (the paper's Table 2) and design, stable and traceable item ids, bad input, and a
 simulated campaign whose planted bias scores the analysis recovers."""
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,14 @@ from tests.conftest import ROOT, write_config
 
 JOB = ROOT / "jobs" / "instructed-to-bias.json"
 RAW = orjson.loads(JOB.read_bytes())
-TABLE_2 = {"decoy-frying-pan": (96, 1152), "decoy-phone": (120, 1440), "decoy-car": (120, 1440),
-           "decoy-real-estate": (96, 1152), "certainty": (336, 504), "belief": (672, 672)}
+TABLE_2 = {
+    "decoy-frying-pan": (96, 1152),
+    "decoy-phone": (120, 1440),
+    "decoy-car": (120, 1440),
+    "decoy-real-estate": (96, 1152),
+    "certainty": (336, 504),
+    "belief": (672, 672),
+}
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +59,25 @@ def test_the_counts_follow_from_the_grids():
     """Why the counts are what they are: templates x grid rows x option orders, per condition."""
     for ds in RAW["decoy"]:
         t, p, d = len(ds["templates"]), len(ds["pairs"]), len(ds["decoys"])
-        control, treatment = t * p * 2, t * p * 2 * d * 6  # 2! orders; 2 targets x decoys x 3! orders
+        control, treatment = (
+            t * p * 2,
+            t * p * 2 * d * 6,
+        )  # 2! orders; 2 targets x decoys x 3! orders
         assert (control, treatment) == TABLE_2[ds["slug"]]
     cert = RAW["certainty"][0]
     grid = len(cert["templates"]) * len(cert["prizes"]) * len(cert["chances"]) * 2
     styles = [s.get("conditions", ["control", "treatment"]) for s in cert["styles"]]
-    assert (grid * sum("control" in s for s in styles), grid * sum("treatment" in s for s in styles)) \
-        == (3 * 7 * 4 * 2 * 2, 3 * 7 * 4 * 2 * 3) == TABLE_2["certainty"]
+    assert (
+        (grid * sum("control" in s for s in styles), grid * sum("treatment" in s for s in styles))
+        == (3 * 7 * 4 * 2 * 2, 3 * 7 * 4 * 2 * 3)
+        == TABLE_2["certainty"]
+    )
     belief = RAW["belief"][0]
     per_family = 2 * 2 * 2  # valid/invalid x believable/unbelievable x premise orders
-    assert (len(belief["templates"]) * len(belief["invented"]) * per_family,
-            len(belief["templates"]) * len(belief["real"]) * per_family) == TABLE_2["belief"]
+    assert (
+        len(belief["templates"]) * len(belief["invented"]) * per_family,
+        len(belief["templates"]) * len(belief["real"]) * per_family,
+    ) == TABLE_2["belief"]
 
 
 def test_ids_are_unique_and_every_answer_instruction_is_the_same(job):
@@ -77,16 +92,21 @@ def _plan_ids(tmp_path: Path, raw: dict, name: str) -> dict[str, str]:
     folder = tmp_path / name
     folder.mkdir()
     (folder / "instructed-to-bias.json").write_bytes(orjson.dumps(raw))
-    cfg = write_config(folder, f"""
+    cfg = write_config(
+        folder,
+        f"""
         name = "i"
         jobs = ["instructed-to-bias.json"]
-        output_dir = "{folder / 'runs'}"
+        output_dir = "{folder / "runs"}"
         [[models]]
         provider = "simulated"
         name = "sim"
-        """)
-    return {f"{t.cell.experiment.slug}/{t.cell.condition.index}/{t.cell.variant.id}": t.task_id
-            for t in Plan(load_campaign(cfg)).tasks()}
+        """,
+    )
+    return {
+        f"{t.cell.experiment.slug}/{t.cell.condition.index}/{t.cell.variant.id}": t.task_id
+        for t in Plan(load_campaign(cfg)).tasks()
+    }
 
 
 def test_a_changed_template_leaves_every_other_items_task_ids_alone(tmp_path):
@@ -97,37 +117,55 @@ def test_a_changed_template_leaves_every_other_items_task_ids_alone(tmp_path):
     assert before.keys() == after.keys() and len(before) == sum(map(sum, TABLE_2.values()))
     moved = {k for k in before if before[k] != after[k]}
     assert moved == {k for k in before if k.startswith("decoy-phone/") and "/t2." in k} | {
-        k for k in before if k.startswith("belief/1/") and ".real00." in k}
+        k for k in before if k.startswith("belief/1/") and ".real00." in k
+    }
     assert len(moved) == 30 + 360 + 7 * 4 * 2
 
 
 def test_every_item_is_rebuilt_from_its_template_and_values(job):
-    templates = {ds["slug"]: {t["id"]: t["text"] for t in ds["templates"]}
-                 for kind in ("decoy", "certainty", "belief") for ds in RAW[kind]}
+    templates = {
+        ds["slug"]: {t["id"]: t["text"] for t in ds["templates"]}
+        for kind in ("decoy", "certainty", "belief")
+        for ds in RAW[kind]
+    }
     by_slug = {ds["slug"]: ds for kind in ("decoy", "certainty", "belief") for ds in RAW[kind]}
     for e, c, v in items(job):
         it, ds, text = v.item, by_slug[e.slug], templates[e.slug][v.item["template"]]
         roles = it.get("shown", "").split(",")
         assert list(v.contract.roles) == (roles if roles != [""] else ["valid", "invalid"])
         if e.slug.startswith("decoy"):
-            lines = " ".join(f"{ds['label']} {n} - price is ${price_text(it[f'{r}_price'], ds['price_step'])}, "
-                             f"quality rating is {it[f'{r}_quality']}." for n, r in enumerate(roles, 1))
-            rebuilt = text.format(count=["two", "three"][len(roles) - 2], noun=ds["noun"], options=lines)
+            lines = " ".join(
+                f"{ds['label']} {n} - price is ${price_text(it[f'{r}_price'], ds['price_step'])}, "
+                f"quality rating is {it[f'{r}_quality']}."
+                for n, r in enumerate(roles, 1)
+            )
+            rebuilt = text.format(
+                count=["two", "three"][len(roles) - 2], noun=ds["noun"], options=lines
+            )
         elif e.slug == "certainty":
             style = next(s for s in ds["styles"] if s["id"] == it["style"])
+
             def lottery(r):
                 pct, prize = it[f"{r}_percent"], f"{it[f'{r}_prize']:,}"
                 if pct == 100:
                     return style["certain"].format(prize=prize)
-                show = (lambda x: f"{x:g}%") if style["chance"] == "percent" else (lambda x: f"{x / 100:g}")
+                show = (
+                    (lambda x: f"{x:g}%")
+                    if style["chance"] == "percent"
+                    else (lambda x: f"{x / 100:g}")
+                )
                 return style["lottery"].format(prize=prize, chance=show(pct), rest=show(100 - pct))
-            rebuilt = text.format(options=" ".join(f"Option {k} - {lottery(r)}." for k, r in zip("AB", roles)))
+
+            rebuilt = text.format(
+                options=" ".join(f"Option {k} - {lottery(r)}." for k, r in zip("AB", roles))
+            )
         else:
             family = ds["real" if it["terms"] == "real" else "invented"][it["family"]]
             assert it["c"] == family[it["form"]][0 if it["believable"] else 1]
             premises, conclusion = syllogism(it["a"], it["b"], it["c"], it["form"])
-            rebuilt = text.format(premises=" ".join(premises[int(i)] for i in it["order"]),
-                                  conclusion=conclusion)
+            rebuilt = text.format(
+                premises=" ".join(premises[int(i)] for i in it["order"]), conclusion=conclusion
+            )
         assert v.prompt.split("\n\n")[0] == rebuilt, v.id
 
 
@@ -136,7 +174,9 @@ def test_decoys_are_asymmetrically_dominated_by_the_target(job):
     for e, c, v in items(job):
         if e.slug.startswith("decoy") and c.index == 1:
             it = v.item
-            t, k, d = ((it[f"{r}_price"], it[f"{r}_quality"]) for r in ("target", "competitor", "decoy"))
+            t, k, d = (
+                (it[f"{r}_price"], it[f"{r}_quality"]) for r in ("target", "competitor", "decoy")
+            )
             assert t[0] <= d[0] and t[1] >= d[1] and t != d, v.id  # the target dominates the decoy
             assert k[0] > d[0] or k[1] < d[1], v.id  # the competitor does not
             assert (it["target_price"] < it["competitor_price"]) == (it["side"] == "cheaper")
@@ -149,8 +189,12 @@ def test_decoys_are_asymmetrically_dominated_by_the_target(job):
 
 
 def test_prices_stay_in_table_2s_ranges(job):
-    ranges = {"decoy-frying-pan": (9.99, 179.99), "decoy-phone": (100, 900), "decoy-car": (5000, 35000),
-              "decoy-real-estate": (80000, 500000)}
+    ranges = {
+        "decoy-frying-pan": (9.99, 179.99),
+        "decoy-phone": (100, 900),
+        "decoy-car": (5000, 35000),
+        "decoy-real-estate": (80000, 500000),
+    }
     for e, _, v in items(job):
         if e.slug in ranges:
             prices = [x for k, x in v.item.items() if k.endswith("_price")]
@@ -183,10 +227,12 @@ def _bad(mutate) -> UserError:
 def test_bad_job_files_are_user_errors_naming_the_field():
     def leak(raw):
         raw["belief"][0]["few_shot_words"].append(raw["belief"][0]["invented"][2]["b"])
+
     assert "few-shot words also in test items" in str(_bad(leak))
 
     def real_leak(raw):  # a real term, in an entry of two words
         raw["belief"][0]["few_shot_words"].append("big " + raw["belief"][0]["real"][0]["b"])
+
     assert "few-shot words also in test items" in str(_bad(real_leak))
     e = _bad(lambda raw: raw["decoy"][0]["decoys"].append({"price": 0.5, "quality": 30}))
     assert e.field == "decoy[0].pairs[0]" and "asymmetrically dominated" in str(e)
@@ -206,53 +252,75 @@ def test_a_bad_job_file_exits_2_and_writes_nothing(tmp_path):
     raw = copy.deepcopy(RAW)
     raw["decoy"][0]["pairs"][0] = [50.0, 70, 40.0, 90]  # the "cheaper" option costs more
     (tmp_path / "bad.json").write_bytes(orjson.dumps(raw))
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "bad"
         jobs = ["bad.json"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "sim"
-        """)
+        """,
+    )
     result = CliRunner().invoke(app, ["run", str(cfg)])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and "decoy[0].pairs[0]" in flat, result.output
     assert not (tmp_path / "runs").exists()
 
 
-PLANTED = {"Decoy Cheaper": 0.7 - 0.5, "Decoy Expensive": 0.7 - 0.5, "Certainty": 0.75 - 0.25,
-           "Belief Valid": 0.8 - 0.5, "Belief Invalid": 0.2 - 0.5}
+PLANTED = {
+    "Decoy Cheaper": 0.7 - 0.5,
+    "Decoy Expensive": 0.7 - 0.5,
+    "Certainty": 0.75 - 0.25,
+    "Belief Valid": 0.8 - 0.5,
+    "Belief Invalid": 0.2 - 0.5,
+}
 
 
 def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
-    decoy = ('conditions = [{shares = {cheaper = 0.5}}, '
-             '{shares = {target = 0.7, competitor = 0.25, decoy = 0.05}}]')
-    effects = "\n".join(f"[models.simulate.effects.{slug}]\n{decoy}" for slug in TABLE_2 if "decoy" in slug)
-    cfg = write_config(tmp_path, f"""
+    decoy = (
+        "conditions = [{shares = {cheaper = 0.5}}, "
+        "{shares = {target = 0.7, competitor = 0.25, decoy = 0.05}}]"
+    )
+    effects = "\n".join(
+        f"[models.simulate.effects.{slug}]\n{decoy}" for slug in TABLE_2 if "decoy" in slug
+    )
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "instructed"
         jobs = ["instructed-to-bias"]
         samples = 1
         seed = 4
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "sim"
         temperature = 1.0
         [models.simulate]
         parse_error_rate = 0.01
-""" + effects + """
+"""
+        + effects
+        + """
         [models.simulate.effects.certainty]
         conditions = [{shares = {safe = 0.25}}, {shares = {safe = 0.75}}]
         [models.simulate.effects.belief]
         conditions = [{shares = {valid = 0.5}}, {shares = {valid = 0.8}}]
-        """.replace("\n        ", "\n"))
+        """.replace("\n        ", "\n"),
+    )
     cli = CliRunner()
     ran = cli.invoke(app, ["run", str(cfg)])
     assert ran.exit_code == 0, ran.output
     run_dir = tmp_path / "runs" / "instructed" / "default"
     analyzed = cli.invoke(app, ["analyze", str(run_dir)])
-    assert analyzed.exit_code == 0 and "Instructed to Bias: bias scores" in analyzed.output, analyzed.output
-    scores = {r["score"]: r for r in orjson.loads((run_dir / "instructed_scores.json").read_bytes())["scores"]}
+    assert analyzed.exit_code == 0 and "Instructed to Bias: bias scores" in analyzed.output, (
+        analyzed.output
+    )
+    scores = {
+        r["score"]: r
+        for r in orjson.loads((run_dir / "instructed_scores.json").read_bytes())["scores"]
+    }
     assert list(scores) == list(PLANTED)
     for name, planted in PLANTED.items():
         r = scores[name]
@@ -260,9 +328,16 @@ def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
         assert abs(r["bias_score"] - planted) < 1.5 * (r["ci_high"] - r["ci_low"]) / 2, (name, r)
         assert r["ci_high"] - r["ci_low"] < 0.2, (name, r)
         assert r["ci_low"] > 0 or r["ci_high"] < 0, (name, r)  # the planted effect is found
-        assert r["n_treatment"] + r["unparsed_treatment"] == {
-            "Decoy Cheaper": 2592, "Decoy Expensive": 2592, "Certainty": 504,
-            "Belief Valid": 168, "Belief Invalid": 168}[name]
+        assert (
+            r["n_treatment"] + r["unparsed_treatment"]
+            == {
+                "Decoy Cheaper": 2592,
+                "Decoy Expensive": 2592,
+                "Certainty": 504,
+                "Belief Valid": 168,
+                "Belief Invalid": 168,
+            }[name]
+        )
         assert math.isclose(r["bias_score"], r["share_treatment"] - r["share_control"])
     assert scores["Decoy Cheaper"]["n_control"] + scores["Decoy Cheaper"]["unparsed_control"] == 432
     assert cli.invoke(app, ["report", str(run_dir)]).exit_code == 0

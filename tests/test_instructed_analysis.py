@@ -4,6 +4,7 @@ shares planted per product and condition ("tuned"). Every score, attraction meas
 difference is compared with the value the plantings imply, computed here from the items, within
 3.5 standard errors. (Shares planted per item, for the price gap and belief accuracy, are in
 test_instructed_items.py, on a smaller job: a planner hashes the model's settings per item.)"""
+
 from __future__ import annotations
 
 import functools
@@ -71,12 +72,22 @@ def expected(job: Job, planted: Callable, by: str | None = None) -> dict[tuple, 
             for v in c.variants:
                 shares, roles = planted(e.slug, c.index, v.item), v.contract.roles
                 for score, target in scores_of(e.slug, c.index, v.item):
-                    key = (score,) + ((e.slug,) if by else ()) + ((v.item.get("pair"),) if by == "pair" else ())
+                    key = (
+                        (score,)
+                        + ((e.slug,) if by else ())
+                        + ((v.item.get("pair"),) if by == "pair" else ())
+                    )
                     pair = 1 - probability(shares, roles, "decoy") if c.index else 1.0
                     cell = sums.setdefault(key, np.zeros(6))
-                    cell[3 * c.index:3 * c.index + 3] += (probability(shares, roles, target), 1, pair)
-    return {k: {"bias_score": s[3] / s[4] - s[0] / s[1], "attraction": s[3] / s[5] - s[0] / s[1]}
-            for k, s in sums.items()}
+                    cell[3 * c.index : 3 * c.index + 3] += (
+                        probability(shares, roles, target),
+                        1,
+                        pair,
+                    )
+    return {
+        k: {"bias_score": s[3] / s[4] - s[0] / s[1], "attraction": s[3] / s[5] - s[0] / s[1]}
+        for k, s in sums.items()
+    }
 
 
 def _shares(shares: dict[str, float]) -> str:
@@ -84,9 +95,12 @@ def _shares(shares: dict[str, float]) -> str:
 
 
 def condition_effects(job: Job, planted: Callable) -> str:
-    return "\n".join(f"[models.simulate.effects.{e.slug}]\nconditions = ["
-                     + ", ".join(_shares(planted(e.slug, c.index)) for c in e.conditions) + "]"
-                     for e in job.experiments)
+    return "\n".join(
+        f"[models.simulate.effects.{e.slug}]\nconditions = ["
+        + ", ".join(_shares(planted(e.slug, c.index)) for c in e.conditions)
+        + "]"
+        for e in job.experiments
+    )
 
 
 def campaign(folder: Path, jobs: str, samples: int, models: list[tuple[str, float, str]]) -> Path:
@@ -94,7 +108,8 @@ def campaign(folder: Path, jobs: str, samples: int, models: list[tuple[str, floa
     run_dir = folder / "runs" / "instructed" / "sim"
     if not (run_dir / "results.ndjson").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        body = "".join(f"""
+        body = "".join(
+            f"""
 [[models]]
 provider = "simulated"
 name = "{name}"
@@ -102,23 +117,38 @@ temperature = {temperature}
 [models.simulate]
 parse_error_rate = 0.02
 {extra}
-""" for name, temperature, extra in models)
-        run_quietly(write_config(folder, f"""
+"""
+            for name, temperature, extra in models
+        )
+        run_quietly(
+            write_config(
+                folder,
+                f"""
 name = "instructed"
 jobs = [{jobs}]
 samples = {samples}
 seed = 4
 run_id = "sim"
-output_dir = "{folder / 'runs'}"
-""" + body))
+output_dir = "{folder / "runs"}"
+"""
+                + body,
+            )
+        )
     return run_dir
 
 
 def simulated_run(base: Path) -> Path:
     """The whole job on "base" then "tuned", run once per test session (the modules that read
     it share it: copy it before changing it)."""
-    return campaign(base / "instructed-sim", '"instructed-to-bias"', 1,
-                    [("base", 1.0, ""), ("tuned", 1.0, "refusal_rate = 0.01\n" + condition_effects(JOB, tuned))])
+    return campaign(
+        base / "instructed-sim",
+        '"instructed-to-bias"',
+        1,
+        [
+            ("base", 1.0, ""),
+            ("tuned", 1.0, "refusal_rate = 0.01\n" + condition_effects(JOB, tuned)),
+        ],
+    )
 
 
 @functools.cache
@@ -134,10 +164,18 @@ def run_dir(tmp_path_factory) -> Path:
 def analyzed(run_dir: Path) -> dict[str, list[dict]]:
     result = CliRunner().invoke(app, ["analyze", str(run_dir)])
     assert result.exit_code == 0, result.output
-    keys = {"scores": "instructed_scores", "accuracy": "instructed_accuracy", "differences": "instructed_did",
-            "products": "instructed_products", "pairs": "instructed_price_gap"}
-    return {k: orjson.loads((run_dir / f"{stem}.json").read_bytes())[k] for k, stem in keys.items()
-            if (run_dir / f"{stem}.json").exists()}
+    keys = {
+        "scores": "instructed_scores",
+        "accuracy": "instructed_accuracy",
+        "differences": "instructed_did",
+        "products": "instructed_products",
+        "pairs": "instructed_price_gap",
+    }
+    return {
+        k: orjson.loads((run_dir / f"{stem}.json").read_bytes())[k]
+        for k, stem in keys.items()
+        if (run_dir / f"{stem}.json").exists()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +193,9 @@ def close(r: dict, value: str, planted_value: float, se: float) -> None:
 
 def test_the_planted_bias_scores_are_recovered(tables):
     rows = tables["scores"]
-    assert [(model_of(r), r["score"]) for r in rows] == [(m, s) for m in ("base", "tuned") for s in SCORES]
+    assert [(model_of(r), r["score"]) for r in rows] == [
+        (m, s) for m in ("base", "tuned") for s in SCORES
+    ]
     for r in rows:
         close(r, "bias_score", want(model_of(r))[(r["score"],)]["bias_score"], r["se"])
         assert r["ci_low"] < r["bias_score"] < r["ci_high"] and r["mode"] == "generate"
@@ -163,7 +203,9 @@ def test_the_planted_bias_scores_are_recovered(tables):
     by_score = {r["score"]: r for r in rows if model_of(r) == "tuned"}
     assert by_score["Certainty"]["ci_low"] > 0.3 and by_score["Belief Invalid"]["ci_high"] < 0
     assert by_score["Certainty"]["p_t"] < 1e-20 and by_score["Decoy Cheaper"]["p_t"] < 1e-20
-    assert by_score["Decoy Cheaper"]["unparsed_treatment"] > 0  # parse errors and refusals, counted apart
+    assert (
+        by_score["Decoy Cheaper"]["unparsed_treatment"] > 0
+    )  # parse errors and refusals, counted apart
 
 
 def test_the_attraction_measure_does_not_move_with_the_number_of_options(tables):
@@ -174,7 +216,12 @@ def test_the_attraction_measure_does_not_move_with_the_number_of_options(tables)
             assert r["attraction"] is None
             continue
         planted = want(model_of(r))[(r["score"],)]
-        close(r, "attraction", planted["attraction"], (r["attraction_ci_high"] - r["attraction_ci_low"]) / 3.92)
+        close(
+            r,
+            "attraction",
+            planted["attraction"],
+            (r["attraction_ci_high"] - r["attraction_ci_low"]) / 3.92,
+        )
         if model_of(r) == "base":
             assert planted["bias_score"] == pytest.approx(-1 / 6) and planted["attraction"] == 0
             assert r["ci_high"] < 0 < r["attraction_ci_high"] and r["attraction_ci_low"] < 0
@@ -184,12 +231,23 @@ def test_the_attraction_measure_does_not_move_with_the_number_of_options(tables)
 def test_the_per_product_decoy_scores_are_recovered(tables):
     rows = tables["products"]
     assert [(model_of(r), r["score"], r["experimentSlug"]) for r in rows] == [
-        (m, s, p) for m in ("base", "tuned") for s in ("Decoy Cheaper", "Decoy Expensive") for p in PRODUCTS]
+        (m, s, p)
+        for m in ("base", "tuned")
+        for s in ("Decoy Cheaper", "Decoy Expensive")
+        for p in PRODUCTS
+    ]
     for r in rows:
-        close(r, "bias_score", want(model_of(r), "product")[(r["score"], r["experimentSlug"])]["bias_score"], r["se"])
+        close(
+            r,
+            "bias_score",
+            want(model_of(r), "product")[(r["score"], r["experimentSlug"])]["bias_score"],
+            r["se"],
+        )
     cheaper = [r for r in rows if model_of(r) == "tuned" and r["score"] == "Decoy Cheaper"]
-    assert [want("tuned", "product")[("Decoy Cheaper", r["experimentSlug"])]["bias_score"] for r in cheaper] \
-        == pytest.approx([0, 0.1, 0.3, 0.5])
+    assert [
+        want("tuned", "product")[("Decoy Cheaper", r["experimentSlug"])]["bias_score"]
+        for r in cheaper
+    ] == pytest.approx([0, 0.1, 0.3, 0.5])
     assert cheaper[0]["ci_low"] < 0 < cheaper[0]["ci_high"] and cheaper[3]["ci_low"] > 0.35
 
 
@@ -199,49 +257,77 @@ def test_every_grid_pair_has_its_prices_gap_and_items(tables):
     assert len(rows) == 2 * 2 * sum(map(len, pairs.values()))  # models x scores x pairs
     for r in rows:
         pc, _, pe, _ = pairs[r["experimentSlug"]][r["pair"]]
-        assert (r["target_price"], r["competitor_price"]) == ((pc, pe) if r["score"] == "Decoy Cheaper" else (pe, pc))
+        assert (r["target_price"], r["competitor_price"]) == (
+            (pc, pe) if r["score"] == "Decoy Cheaper" else (pe, pc)
+        )
         assert r["price_gap"] == round(pe - pc, 2)
-        assert r["n_treatment"] + r["unparsed_treatment"] == 48 and r["n_control"] + r["unparsed_control"] == 8
+        assert (
+            r["n_treatment"] + r["unparsed_treatment"] == 48
+            and r["n_control"] + r["unparsed_control"] == 8
+        )
     # 8 control answers a pair: the Wald error fails where they are all alike; Newcombe's CI holds
-    covered = [r["ci_low"] <= want(model_of(r), "pair")[(r["score"], r["experimentSlug"], r["pair"])]["bias_score"]
-               <= r["ci_high"] for r in rows]
+    covered = [
+        r["ci_low"]
+        <= want(model_of(r), "pair")[(r["score"], r["experimentSlug"], r["pair"])]["bias_score"]
+        <= r["ci_high"]
+        for r in rows
+    ]
     assert sum(covered) / len(covered) > 0.88, sum(covered)
 
 
 def test_belief_accuracy_is_counted_per_word_set(tables):
     rows = tables["accuracy"]
     assert [(model_of(r), r["words"]) for r in rows] == [
-        (m, w) for m in ("base", "tuned") for w in ("invented", "real", "all")]
+        (m, w) for m in ("base", "tuned") for w in ("invented", "real", "all")
+    ]
     for r in rows:  # a share planted per condition leaves accuracy at 0.5 (tuned: 0.8 valid on valid and invalid)
         assert r["n"] + r["unparsed"] == (1344 if r["words"] == "all" else 672)
-        assert r["accuracy"] == pytest.approx(r["correct"] / r["n"]) and r["ci_low"] < r["accuracy"] < r["ci_high"]
+        assert (
+            r["accuracy"] == pytest.approx(r["correct"] / r["n"])
+            and r["ci_low"] < r["accuracy"] < r["ci_high"]
+        )
         close(r, "accuracy", 0.5, (r["ci_high"] - r["ci_low"]) / 3.92)
 
 
 def test_the_difference_in_differences_is_the_first_model_minus_the_second(tables):
     scores = {(model_of(r), r["score"]): r for r in tables["scores"]}
     rows = tables["differences"]
-    assert [(model_of(r, "_a"), model_of(r, "_b"), r["score"]) for r in rows] == [("base", "tuned", s) for s in SCORES]
+    assert [(model_of(r, "_a"), model_of(r, "_b"), r["score"]) for r in rows] == [
+        ("base", "tuned", s) for s in SCORES
+    ]
     for r in rows:
         a, b = scores[("base", r["score"])], scores[("tuned", r["score"])]
         assert r["did"] == pytest.approx(a["bias_score"] - b["bias_score"])
         se = math.hypot(a["se_adjusted"], b["se_adjusted"])
         assert (r["ci_high"] - r["ci_low"]) / 2 == pytest.approx(1.959964 * se, rel=1e-6)
-        close(r, "did", want("base")[(r["score"],)]["bias_score"] - want("tuned")[(r["score"],)]["bias_score"], se)
+        close(
+            r,
+            "did",
+            want("base")[(r["score"],)]["bias_score"] - want("tuned")[(r["score"],)]["bias_score"],
+            se,
+        )
     by_score = {r["score"]: r for r in rows}
     assert by_score["Certainty"]["did"] < 0 and by_score["Certainty"]["p"] < 1e-10  # planted -0.5
-    assert by_score["Belief Valid"]["ci_high"] < 0 < by_score["Belief Invalid"]["ci_low"]  # -0.3, +0.3
+    assert (
+        by_score["Belief Valid"]["ci_high"] < 0 < by_score["Belief Invalid"]["ci_low"]
+    )  # -0.3, +0.3
 
 
 def test_the_report_has_every_section_its_figures_and_the_deviations(run_dir, tables):
     result = CliRunner().invoke(app, ["report", str(run_dir)])
     assert result.exit_code == 0, result.output
     md = (run_dir / "report" / "report.md").read_text()
-    for heading in ("bias scores", "belief-bias accuracy", "differences between models",
-                    "decoy scores per product", "decoy score by price gap"):
+    for heading in (
+        "bias scores",
+        "belief-bias accuracy",
+        "differences between models",
+        "decoy scores per product",
+        "decoy score by price gap",
+    ):
         assert f"## Instructed to Bias: {heading}" in md
     assert "## Deviations from the seed-004 paper (Instructed to Bias)" in md
     from orchestrator.studies.instructed.deviations import DEVIATIONS
+
     assert all(d.what in md and d.why in md for d in DEVIATIONS)
     for figure in ("instructed-scores", "instructed-price-gap"):
         assert (run_dir / "report" / f"{figure}.png").stat().st_size > 10_000
@@ -252,6 +338,7 @@ def test_the_report_has_every_section_its_figures_and_the_deviations(run_dir, ta
 
 def test_the_figures_show_the_tables_values(tables):
     from orchestrator.studies.instructed.plots import gap_figure, scores_figure
+
     scores = pl.DataFrame(tables["scores"])
     bars = scores_figure(scores).axes[0].patches
     assert [b.get_height() for b in bars] == pytest.approx(scores["bias_score"].to_list())
@@ -260,6 +347,11 @@ def test_the_figures_show_the_tables_values(tables):
     assert [ax.get_title() for ax in fig.axes] == [p.removeprefix("decoy-") for p in PRODUCTS]
     series = next(c for c in fig.axes[3].containers if c.get_label() == "simulated/tuned")
     shown = sorted(zip(*series.lines[0].get_data(), strict=True))
-    rows = pairs.filter((pl.col("model") == "simulated/tuned") & (pl.col("score") == "Decoy Cheaper")
-                        & (pl.col("experimentSlug") == "decoy-real-estate")).sort("price_gap", "pair")
-    assert [y for _, y in shown] == pytest.approx(rows.sort("price_gap", "bias_score")["bias_score"].to_list())
+    rows = pairs.filter(
+        (pl.col("model") == "simulated/tuned")
+        & (pl.col("score") == "Decoy Cheaper")
+        & (pl.col("experimentSlug") == "decoy-real-estate")
+    ).sort("price_gap", "pair")
+    assert [y for _, y in shown] == pytest.approx(
+        rows.sort("price_gap", "bias_score")["bias_score"].to_list()
+    )

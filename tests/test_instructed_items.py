@@ -2,6 +2,7 @@
 samples an item): a decoy effect that grows with the price gap (the paper's Figure 6), belief
 accuracy that differs between real and invented words (section 6.3), and a model at
 temperature 0 whose repeated samples count once per item."""
+
 from __future__ import annotations
 
 import copy
@@ -12,7 +13,15 @@ import pytest
 from scipy import stats
 
 from orchestrator.spec.jobs import load_job
-from tests.test_instructed_analysis import RAW_JOB, _shares, analyzed, campaign, close, expected, model_of
+from tests.test_instructed_analysis import (
+    RAW_JOB,
+    _shares,
+    analyzed,
+    campaign,
+    close,
+    expected,
+    model_of,
+)
 
 SAMPLES = 8
 
@@ -22,7 +31,9 @@ def small_job() -> dict:
     estate = next(ds for ds in raw["decoy"] if ds["slug"] == "decoy-real-estate")
     estate.update(templates=estate["templates"][:1], decoys=estate["decoys"][:1])
     belief = raw["belief"][0]
-    belief.update(templates=belief["templates"][:1], real=belief["real"][:6], invented=belief["invented"][:6])
+    belief.update(
+        templates=belief["templates"][:1], real=belief["real"][:6], invented=belief["invented"][:6]
+    )
     return {**raw, "decoy": [estate], "certainty": [], "belief": [belief]}
 
 
@@ -46,12 +57,18 @@ def item_effects(job) -> str:
     lines = []
     for e in job.experiments:
         lines.append(f"[models.simulate.effects.{e.slug}]")
-        lines.append("conditions = [" + ", ".join(_shares(planted(e.slug, c.index)) for c in e.conditions) + "]")
+        lines.append(
+            "conditions = ["
+            + ", ".join(_shares(planted(e.slug, c.index)) for c in e.conditions)
+            + "]"
+        )
         lines.append(f"[models.simulate.effects.{e.slug}.variants]")
         for c in e.conditions:
             for v in c.variants:
                 if planted(e.slug, c.index, v.item) != planted(e.slug, c.index):
-                    lines.append(f'"{v.id}" = [{"{}, " * c.index}{_shares(planted(e.slug, c.index, v.item))}]')
+                    lines.append(
+                        f'"{v.id}" = [{"{}, " * c.index}{_shares(planted(e.slug, c.index, v.item))}]'
+                    )
     return "\n".join(lines)
 
 
@@ -60,8 +77,9 @@ def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("instructed-items")
     (folder / "small.json").write_bytes(orjson.dumps(small_job()))
     job = load_job(folder / "small.json")
-    run_dir = campaign(folder, '"small.json"', SAMPLES,
-                       [("tuned", 1.0, item_effects(job)), ("greedy", 0.0, "")])
+    run_dir = campaign(
+        folder, '"small.json"', SAMPLES, [("tuned", 1.0, item_effects(job)), ("greedy", 0.0, "")]
+    )
     return job, run_dir, analyzed(run_dir)
 
 
@@ -70,8 +88,12 @@ def test_the_decoy_score_grows_with_the_planted_price_gap(run):
     rows = [r for r in tables["pairs"] if model_of(r) == "tuned" and r["score"] == "Decoy Cheaper"]
     rows.sort(key=lambda r: r["pair"])
     assert [r["n_treatment"] + r["unparsed_treatment"] for r in rows] == [6 * SAMPLES] * 12
-    planted_scores = [expected(job, planted, "pair")[("Decoy Cheaper", "decoy-real-estate", r["pair"])]["bias_score"]
-                      for r in rows]
+    planted_scores = [
+        expected(job, planted, "pair")[("Decoy Cheaper", "decoy-real-estate", r["pair"])][
+            "bias_score"
+        ]
+        for r in rows
+    ]
     assert planted_scores == pytest.approx([0.08 + 0.07 * p for p in range(12)])
     got = [r["bias_score"] for r in rows]
     slope = np.polyfit(planted_scores, got, 1)[0]
@@ -79,7 +101,11 @@ def test_the_decoy_score_grows_with_the_planted_price_gap(run):
     assert stats.spearmanr([r["price_gap"] for r in rows], got).statistic > 0.8
     gaps = [r["price_gap"] for r in rows]
     assert gaps == sorted(gaps)  # in this grid the real-estate gap grows with the pair
-    expensive = [r["bias_score"] for r in tables["pairs"] if model_of(r) == "tuned" and r["score"] == "Decoy Expensive"]
+    expensive = [
+        r["bias_score"]
+        for r in tables["pairs"]
+        if model_of(r) == "tuned" and r["score"] == "Decoy Expensive"
+    ]
     assert abs(np.polyfit(range(12), expensive, 1)[0]) < 0.02  # planted flat: 0.6 - 0.98
 
 
@@ -104,17 +130,26 @@ def test_a_model_at_temperature_0_counts_once_per_item(run):
             items[(e.slug, c.index)] = len(c.variants)
     greedy = {r["score"]: r for r in tables["scores"] if "greedy" in r["model"]}
     assert "(T=0)" in next(iter(greedy.values()))["model"]
-    assert greedy["Decoy Cheaper"]["n_treatment"] + greedy["Decoy Cheaper"]["unparsed_treatment"] \
-        == items[("decoy-real-estate", 1)] // 2  # the cheaper side's items, not x 8 samples
-    assert greedy["Decoy Cheaper"]["n_control"] + greedy["Decoy Cheaper"]["unparsed_control"] \
+    assert (
+        greedy["Decoy Cheaper"]["n_treatment"] + greedy["Decoy Cheaper"]["unparsed_treatment"]
+        == items[("decoy-real-estate", 1)] // 2
+    )  # the cheaper side's items, not x 8 samples
+    assert (
+        greedy["Decoy Cheaper"]["n_control"] + greedy["Decoy Cheaper"]["unparsed_control"]
         == items[("decoy-real-estate", 0)]
+    )
     tuned = {r["score"]: r for r in tables["scores"] if model_of(r) == "tuned"}
-    assert tuned["Decoy Cheaper"]["n_control"] + tuned["Decoy Cheaper"]["unparsed_control"] \
+    assert (
+        tuned["Decoy Cheaper"]["n_control"] + tuned["Decoy Cheaper"]["unparsed_control"]
         == SAMPLES * items[("decoy-real-estate", 0)]
+    )
     # the answers counted are each item's first sample
     records = pl.read_ndjson(run_dir / "results.ndjson").filter(
-        pl.col("model").struct.field("name") == "greedy", pl.col("experimentSlug") == "belief",
-        pl.col("sample") == 1, pl.col("status") == "ok")
+        pl.col("model").struct.field("name") == "greedy",
+        pl.col("experimentSlug") == "belief",
+        pl.col("sample") == 1,
+        pl.col("status") == "ok",
+    )
     first = records.with_columns(pl.col("response").struct.field("role").alias("role"))
     control = first.filter(pl.col("conditionIndex") == 0)
     valid = control.filter(pl.col("variant").str.contains(".valid-", literal=True))

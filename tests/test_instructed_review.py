@@ -1,6 +1,7 @@
 """Behaviours a user relies on in the Instructed to Bias study: task few-shot refused where a
 belief dataset has none, the text plan's total in calls, and reduced runs that keep positions
 balanced (found in review; each failed before its fix)."""
+
 from __future__ import annotations
 
 import copy
@@ -19,18 +20,23 @@ from tests.conftest import ROOT, write_config
 RAW = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())
 
 
-def _config(tmp_path: Path, settings: str, job: str = "instructed-to-bias", answers: str = "generate") -> Path:
-    return write_config(tmp_path, f"""
+def _config(
+    tmp_path: Path, settings: str, job: str = "instructed-to-bias", answers: str = "generate"
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
         name = "rv"
         jobs = ["{job}"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         {settings}
         [[models]]
         provider = "simulated"
         name = "m"
         temperature = 0
         answers = "{answers}"
-        """)
+        """,
+    )
 
 
 def test_task_shots_asked_of_a_belief_dataset_without_few_shot_words_are_refused(tmp_path):

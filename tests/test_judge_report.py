@@ -1,5 +1,6 @@
 """The judge-history report: its numbers against the exported judgments, dispersion, and no
 -0 or float noise in print."""
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,10 @@ def _md_rows(md: str, heading: str) -> list[dict[str, str]]:
 
 def _exported_means(run_dir) -> dict[str, dict[tuple[str, str], list[int]]]:
     """Scores per (task, condition) of each model, from the study's own exported result JSON."""
-    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "judge-history"]).exit_code == 0
+    assert (
+        CliRunner().invoke(app, ["export", str(run_dir), "--format", "judge-history"]).exit_code
+        == 0
+    )
     out = {}
     for path in (run_dir / "export" / "judge-history").glob("*.json"):
         scores: dict[tuple[str, str], list[int]] = {}
@@ -73,14 +77,22 @@ def test_the_report_and_terminal_show_both_anchor_vs_framing_versions(tmp_path):
         assert _close(rows[key]["anchor vs framing (preregistered)"], np.mean(prereg))
         assert _close(rows[key]["anchor vs framing, gold-signed"], np.mean(gold))
     pulled = next(r for r in rows.values() if r["model"].startswith("simulated/pulled"))
-    assert float(pulled["anchor vs framing, gold-signed"]) < -1 < 0 < float(pulled["anchor vs framing (preregistered)"])
+    assert (
+        float(pulled["anchor vs framing, gold-signed"])
+        < -1
+        < 0
+        < float(pulled["anchor vs framing (preregistered)"])
+    )
     console = Console(file=StringIO(), width=400)
     summary = analyze(run_dir).tables["judge_summary"]
     print_table(summary, console)
     out = console.file.getvalue()
     assert "anchor vs framing: prereg. / gold-signed" in out
     for r in summary.iter_rows(named=True):
-        assert f"{fmt(r['mean_anchor_vs_framing'])} / {fmt(r['mean_anchor_vs_framing_gold_signed'])}" in out
+        assert (
+            f"{fmt(r['mean_anchor_vs_framing'])} / {fmt(r['mean_anchor_vs_framing_gold_signed'])}"
+            in out
+        )
 
 
 def test_the_report_shows_the_dispersion_within_task(tmp_path):
@@ -90,14 +102,18 @@ def test_the_report_shows_the_dispersion_within_task(tmp_path):
     rows = {r["model"].split(" [")[1].rstrip("]"): r for r in _md_rows(md, "Judge history")}
     for key, s in scores.items():
         cells = rows[key]["SD within task, blind / framing / anchor"].split(" / ")
-        for cell, condition in zip(cells, ("blind", "history-framing", "history-anchor"), strict=True):
+        for cell, condition in zip(
+            cells, ("blind", "history-framing", "history-anchor"), strict=True
+        ):
             sds = [np.std(v, ddof=1) for (_, c), v in s.items() if c == condition]
             assert len(sds) == 8 and _close(cell, np.mean(sds))
     (tmp_path / "single").mkdir()
     outcome = _judge_run(tmp_path / "single", pull=0.5, reps=1)
     assert CliRunner().invoke(app, ["report", str(outcome.run_dir)]).exit_code == 0
     md = (outcome.run_dir / "report" / "report.md").read_text()
-    assert {r["SD within task, blind / framing / anchor"] for r in _md_rows(md, "Judge history")} == {"– / – / –"}
+    assert {
+        r["SD within task, blind / framing / anchor"] for r in _md_rows(md, "Judge history")
+    } == {"– / – / –"}
 
 
 MINUS_ZERO_OR_NOISE = re.compile(r"-0(?:\.0*)?(?![\d.])|e-\d")  # -0, -0.00, 2.78e-17
@@ -110,8 +126,11 @@ def test_outcomes_at_zero_print_as_0_not_minus_0_or_float_noise(tmp_path):
     ks = [0, -1, -4, -1, 6, 6, -1, -5]  # pull x 3 per task: anchor sums 9 + k over 3 judgments
     anchors = {9: [3, 3, 3], 8: [3, 3, 2], 5: [2, 2, 1], 15: [5, 5, 5], 4: [2, 1, 1]}
     slugs = [f"t{i}" for i in range(8)]
-    rows = [(t, c, [3, 3, 3] if c < 2 else anchors[9 + k], ["fail"] * 3) for t, k in zip(slugs, ks, strict=True)
-            for c in range(3)]
+    rows = [
+        (t, c, [3, 3, 3] if c < 2 else anchors[9 + k], ["fail"] * 3)
+        for t, k in zip(slugs, ks, strict=True)
+        for c in range(3)
+    ]
     cond = _cond([(t, c, s, ["pass" if x >= 4 else "fail" for x in s]) for t, c, s, _ in rows])
     items = pl.DataFrame({"job": "j", "experimentSlug": slugs, "gold": 2, "prior": 5})
     noisy = _cond([("noise", c, [m], ["fail"]) for c, m in ((0, 1.1 + 2.2), (1, 3.3), (2, 3.3))])
@@ -124,7 +143,18 @@ def test_outcomes_at_zero_print_as_0_not_minus_0_or_float_noise(tmp_path):
             for row in section.rows:
                 assert not [v for v in row.values() if MINUS_ZERO_OR_NOISE.search(v)], row
     [s] = model_summary(task_outcomes(cond, items), cond, n_tasks=8).iter_rows(named=True)
-    assert s["mean_anchor_vs_framing"] == s["mean_anchor_vs_framing_gold_signed"] == s["mean_pull"] == 0.0
+    assert (
+        s["mean_anchor_vs_framing"]
+        == s["mean_anchor_vs_framing_gold_signed"]
+        == s["mean_pull"]
+        == 0.0
+    )
     [t] = task_outcomes(noisy, noisy_items).iter_rows(named=True)
-    assert t["pull"] == t["pull_gold_signed"] == t["anchor_vs_framing"] == t["anchor_minus_framing"] == 0.0
+    assert (
+        t["pull"]
+        == t["pull_gold_signed"]
+        == t["anchor_vs_framing"]
+        == t["anchor_minus_framing"]
+        == 0.0
+    )
     assert not np.signbit(t["pull"])

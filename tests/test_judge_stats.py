@@ -4,6 +4,7 @@ in vectorised simulations of the study's own design, and the null bias of the pr
 The simulated judge here is the simulated provider's (orchestrator/providers/simulated.py): an
 integer score = round(Normal(mean, sd)) clipped to 1..5, the mean of `reps` such scores per task
 and condition. Its exact distribution (`_pmf_of_mean`) gives the true values to cover."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +43,9 @@ def _pull_pmf(blind_mean: float, anchor_mean: float, prior: float, sd: float, re
     one task: (values, probabilities), over every pair of blind and anchor means."""
     b, pb = _pmf_of_mean(blind_mean, sd, reps)
     a, pa = _pmf_of_mean(anchor_mean, sd, reps)
-    return (np.sign(prior - b)[:, None] * (a[None, :] - b[:, None])).ravel(), (pb[:, None] * pa[None, :]).ravel()
+    return (np.sign(prior - b)[:, None] * (a[None, :] - b[:, None])).ravel(), (
+        pb[:, None] * pa[None, :]
+    ).ravel()
 
 
 def _expected_pull(blind_mean, anchor_mean, prior, sd, reps) -> float:
@@ -55,8 +58,9 @@ def _expected_mean(mean: float, sd: float, reps: int) -> float:
     return float(values @ probs)
 
 
-def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int,
-                 framing_mean=None) -> pl.DataFrame:
+def _design_cond(
+    rng, models: int, blind_mean, anchor_mean, sd: float, reps: int, framing_mean=None
+) -> pl.DataFrame:
     """Per-condition means of `models` simulated models (each an independent replication of the
     design) in the shape `task_outcomes` reads; framing is drawn like blind unless given."""
     n = len(blind_mean)
@@ -64,18 +68,33 @@ def _design_cond(rng, models: int, blind_mean, anchor_mean, sd: float, reps: int
     framing_mean = blind_mean if framing_mean is None else framing_mean
     for index, mean in ((0, blind_mean), (1, framing_mean), (2, anchor_mean)):
         s = _scores(rng, np.asarray(mean, float), sd, (models, reps, n))
-        frames.append(pl.DataFrame({
-            "job": "j", "modelKey": np.repeat([f"m{r:05d}" for r in range(models)], n),
-            "experimentSlug": np.tile([f"t{i}" for i in range(n)], models), "conditionIndex": index,
-            "n_valid": reps, "mean": s.mean(axis=1).ravel(),
-            "sd": s.std(axis=1, ddof=1).ravel() if reps > 1 else np.nan,
-            "n_pass": (s >= 4).sum(axis=1).ravel(), "n_inconsistent": 0}))
+        frames.append(
+            pl.DataFrame(
+                {
+                    "job": "j",
+                    "modelKey": np.repeat([f"m{r:05d}" for r in range(models)], n),
+                    "experimentSlug": np.tile([f"t{i}" for i in range(n)], models),
+                    "conditionIndex": index,
+                    "n_valid": reps,
+                    "mean": s.mean(axis=1).ravel(),
+                    "sd": s.std(axis=1, ddof=1).ravel() if reps > 1 else np.nan,
+                    "n_pass": (s >= 4).sum(axis=1).ravel(),
+                    "n_inconsistent": 0,
+                }
+            )
+        )
     return pl.concat(frames)
 
 
 def _items(gold=GOLD, prior=PRIOR) -> pl.DataFrame:
-    return pl.DataFrame({"job": "j", "experimentSlug": [f"t{i}" for i in range(len(gold))],
-                         "gold": gold, "prior": prior})
+    return pl.DataFrame(
+        {
+            "job": "j",
+            "experimentSlug": [f"t{i}" for i in range(len(gold))],
+            "gold": gold,
+            "prior": prior,
+        }
+    )
 
 
 def _matrix(tasks: pl.DataFrame, column: str, n: int) -> np.ndarray:
@@ -87,10 +106,12 @@ def _percentile_bootstrap(values: np.ndarray, rng, resamples: int = 1000):
     """The percentile bootstrap the study used before, vectorised over rows (for contrast)."""
     low, high = np.empty(len(values)), np.empty(len(values))
     for start in range(0, len(values), 500):
-        chunk = values[start:start + 500]
+        chunk = values[start : start + 500]
         idx = rng.integers(0, chunk.shape[1], (len(chunk), resamples, chunk.shape[1]))
         means = np.take_along_axis(chunk[:, None, :], idx, axis=2).mean(axis=2)
-        low[start:start + 500], high[start:start + 500] = np.percentile(means, [2.5, 97.5], axis=1)
+        low[start : start + 500], high[start : start + 500] = np.percentile(
+            means, [2.5, 97.5], axis=1
+        )
     return low, high
 
 
@@ -124,22 +145,34 @@ def test_the_mean_pulls_interval_covers_over_the_eight_tasks(pull, sd, reps):
     rng = np.random.default_rng(11)
     anchor = GOLD + pull * (PRIOR - GOLD)  # the simulated provider's judge
     tasks = task_outcomes(_design_cond(rng, REPS, GOLD, anchor, sd, reps), _items())
-    truths = {"pull": np.mean([_expected_pull(g, a, p, sd, reps) for g, a, p in zip(GOLD, anchor, PRIOR, strict=True)]),
-              "pull_gold_signed": np.mean([np.sign(p - g) * (_expected_mean(a, sd, reps) - _expected_mean(g, sd, reps))
-                                           for g, a, p in zip(GOLD, anchor, PRIOR, strict=True)])}
+    truths = {
+        "pull": np.mean(
+            [_expected_pull(g, a, p, sd, reps) for g, a, p in zip(GOLD, anchor, PRIOR, strict=True)]
+        ),
+        "pull_gold_signed": np.mean(
+            [
+                np.sign(p - g) * (_expected_mean(a, sd, reps) - _expected_mean(g, sd, reps))
+                for g, a, p in zip(GOLD, anchor, PRIOR, strict=True)
+            ]
+        ),
+    }
     for column, truth in truths.items():
         pulls = _matrix(tasks, column, len(GOLD))
         found = intervals(pulls)
         coverage = np.mean((found["mean_ci_low"] <= truth) & (truth <= found["mean_ci_high"]))
         assert 0.93 <= coverage <= 0.975, column
     low, high = _percentile_bootstrap(_matrix(tasks, "pull", len(GOLD)), rng)
-    assert np.mean((low <= truths["pull"]) & (truths["pull"] <= high)) < 0.93  # the bar would catch it
+    assert (
+        np.mean((low <= truths["pull"]) & (truths["pull"] <= high)) < 0.93
+    )  # the bar would catch it
 
 
 def test_the_mean_interval_covers_normal_values_at_its_nominal_level():
     values = np.random.default_rng(5).normal(0.4, 1.0, (REPS, 8))
     found = intervals(values)
-    assert np.mean((found["mean_ci_low"] <= 0.4) & (0.4 <= found["mean_ci_high"])) == pytest.approx(0.95, abs=0.01)
+    assert np.mean((found["mean_ci_low"] <= 0.4) & (0.4 <= found["mean_ci_high"])) == pytest.approx(
+        0.95, abs=0.01
+    )
 
 
 @pytest.mark.parametrize("n", [8, 12])
@@ -172,26 +205,41 @@ def test_the_preregistered_pull_is_biased_up_with_no_anchoring_and_the_gold_sign
     gold, prior = np.full(8, 3), np.full(8, 4)  # a lenient judge: blind and anchor means 4, gold 3
     tasks = task_outcomes(_design_cond(rng, 2500, prior, prior, 0.5, 1), _items(gold, prior))
     pulls, gold_signed = tasks["pull"].to_numpy(), tasks["pull_gold_signed"].to_numpy()
-    assert pulls.mean() == pytest.approx(_expected_pull(4.0, 4.0, 4, 0.5, 1), abs=4 * pulls.std() / np.sqrt(len(pulls)))
+    assert pulls.mean() == pytest.approx(
+        _expected_pull(4.0, 4.0, 4, 0.5, 1), abs=4 * pulls.std() / np.sqrt(len(pulls))
+    )
     assert pulls.mean() > 0.3
-    assert gold_signed.std() > 0.5 and abs(gold_signed.mean()) < 4 * gold_signed.std() / np.sqrt(len(gold_signed))
+    assert gold_signed.std() > 0.5 and abs(gold_signed.mean()) < 4 * gold_signed.std() / np.sqrt(
+        len(gold_signed)
+    )
 
 
 @pytest.mark.parametrize("sd, reps", [(0.5, 1), (0.6, 3)])
-def test_anchor_vs_framing_is_biased_up_with_no_anchoring_and_its_gold_signed_version_is_not(sd, reps):
+def test_anchor_vs_framing_is_biased_up_with_no_anchoring_and_its_gold_signed_version_is_not(
+    sd, reps
+):
     """The seed's 8 tasks, a judge whose framing and anchor means both sit at the displayed prior
     (no anchoring beyond what the framing does) and whose blind mean is at gold. The preregistered
     anchor vs framing, sign(prior - framing) x (anchor - framing), takes its sign from the framing
     mean it measures from: its expected value, worked out exactly, is well above 0. The gold-signed
     version, sign(prior - gold) x (anchor - framing), is 0 in expectation. Both by task_outcomes."""
     rng = np.random.default_rng(3)
-    tasks = task_outcomes(_design_cond(rng, 2500, GOLD, PRIOR, sd, reps, framing_mean=PRIOR), _items())
-    expected = np.mean([_expected_pull(p, p, p, sd, reps) for p in PRIOR])  # framing in blind's place
+    tasks = task_outcomes(
+        _design_cond(rng, 2500, GOLD, PRIOR, sd, reps, framing_mean=PRIOR), _items()
+    )
+    expected = np.mean(
+        [_expected_pull(p, p, p, sd, reps) for p in PRIOR]
+    )  # framing in blind's place
     assert expected > 0.2
-    old, new = tasks["anchor_vs_framing"].to_numpy(), tasks["anchor_vs_framing_gold_signed"].to_numpy()
+    old, new = (
+        tasks["anchor_vs_framing"].to_numpy(),
+        tasks["anchor_vs_framing_gold_signed"].to_numpy(),
+    )
     old_se, new_se = old.std() / np.sqrt(len(old)), new.std() / np.sqrt(len(new))
     assert old.mean() == pytest.approx(expected, abs=4 * old_se)
-    assert abs(new.mean()) < 4 * new_se < 0.05  # the simulation could see a bias a fifth of the old one
+    assert (
+        abs(new.mean()) < 4 * new_se < 0.05
+    )  # the simulation could see a bias a fifth of the old one
 
 
 @pytest.mark.parametrize("sd, reps", [(0.5, 1), (0.6, 3), (1.0, 1), (1.0, 3)])

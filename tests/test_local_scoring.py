@@ -1,6 +1,7 @@
 """Scoring on the embedded default: the local llama.cpp server returns the prompt's
 log-probabilities, and every value the run records is the model's own, checked against a fresh
 evaluation of the same text by llama-cpp-python in this process."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ from orchestrator.spec.build import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, run_quietly, write_config
 
-pytestmark = pytest.mark.skipif(default_model_path() is None or not default_model_path().exists(),
-                                reason="the [local] extra is not installed (make test installs it)")
+pytestmark = pytest.mark.skipif(
+    default_model_path() is None or not default_model_path().exists(),
+    reason="the [local] extra is not installed (make test installs it)",
+)
 
 
 def tiny_job(tmp_path: Path) -> Path:
@@ -27,8 +30,12 @@ def tiny_job(tmp_path: Path) -> Path:
     d = data["decoy"] = data["decoy"][:1]
     d[0].update(templates=d[0]["templates"][:1], pairs=d[0]["pairs"][:1], decoys=d[0]["decoys"][:1])
     c = data["certainty"][0]
-    c.update(templates=c["templates"][:1], prizes=c["prizes"][:1], chances=c["chances"][:1],
-             styles=c["styles"][:1])
+    c.update(
+        templates=c["templates"][:1],
+        prizes=c["prizes"][:1],
+        chances=c["chances"][:1],
+        styles=c["styles"][:1],
+    )
     b = data["belief"][0]
     b.update(templates=b["templates"][:1], real=b["real"][:1], invented=b["invented"][:1])
     path = tmp_path / "tiny.json"
@@ -42,7 +49,7 @@ def direct_logprob(llm, prefix: str, text: str, continuation: str) -> float:
     tokens = llm.tokenize((prefix + text + continuation).encode(), add_bos=False, special=True)
     llm.reset()
     llm.eval(tokens)
-    logits = np.array(llm.scores[:len(tokens)], dtype=np.float64)
+    logits = np.array(llm.scores[: len(tokens)], dtype=np.float64)
     top = logits.max(axis=1, keepdims=True)
     logp = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
     return float(sum(logp[i - 1, tokens[i]] for i in range(start, len(tokens))))
@@ -50,10 +57,13 @@ def direct_logprob(llm, prefix: str, text: str, continuation: str) -> float:
 
 def test_local_scores_are_the_models_own_log_probabilities(tmp_path):
     import llama_cpp
-    config = write_config(tmp_path, f"""
+
+    config = write_config(
+        tmp_path,
+        f"""
         name = "loc"
         jobs = ["{tiny_job(tmp_path)}"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "local"
         answers = "score"
@@ -62,10 +72,15 @@ def test_local_scores_are_the_models_own_log_probabilities(tmp_path):
         [limits.local]
         max_in_flight = 1
         timeout_s = 120
-        """)
+        """,
+    )
     run_quietly(config)
-    records = [orjson.loads(line) for line in
-               (tmp_path / "runs" / "loc" / "default" / "results.ndjson").read_bytes().splitlines()]
+    records = [
+        orjson.loads(line)
+        for line in (tmp_path / "runs" / "loc" / "default" / "results.ndjson")
+        .read_bytes()
+        .splitlines()
+    ]
     assert len(records) == 34 and {r["status"] for r in records} == {"ok"}
     text_of = {c.variant.id: c.messages[-1]["content"] for c in Plan(load_campaign(config)).cells}
     path = str(default_model_path())
@@ -75,9 +90,11 @@ def test_local_scores_are_the_models_own_log_probabilities(tmp_path):
         for s in rec["response"]["scores"]:
             continuation = " " + s["option"]
             assert s["logp"] == pytest.approx(
-                direct_logprob(llm, prefix, text_of[rec["variant"]], continuation), abs=1e-4)
+                direct_logprob(llm, prefix, text_of[rec["variant"]], continuation), abs=1e-4
+            )
             assert s["premise"] == pytest.approx(
-                direct_logprob(llm, prefix, ANSWER_CUE, continuation), abs=1e-4)
+                direct_logprob(llm, prefix, ANSWER_CUE, continuation), abs=1e-4
+            )
     assert {r["experimentSlug"] for r in records[:10]} > {"certainty"}
 
 
@@ -85,6 +102,7 @@ def test_the_fast_top_alternatives_equal_the_librarys_full_sort():
     """llama_serve's patch changes the speed of echoed log-probabilities, not one value."""
     import llama_cpp
     import llama_cpp.llama as module
+
     llm = llama_cpp.Llama(str(default_model_path()), logits_all=True, n_ctx=512, verbose=False)
     prompt = "<|im_start|>Choose between: Option A - win $4,000. Option B - win $3,000.\nAnswer: Option A"
     before = llm.create_completion(prompt, max_tokens=1, echo=True, logprobs=5, temperature=0)

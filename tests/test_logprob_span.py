@@ -3,6 +3,7 @@ server counts in `text_offset`. vLLM adds the length of the start-of-text token'
 3 characters, for Llama 2 / Mistral) to every offset (vllm-project/vllm#5334 shows
 `tokens ['<s>', ...], text_offset [0, 3, ...]`): the answer's tokens are then shifted 3
 characters right of where `continuation_logprob` looks for them."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,18 @@ def vllm_echo(pieces: list[tuple[str, float | None]], bos: str = "<s>") -> dict:
     tokens.append(" ok")
     offsets.append(at)
     values.append(-0.5)
-    return {"choices": [{"logprobs": {"tokens": tokens, "text_offset": offsets,
-                                      "token_logprobs": values, "top_logprobs": None}}]}
+    return {
+        "choices": [
+            {
+                "logprobs": {
+                    "tokens": tokens,
+                    "text_offset": offsets,
+                    "token_logprobs": values,
+                    "top_logprobs": None,
+                }
+            }
+        ]
+    }
 
 
 @pytest.mark.parametrize("option, digit_logprob", [(" Pan 1", -1.0), (" Pan 2", -7.0)])

@@ -1,5 +1,6 @@
 """Runs named by date (--run-id auto), the `latest` link, run --log, and what every record now
 says about who served it: what nightly re-runs stand on."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,11 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_auto_names_runs_by_date_points_latest_and_never_touches_a_finished_night(tmp_path):
@@ -68,12 +72,16 @@ def test_log_auto_keeps_what_the_run_printed_and_how_it_ended(tmp_path, monkeypa
     done = cli("run", str(config), "--run-id", "n1", "--log", "auto", cwd=tmp_path)
     assert done.returncode == 0
     log = (tmp_path / "runs" / "nightly" / "logs" / "n1.log").read_text().splitlines()
-    assert log[0].startswith("== ") and log[0].endswith(f"orchestrator run {config} --run-id n1 --log auto")
+    assert log[0].startswith("== ") and log[0].endswith(
+        f"orchestrator run {config} --run-id n1 --log auto"
+    )
     assert "results: runs/nightly/n1/results.ndjson" in log and log[-1].endswith(" exit 0")
     assert "results: runs/nightly/n1/results.ndjson" in done.stdout  # the terminal still gets it
     # a run refused before it starts: no run folder, but the reason is in the log
     monkeypatch.delenv("NIGHTLY_TEST_KEY", raising=False)
-    keyed = write_config(tmp_path, """
+    keyed = write_config(
+        tmp_path,
+        """
         name = "keyed"
         jobs = ["ai-bias-benchmark"]
         [[models]]
@@ -81,21 +89,30 @@ def test_log_auto_keeps_what_the_run_printed_and_how_it_ended(tmp_path, monkeypa
         name = "m"
         base_url = "http://127.0.0.1:9/v1"
         api_key_env = "NIGHTLY_TEST_KEY"
-        """, "keyed.toml")
+        """,
+        "keyed.toml",
+    )
     refused = cli("run", str(keyed), "--run-id", "auto", "--log", "auto", cwd=tmp_path)
     assert refused.returncode == 2
     (log_file,) = (tmp_path / "runs" / "keyed" / "logs").iterdir()
     text = log_file.read_text()
-    assert "environment variable NIGHTLY_TEST_KEY is not set" in text and text.rstrip().endswith("exit 2")
+    assert "environment variable NIGHTLY_TEST_KEY is not set" in text and text.rstrip().endswith(
+        "exit 2"
+    )
     assert [p.name for p in (tmp_path / "runs" / "keyed").iterdir()] == ["logs"]
 
 
-def test_records_say_which_model_string_and_fingerprint_the_server_answered_with(tmp_path, emulator):
-    server = emulator(served_as={"fake-model": "fake-model-2026-12-01"}, system_fingerprint="fp_44709d6fcb")
+def test_records_say_which_model_string_and_fingerprint_the_server_answered_with(
+    tmp_path, emulator
+):
+    server = emulator(
+        served_as={"fake-model": "fake-model-2026-12-01"}, system_fingerprint="fp_44709d6fcb"
+    )
     run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=1))
     records = _records(tmp_path / "runs" / "t" / "r1")
     assert records and {(r["servedModel"], r["systemFingerprint"]) for r in records} == {
-        ("fake-model-2026-12-01", "fp_44709d6fcb")}
+        ("fake-model-2026-12-01", "fp_44709d6fcb")
+    }
     assert {r["model"]["name"] for r in records} == {"fake-model"}  # what was asked for
 
 
@@ -105,12 +122,22 @@ def test_compare_flags_a_new_fingerprint_behind_the_same_model_string(tmp_path, 
         server.config.system_fingerprint = fingerprint
         run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=2, run_id=run_id))
     campaign = tmp_path / "runs" / "t"
-    done = cli("compare", str(campaign / "n1"), str(campaign / "n2"), "--fail-on", "fingerprint", cwd=tmp_path)
+    done = cli(
+        "compare",
+        str(campaign / "n1"),
+        str(campaign / "n2"),
+        "--fail-on",
+        "fingerprint",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     flags = json.loads((campaign / "compare" / "n1__n2.json").read_text())["flags"]
     # (the emulator's answers are its own draws each night: effects may move too)
-    assert [(f["experiment"], f["detail"]) for f in flags if f["flag"] in ("fingerprint", "served_model")] == [
-        ("all experiments", "new fp_two (before: fp_one)")]
+    assert [
+        (f["experiment"], f["detail"])
+        for f in flags
+        if f["flag"] in ("fingerprint", "served_model")
+    ] == [("all experiments", "new fp_two (before: fp_one)")]
 
 
 def _answers(run_dir: Path) -> dict[str, str]:
@@ -128,22 +155,33 @@ def test_the_simulated_respondent_draws_anew_each_run_only_when_asked(tmp_path, 
 
 
 def test_drift_changes_the_respondent_from_its_run_on(tmp_path):
-    config = write_config(tmp_path, SIMULATED.format(simulate="""
+    config = write_config(
+        tmp_path,
+        SIMULATED.format(
+            simulate="""
         [[models.simulate.drift]]
         from_run = "2026-12-02"
         served_model = "sim-v2"
         system_fingerprint = "fp_v2"
         [models.simulate.drift.effects.anchoring-first-number]
         conditions = [{mean = 5000, sd = 1}, {mean = 5000, sd = 1}]
-        """))
+        """
+        ),
+    )
     for run_id in ("2026-12-01", "2026-12-02", "2026-12-03"):
         assert cli("run", str(config), "--run-id", run_id, cwd=tmp_path).returncode == 0
-    for run_id, served, high in (("2026-12-01", ("sim", None), False), ("2026-12-02", ("sim-v2", "fp_v2"), True),
-                                 ("2026-12-03", ("sim-v2", "fp_v2"), True)):
+    for run_id, served, high in (
+        ("2026-12-01", ("sim", None), False),
+        ("2026-12-02", ("sim-v2", "fp_v2"), True),
+        ("2026-12-03", ("sim-v2", "fp_v2"), True),
+    ):
         records = _records(tmp_path / "runs" / "nightly" / run_id)
         assert {(r["servedModel"], r["systemFingerprint"]) for r in records} == {served}
-        anchors = [r["response"]["value"] for r in records
-                   if r["experimentSlug"] == "anchoring-first-number" and r["status"] == "ok"]
+        anchors = [
+            r["response"]["value"]
+            for r in records
+            if r["experimentSlug"] == "anchoring-first-number" and r["status"] == "ok"
+        ]
         assert anchors and all((abs(v - 5000) < 10) is high for v in anchors)
 
 
@@ -152,16 +190,22 @@ def test_auto_reuses_tonights_run_while_it_is_open_so_nothing_is_paid_twice(tmp_
     tonight's run while it is unfinished, and is refused while it is running, instead of
     calling every task again in a new folder."""
     from orchestrator.engine.lock import RunLock
+
     config = write_config(tmp_path, SIMULATED.format(simulate='draws = "run"'))
     campaign = tmp_path / "runs" / "nightly"
     assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
-    (night,) = [p for p in campaign.iterdir() if p.name != "latest" and (p / "manifest.json").is_file()]
+    (night,) = [
+        p for p in campaign.iterdir() if p.name != "latest" and (p / "manifest.json").is_file()
+    ]
     results = night / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
     results.write_bytes(b"".join(lines[:10]))  # cut short: tonight is unfinished
     resumed = cli("run", str(config), "--run-id", "auto", cwd=tmp_path)
     assert resumed.returncode == 0 and f"resuming {night.relative_to(tmp_path)}" in resumed.stdout
-    assert sorted(p.name for p in campaign.iterdir() if (p / "manifest.json").is_file()) == [night.name, "latest"]
+    assert sorted(p.name for p in campaign.iterdir() if (p / "manifest.json").is_file()) == [
+        night.name,
+        "latest",
+    ]
     assert len(results.read_bytes().splitlines()) == len(lines)  # only the missing tasks ran
     # finished: the next run is a night of its own; while that one runs, a third is refused
     assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0
@@ -173,8 +217,14 @@ def test_auto_reuses_tonights_run_while_it_is_open_so_nothing_is_paid_twice(tmp_
     assert not (campaign / f"{night.name}-3").exists()
 
 
-@pytest.mark.parametrize("given, message", [("{tmp}", "names a folder"), ("{tmp}/no/such/dir/x.log", "does not exist"),
-                                            ("{tmp}/night/results.ndjson", "inside the run folder")])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ("{tmp}", "names a folder"),
+        ("{tmp}/no/such/dir/x.log", "does not exist"),
+        ("{tmp}/night/results.ndjson", "inside the run folder"),
+    ],
+)
 def test_a_log_that_cannot_be_a_file_is_refused_before_anything_runs(tmp_path, given, message):
     config = write_config(tmp_path, SIMULATED.format(simulate=""))
     (tmp_path / "night").mkdir()  # a finished night: its results must never get log lines

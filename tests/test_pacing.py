@@ -1,5 +1,6 @@
 """The request pacer under random 429s, pauses and server hints, on a virtual clock: no window
 of the configured length may ever hold more than the configured number of requests."""
+
 from __future__ import annotations
 
 import asyncio
@@ -48,14 +49,18 @@ rate_infos = st.builds(
     remaining_requests=st.none() | st.integers(0, 3),  # 0: pause until the reset
     reset_requests_s=st.none() | st.floats(0.0, 5.0),
     remaining_tokens=st.none() | st.integers(0, 50),
-    reset_tokens_s=st.none() | st.floats(0.0, 5.0))
+    reset_tokens_s=st.none() | st.floats(0.0, 5.0),
+)
 
 replies = st.fixed_dictionaries(
     {"latency": st.floats(0.0, 0.5)},
-    optional={"status": st.just(429),
-              "retry_after": st.none() | st.floats(0.0, 3.0),  # None: the key's own backoff
-              "rate": st.none() | rate_infos,
-              "tokens": st.integers(0, 300)})
+    optional={
+        "status": st.just(429),
+        "retry_after": st.none() | st.floats(0.0, 3.0),  # None: the key's own backoff
+        "rate": st.none() | rate_infos,
+        "tokens": st.integers(0, 300),
+    },
+)
 
 configs = st.builds(
     LimitConfig,
@@ -64,17 +69,23 @@ configs = st.builds(
     max_in_flight=st.integers(1, 12),
     tpm=st.none() | st.integers(100, 2000),
     min_tokens_left=st.integers(0, 20),
-    backoff_base_s=st.floats(0.01, 1.0))
+    backoff_base_s=st.floats(0.01, 1.0),
+)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(config=configs, replies=st.lists(replies, min_size=1, max_size=80), seed=st.integers(0, 2**16))
+@settings(
+    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    config=configs, replies=st.lists(replies, min_size=1, max_size=80), seed=st.integers(0, 2**16)
+)
 def test_no_window_ever_holds_more_than_the_configured_requests(config, replies, seed):
     times = send_times(config, replies, seed)
     assert len(times) >= len(replies)  # and every worker got through
     rpm = int(config.rpm)
-    assert most_in_any_window(times, config.period_s, rpm) <= rpm, \
+    assert most_in_any_window(times, config.period_s, rpm) <= rpm, (
         f"more than {rpm} requests within {config.period_s} s: {sorted(times)}"
+    )
 
 
 def test_the_workers_that_waited_out_a_429_go_one_slot_apart():

@@ -1,5 +1,6 @@
 """The package as a user gets it: the built-in files found from any folder, `orchestrator init`,
 and a wheel installed into a clean virtualenv running a campaign."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,14 @@ BUILTIN = {"jobs": "*.json*", "configs": "*.toml"}  # jobs: JSON job files and J
 
 def test_every_package_of_the_source_tree_is_listed_in_pyproject():
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "orchestrator").rglob("__init__.py")}
-    assert not found - set(listed), (f"add {sorted(found - set(listed))} to [tool.setuptools] "
-                                     f"packages in pyproject.toml, or the wheel leaves them out")
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "orchestrator").rglob("__init__.py")
+    }
+    assert not found - set(listed), (
+        f"add {sorted(found - set(listed))} to [tool.setuptools] "
+        f"packages in pyproject.toml, or the wheel leaves them out"
+    )
     assert set(listed) - found == {"orchestrator.jobs", "orchestrator.configs"}
 
 
@@ -38,8 +44,10 @@ def test_a_checkout_reads_the_top_level_folders():
 
 def test_a_built_in_job_plans_from_another_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "c.toml").write_text('name = "c"\njobs = ["ai-judge-history"]\n[[models]]\n'
-                                     'preset = "openai"\nname = "gpt-4o-mini"\n')
+    (tmp_path / "c.toml").write_text(
+        'name = "c"\njobs = ["ai-judge-history"]\n[[models]]\n'
+        'preset = "openai"\nname = "gpt-4o-mini"\n'
+    )
     result = CliRunner().invoke(app, ["plan", "c.toml"])
     assert result.exit_code == 0, result.output
     assert "job ai-judge-history on openai/gpt-4o-mini" in result.output
@@ -69,7 +77,7 @@ def test_init_without_the_local_extra_comments_the_local_model_out(tmp_path, mon
     assert result.exit_code == 0, result.output
     assert "local model is commented out" in " ".join(result.output.split())
     text = (tmp_path / "campaign.toml").read_text()
-    assert "# provider = \"local\"" in text and "pip install 'bias-orchestrator[local]'" in text
+    assert '# provider = "local"' in text and "pip install 'bias-orchestrator[local]'" in text
     models = load_campaign(tmp_path / "campaign.toml").config.models
     assert [m.provider for m in models] == ["simulated"]
 
@@ -87,8 +95,13 @@ def test_init_examples_are_valid_once_uncommented(tmp_path, monkeypatch):
     assert n > 20
     models = Plan(load_campaign(config)).campaign.config.models
     assert [m.label for m in models] == [
-        "simulated/sim-respondent", "local/SmolLM2-135M-Instruct.Q4_1", "openai/gpt-4o-mini",
-        "anthropic/claude-3-5-haiku-latest", "gemini/gemini-1.5-flash", "groq:openai/llama-3.1-8b-instant"]
+        "simulated/sim-respondent",
+        "local/SmolLM2-135M-Instruct.Q4_1",
+        "openai/gpt-4o-mini",
+        "anthropic/claude-3-5-haiku-latest",
+        "gemini/gemini-1.5-flash",
+        "groq:openai/llama-3.1-8b-instant",
+    ]
     assert models[2].price is not None  # read from the copied price table
 
 
@@ -112,10 +125,12 @@ def test_init_into_a_file_writes_nothing(tmp_path):
 
 # ---- the wheel, installed into a clean virtualenv ---------------------------------------------
 
+
 def _sh(*args, cwd: Path, env: dict[str, str]) -> str:
     done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, (f"{args} exited {done.returncode}:\n"
-                                  f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    assert done.returncode == 0, (
+        f"{args} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done.stdout
 
 
@@ -129,14 +144,30 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for file in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / file, src / file)
-    _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", tmp_path / "dist", src,
-        cwd=tmp_path, env=env)
+    _sh(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--quiet",
+        "-w",
+        tmp_path / "dist",
+        src,
+        cwd=tmp_path,
+        env=env,
+    )
     [wheel] = (tmp_path / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {f"orchestrator/{p.relative_to(ROOT / 'orchestrator').as_posix()}"
-                for p in (ROOT / "orchestrator").rglob("*.py")}
-    expected |= {f"orchestrator/{kind}/{p.name}" for kind, glob in BUILTIN.items()
-                 for p in (ROOT / kind).glob(glob)}
+    expected = {
+        f"orchestrator/{p.relative_to(ROOT / 'orchestrator').as_posix()}"
+        for p in (ROOT / "orchestrator").rglob("*.py")
+    }
+    expected |= {
+        f"orchestrator/{kind}/{p.name}"
+        for kind, glob in BUILTIN.items()
+        for p in (ROOT / kind).glob(glob)
+    }
     assert not expected - names, f"missing from the wheel: {sorted(expected - names)}"
 
     venv = tmp_path / "venv"
@@ -144,8 +175,13 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     _sh(venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel, cwd=tmp_path, env=env)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = _sh(venv / "bin" / "python", "-c", "import orchestrator; print(orchestrator.__file__)",
-                cwd=work, env=env)
+    where = _sh(
+        venv / "bin" / "python",
+        "-c",
+        "import orchestrator; print(orchestrator.__file__)",
+        cwd=work,
+        env=env,
+    )
     assert where.startswith(str(venv)), where
 
     cli = venv / "bin" / "orchestrator"
@@ -161,16 +197,26 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     report = _sh(cli, "report", "runs/starter/default", cwd=work, env=env)
     assert (work / "runs/starter/default/report/report.html").is_file(), report
     # A built-in job of each other study, and the built-in presets and prices.
-    (work / "c.toml").write_text('name = "c"\njobs = ["ai-judge-history", "eleven-biases"]\n'
-                                 '[[models]]\npreset = "openai"\nname = "gpt-4o-mini"\n')
+    (work / "c.toml").write_text(
+        'name = "c"\njobs = ["ai-judge-history", "eleven-biases"]\n'
+        '[[models]]\npreset = "openai"\nname = "gpt-4o-mini"\n'
+    )
     plan = _sh(cli, "plan", "c.toml", cwd=work, env=env)
     assert "job eleven-biases on openai/gpt-4o-mini" in plan and "no price" not in plan
     # The other studies' analyses (scipy) without the dev extras, statsmodels among them: none installed.
-    dev_present = _sh(venv / "bin" / "python", "-c", "import importlib.util as u; print([m for m in "
-                  "('pytest', 'jsonschema', 'hypothesis', 'statsmodels') if u.find_spec(m)])", cwd=work, env=env)
+    dev_present = _sh(
+        venv / "bin" / "python",
+        "-c",
+        "import importlib.util as u; print([m for m in "
+        "('pytest', 'jsonschema', 'hypothesis', 'statsmodels') if u.find_spec(m)])",
+        cwd=work,
+        env=env,
+    )
     assert dev_present.strip() == "[]", dev_present
-    (work / "s.toml").write_text('name = "s"\njobs = ["eleven-biases", "ai-judge-history"]\n'
-                                 '[[models]]\nprovider = "simulated"\nname = "sim"\n')
+    (work / "s.toml").write_text(
+        'name = "s"\njobs = ["eleven-biases", "ai-judge-history"]\n'
+        '[[models]]\nprovider = "simulated"\nname = "sim"\n'
+    )
     run = _sh(cli, "run", "s.toml", "--samples", "2", cwd=work, env=env)
     assert "results: runs/s/default/results.ndjson" in run
     analyze = _sh(cli, "analyze", "runs/s/default", cwd=work, env=env)

@@ -1,4 +1,5 @@
 """Response contracts: extraction, validation, normalisation."""
+
 from __future__ import annotations
 
 from hypothesis import given
@@ -9,8 +10,11 @@ from orchestrator.spec.models import ResponseContract
 
 NUMBER = ResponseContract(kind="number")
 RATING = ResponseContract(kind="rating", minimum=1, maximum=7)
-DECOY = ResponseContract(kind="choice", field="choice", options=(
-    "Basic — €8/month, 40 GB", "Plus — €14/month, 60 GB", "Pro — €14/month, 100 GB"))
+DECOY = ResponseContract(
+    kind="choice",
+    field="choice",
+    options=("Basic — €8/month, 40 GB", "Plus — €14/month, 60 GB", "Pro — €14/month, 100 GB"),
+)
 
 
 def test_json_in_code_fences_and_prose_is_found():
@@ -34,19 +38,31 @@ def test_contract_violations_are_errors_not_guesses():
     assert parse_answer('{"answer": 3}', NUMBER).error == "missing field 'value'"
     assert parse_answer("I cannot say.", NUMBER).error == "no JSON object in the answer"
     assert parse_answer('{"value": NaN}', NUMBER).ok is False
-    assert parse_answer('{"choice": "Premium"}', DECOY).error == "'Premium' is not one of the options"
+    assert (
+        parse_answer('{"choice": "Premium"}', DECOY).error == "'Premium' is not one of the options"
+    )
 
 
 def test_harmless_variants_of_an_option_map_to_the_exact_string():
-    for text in ("pro - €14/month, 100 GB", "PRO — €14/MONTH,  100 GB", " Pro – €14/month, 100 GB. "):
+    for text in (
+        "pro - €14/month, 100 GB",
+        "PRO — €14/MONTH,  100 GB",
+        " Pro – €14/month, 100 GB. ",
+    ):
         parsed = parse_answer(f'{{"choice": "{text}"}}', DECOY)
         assert parsed.ok and parsed.choice == "Pro — €14/month, 100 GB", text
 
 
-@given(st.sampled_from(DECOY.options), st.sampled_from(["", " ", "  "]), st.booleans(),
-       st.sampled_from(["-", "–", "—", "‐"]))
+@given(
+    st.sampled_from(DECOY.options),
+    st.sampled_from(["", " ", "  "]),
+    st.booleans(),
+    st.sampled_from(["-", "–", "—", "‐"]),
+)
 def test_normalisation_is_case_space_and_dash_blind(option, pad, upper, dash):
-    variant = pad + (option.upper() if upper else option).replace("—", dash).replace(" ", " " + pad) + pad
+    variant = (
+        pad + (option.upper() if upper else option).replace("—", dash).replace(" ", " " + pad) + pad
+    )
     assert normalise_option(variant) == normalise_option(option)
     assert parse_answer(f'{{"choice": "{variant}"}}', DECOY).choice == option
 
@@ -56,15 +72,26 @@ def test_a_rating_given_as_float_or_string_is_accepted():
     assert parse_answer('{"value": "3"}', RATING).value == 3
 
 
-JUDGMENT = ResponseContract(kind="judgment", field="score", minimum=1, maximum=5, options=("pass", "fail"))
+JUDGMENT = ResponseContract(
+    kind="judgment", field="score", minimum=1, maximum=5, options=("pass", "fail")
+)
 
 
 def test_judgments_need_score_verdict_and_reason():
     parsed = parse_answer('{"score": 2, "verdict": "PASS", "reason": "Fine."}', JUDGMENT)
-    assert (parsed.value, parsed.choice, parsed.reason) == (2, "pass", "Fine.")  # kept, even if inconsistent
-    assert parse_answer('{"score": 6, "verdict": "fail", "reason": "x"}', JUDGMENT).error == "rating 6 outside 1-5"
+    assert (parsed.value, parsed.choice, parsed.reason) == (
+        2,
+        "pass",
+        "Fine.",
+    )  # kept, even if inconsistent
+    assert (
+        parse_answer('{"score": 6, "verdict": "fail", "reason": "x"}', JUDGMENT).error
+        == "rating 6 outside 1-5"
+    )
     assert parse_answer('{"score": 3, "verdict": "maybe", "reason": "x"}', JUDGMENT).ok is False
-    assert parse_answer('{"score": 3, "verdict": "fail"}', JUDGMENT).error == "missing field 'reason'"
+    assert (
+        parse_answer('{"score": 3, "verdict": "fail"}', JUDGMENT).error == "missing field 'reason'"
+    )
 
 
 def test_a_raw_newline_inside_a_string_is_tolerated():

@@ -1,5 +1,6 @@
 """Presets are services of their own: their own limit key, their name in every label, and the
 same task ids as the model they fill in (the label is not part of the identity)."""
+
 from __future__ import annotations
 
 import csv
@@ -14,14 +15,23 @@ from tests.conftest import write_config
 GROQ_LABEL = "groq:openai/llama-3.1-8b-instant"
 
 
-def _config(tmp_path, groq_url: str, openai_url: str, *, groq_model: str | None = None,
-            limits: str = "", name: str = "campaign.toml"):
+def _config(
+    tmp_path,
+    groq_url: str,
+    openai_url: str,
+    *,
+    groq_model: str | None = None,
+    limits: str = "",
+    name: str = "campaign.toml",
+):
     groq_model = groq_model or 'preset = "groq"'
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "presets"
         jobs = ["ai-bias-benchmark"]
         samples = 1
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         {groq_model}
         name = "llama-3.1-8b-instant"
@@ -31,16 +41,23 @@ def _config(tmp_path, groq_url: str, openai_url: str, *, groq_model: str | None 
         name = "gpt-4o-mini"
         base_url = "{openai_url}"
         {limits}
-        """, name=name)
+        """,
+        name=name,
+    )
 
 
 def test_a_preset_gets_its_own_limit_key_and_its_name_in_the_label(tmp_path):
-    cfg = _config(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", limits="""
+    cfg = _config(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        "http://127.0.0.1:9/v1",
+        limits="""
         [limits.groq]
         rpm = 1
         [limits.openai]
         rpm = 1000
-        """)
+        """,
+    )
     groq, openai = load_campaign(cfg).config.models
     assert (groq.limit_key, groq.label) == ("groq", GROQ_LABEL)
     assert (openai.limit_key, openai.label) == ("openai", "openai/gpt-4o-mini")
@@ -57,22 +74,36 @@ def test_a_preset_gets_its_own_limit_key_and_its_name_in_the_label(tmp_path):
 def test_the_label_is_not_part_of_the_task_ids(tmp_path):
     url = "http://127.0.0.1:9/v1"
     with_preset = load_campaign(_config(tmp_path, url, url))
-    same_by_hand = load_campaign(_config(tmp_path, url, url, name="by-hand.toml", groq_model=(
-        'provider = "openai"\n        api_key_env = "GROQ_API_KEY"')))
+    same_by_hand = load_campaign(
+        _config(
+            tmp_path,
+            url,
+            url,
+            name="by-hand.toml",
+            groq_model=('provider = "openai"\n        api_key_env = "GROQ_API_KEY"'),
+        )
+    )
     a, b = with_preset.config.models[0], same_by_hand.config.models[0]
     assert a.label != b.label and a.limit_key != b.limit_key
-    assert [t.task_id for t in Plan(with_preset).tasks()] == [t.task_id for t in Plan(same_by_hand).tasks()]
+    assert [t.task_id for t in Plan(with_preset).tasks()] == [
+        t.task_id for t in Plan(same_by_hand).tasks()
+    ]
 
 
 def test_an_extractor_may_have_a_limit_table_of_its_own(tmp_path):
-    cfg = _config(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", limits="""
+    cfg = _config(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        "http://127.0.0.1:9/v1",
+        limits="""
         [extractor]
         preset = "groq"
         name = "llama-3.1-8b-instant"
         limit = "extraction"
         [limits.extraction]
         rpm = 30
-        """)
+        """,
+    )
     campaign = load_campaign(cfg)
     assert campaign.config.extractor.api_key_env == "GROQ_API_KEY"  # the preset applies to it too
     assert campaign.config.extractor.limit_key == "extraction"

@@ -1,4 +1,5 @@
 """What a run shows while it goes, on a terminal or off one (cron mails, CI logs)."""
+
 from __future__ import annotations
 
 import io
@@ -28,14 +29,17 @@ def test_off_a_terminal_progress_lines_carry_rate_and_eta_per_model():
 
 
 def test_the_plan_shows_a_local_or_simulated_model_as_free(tmp_path):
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         name = "free"
         jobs = ["ai-bias-benchmark"]
         samples = 2
         [[models]]
         provider = "simulated"
         name = "sim"
-        """)
+        """,
+    )
     result = CliRunner().invoke(app, ["plan", str(cfg)])
     assert result.exit_code == 0, result.output
     assert "free (runs locally)" in result.output and "no price" not in result.output

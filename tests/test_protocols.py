@@ -1,4 +1,5 @@
 """The emulator speaks the real protocols: the official SDKs and our adapters see the same things."""
+
 from __future__ import annotations
 
 import anthropic
@@ -22,14 +23,20 @@ def sdk_call(protocol: str, server, model: str):
     """(text, prompt tokens, completion tokens) through the vendor's own SDK."""
     if protocol == "openai":
         client = openai.OpenAI(base_url=server.base_url("openai"), api_key="sk-x", max_retries=0)
-        r = client.chat.completions.create(model=model, max_tokens=20, messages=[
-            {"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}])
+        r = client.chat.completions.create(
+            model=model,
+            max_tokens=20,
+            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}],
+        )
         if r.choices[0].finish_reason == "content_filter":
             raise Refused("content_filter")
         return r.choices[0].message.content, r.usage.prompt_tokens, r.usage.completion_tokens
-    client = anthropic.Anthropic(base_url=server.base_url("anthropic"), api_key="sk-x", max_retries=0)
-    r = client.messages.create(model=model, max_tokens=20, system=SYSTEM,
-                               messages=[{"role": "user", "content": PROMPT}])
+    client = anthropic.Anthropic(
+        base_url=server.base_url("anthropic"), api_key="sk-x", max_retries=0
+    )
+    r = client.messages.create(
+        model=model, max_tokens=20, system=SYSTEM, messages=[{"role": "user", "content": PROMPT}]
+    )
     if r.stop_reason == "refusal":
         raise Refused("refusal")
     return r.content[0].text, r.usage.input_tokens, r.usage.output_tokens
@@ -37,10 +44,17 @@ def sdk_call(protocol: str, server, model: str):
 
 def adapter_call(protocol: str, server, model: str):
     """The same call through our adapter."""
-    cfg = CampaignConfig(name="p", jobs=["ai-bias-benchmark"], samples=1, models=[{
-        "provider": protocol, "name": model, "base_url": server.base_url(protocol)}])
-    task = next(t for t in Plan(build_campaign(cfg, None)).tasks()
-                if t.cell.experiment.slug == "escalation-past-investment")
+    cfg = CampaignConfig(
+        name="p",
+        jobs=["ai-bias-benchmark"],
+        samples=1,
+        models=[{"provider": protocol, "name": model, "base_url": server.base_url(protocol)}],
+    )
+    task = next(
+        t
+        for t in Plan(build_campaign(cfg, None)).tasks()
+        if t.cell.experiment.slug == "escalation-past-investment"
+    )
     provider = make_provider(cfg.models[0], LimitConfig())
 
     async def call():
@@ -78,7 +92,9 @@ def test_a_rate_limit_with_its_retry_hint(emulator, caller, protocol):
         CALLERS[caller](protocol, server, "m-1")
     if caller == "adapter":
         assert 25 < info.value.retry_after <= 30
-        assert info.value.rate.limit_requests == 2 and info.value.rate.remaining_requests == 0  # per minute
+        assert (
+            info.value.rate.limit_requests == 2 and info.value.rate.remaining_requests == 0
+        )  # per minute
     else:
         assert 25 < float(info.value.response.headers["retry-after"]) <= 30
 
@@ -115,7 +131,9 @@ def test_gemini_answers_and_failures(emulator, fault):
     server = emulator()
     text, prompt_tokens, _ = adapter_call("gemini", server, "gemini-test")
     assert text in ('{"choice":"Continue"}', '{"choice":"Stop"}') and prompt_tokens > 20
-    assert server.log.bodies[-1]["systemInstruction"]["parts"][0]["text"].startswith("Answer the task")
+    assert server.log.bodies[-1]["systemInstruction"]["parts"][0]["text"].startswith(
+        "Answer the task"
+    )
     setattr(server.config.faults, fault, 1.0)
     expected = {"refusal": Refused, "rate_limited": RateLimited, "overloaded": RateLimited}[fault]
     with pytest.raises(expected) as info:
@@ -124,8 +142,18 @@ def test_gemini_answers_and_failures(emulator, fault):
         assert info.value.retry_after == pytest.approx(0.05)  # from the RetryInfo detail
 
 
-@pytest.mark.parametrize(("hint", "seconds"), [("2", 2.0), ("0.25", 0.25), ("6m0s", 360.0), ("1m30.5s", 90.5),
-                                               ("120ms", 0.12), ("", None), ("soon", None)])
+@pytest.mark.parametrize(
+    ("hint", "seconds"),
+    [
+        ("2", 2.0),
+        ("0.25", 0.25),
+        ("6m0s", 360.0),
+        ("1m30.5s", 90.5),
+        ("120ms", 0.12),
+        ("", None),
+        ("soon", None),
+    ],
+)
 def test_retry_and_reset_hints(hint, seconds):
     assert seconds_until(hint) == (pytest.approx(seconds) if seconds is not None else None)
 
@@ -133,6 +161,7 @@ def test_retry_and_reset_hints(hint, seconds):
 def test_rfc3339_and_http_date_hints():
     from datetime import datetime, timedelta, timezone
     from email.utils import format_datetime
+
     later = datetime.now(timezone.utc) + timedelta(seconds=30)
     assert 28 < seconds_until(later.isoformat()) <= 30
     assert 27 < seconds_until(format_datetime(later, usegmt=True)) <= 30

@@ -1,5 +1,6 @@
 """Reading rate-limit headers, which happens on every reply: the cheap reading must say exactly
 what the plain one says, name by name, every value through `seconds_until` and `_int`."""
+
 from __future__ import annotations
 
 import types
@@ -23,16 +24,24 @@ def plain_reading(headers, prefix: str, reset_suffix: str = "reset") -> RateInfo
     def get(kind: str, what: str) -> str | None:
         return headers.get(f"{prefix}{what}-{kind}") or headers.get(f"{prefix}{kind}-{what}")
 
-    info = RateInfo(_int(get("requests", "limit")), _int(get("requests", "remaining")),
-                    seconds_until(get("requests", reset_suffix)), _int(get("tokens", "limit")),
-                    _int(get("tokens", "remaining")), seconds_until(get("tokens", reset_suffix)))
-    return info if info.remaining_requests is not None or info.remaining_tokens is not None else None
+    info = RateInfo(
+        _int(get("requests", "limit")),
+        _int(get("requests", "remaining")),
+        seconds_until(get("requests", reset_suffix)),
+        _int(get("tokens", "limit")),
+        _int(get("tokens", "remaining")),
+        seconds_until(get("tokens", reset_suffix)),
+    )
+    return (
+        info if info.remaining_requests is not None or info.remaining_tokens is not None else None
+    )
 
 
 def plain_seconds(value):
     """seconds_until's generic reading, without its fast forms: a number, a duration by regex,
     then a date."""
     import email.utils
+
     if not isinstance(value, str) or not (value := value.strip()):
         return None
     if (seconds := http._number(value)) is not None:
@@ -66,28 +75,57 @@ numbers = st.integers(0, 10**7).map(str) | st.decimals(0, 1e5, places=3).map(str
 values = st.one_of(
     numbers,
     st.builds(lambda n, u: n + u, numbers, st.sampled_from(["ms", "s", "m", "h"])),  # OpenAI
-    st.lists(st.builds(lambda n, u: n + u, numbers, st.sampled_from(["ms", "s", "m", "h"])),
-             min_size=2, max_size=3).map("".join),  # "6m0s"
+    st.lists(
+        st.builds(lambda n, u: n + u, numbers, st.sampled_from(["ms", "s", "m", "h"])),
+        min_size=2,
+        max_size=3,
+    ).map("".join),  # "6m0s"
     moments.map(lambda t: t.isoformat()),  # Anthropic
     moments.map(lambda t: t.isoformat().replace("+00:00", "Z")),
     moments.map(lambda t: format_datetime(t, usegmt=True)),  # an HTTP date
-    st.sampled_from(["", "s", "ms", ".5s", "5.s", "1..5s", " 5ms", "5ms ", "-5ms", "5 ms", "١٢ms",
-                     "1e3s", "nan", "inf", "soon", "2026-13-45T99:00:00Z", "2026-01-01Txx"]),
-    st.text(max_size=12))
+    st.sampled_from(
+        [
+            "",
+            "s",
+            "ms",
+            ".5s",
+            "5.s",
+            "1..5s",
+            " 5ms",
+            "5ms ",
+            "-5ms",
+            "5 ms",
+            "١٢ms",
+            "1e3s",
+            "nan",
+            "inf",
+            "soon",
+            "2026-13-45T99:00:00Z",
+            "2026-01-01Txx",
+        ]
+    ),
+    st.text(max_size=12),
+)
 
-names = st.builds(lambda prefix, a, b: prefix + f"{a}-{b}", st.sampled_from(PREFIXES),
-                  st.sampled_from(["limit", "remaining", "reset", "requests", "tokens"]),
-                  st.sampled_from(["limit", "remaining", "reset", "requests", "tokens"]))
-header_sets = st.lists(st.tuples(names | st.sampled_from(["Date", "Server", "x-request-id"]),
-                                 values, st.booleans()), max_size=14)
+names = st.builds(
+    lambda prefix, a, b: prefix + f"{a}-{b}",
+    st.sampled_from(PREFIXES),
+    st.sampled_from(["limit", "remaining", "reset", "requests", "tokens"]),
+    st.sampled_from(["limit", "remaining", "reset", "requests", "tokens"]),
+)
+header_sets = st.lists(
+    st.tuples(names | st.sampled_from(["Date", "Server", "x-request-id"]), values, st.booleans()),
+    max_size=14,
+)
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(headers=header_sets, prefix=st.sampled_from(PREFIXES))
 def test_the_cheap_reading_says_what_the_plain_reading_says(headers, prefix):
     # Servers may send names in any case (HTTP/1.1 does not care): both readings must not either.
-    sent = CIMultiDictProxy(CIMultiDict((name.title() if upper else name, value)
-                                        for name, value, upper in headers))
+    sent = CIMultiDictProxy(
+        CIMultiDict((name.title() if upper else name, value) for name, value, upper in headers)
+    )
     with frozen_clock():
         try:
             expected = plain_reading(sent, prefix)
@@ -105,14 +143,32 @@ def test_the_fast_forms_of_a_reset_read_as_the_generic_reading_does(value):
 
 def test_the_headers_each_protocol_sends_on_every_reply():
     later = datetime.fromtimestamp(NOW + 30, timezone.utc).isoformat()
-    openai = CIMultiDictProxy(CIMultiDict({
-        "x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
-        "x-ratelimit-reset-requests": "6ms", "x-ratelimit-limit-tokens": "2000000",
-        "x-ratelimit-remaining-tokens": "1999500", "x-ratelimit-reset-tokens": "1.5s"}))
-    anthropic = CIMultiDictProxy(CIMultiDict({
-        "Anthropic-Ratelimit-Requests-Limit": "4000", "Anthropic-Ratelimit-Requests-Remaining": "0",
-        "Anthropic-Ratelimit-Requests-Reset": later}))
+    openai = CIMultiDictProxy(
+        CIMultiDict(
+            {
+                "x-ratelimit-limit-requests": "10000",
+                "x-ratelimit-remaining-requests": "9999",
+                "x-ratelimit-reset-requests": "6ms",
+                "x-ratelimit-limit-tokens": "2000000",
+                "x-ratelimit-remaining-tokens": "1999500",
+                "x-ratelimit-reset-tokens": "1.5s",
+            }
+        )
+    )
+    anthropic = CIMultiDictProxy(
+        CIMultiDict(
+            {
+                "Anthropic-Ratelimit-Requests-Limit": "4000",
+                "Anthropic-Ratelimit-Requests-Remaining": "0",
+                "Anthropic-Ratelimit-Requests-Reset": later,
+            }
+        )
+    )
     with frozen_clock():
-        assert rate_info(openai, "x-ratelimit-") == RateInfo(10000, 9999, 0.006, 2000000, 1999500, 1.5)
-        assert rate_info(anthropic, "anthropic-ratelimit-") == RateInfo(4000, 0, 30.0, None, None, None)
+        assert rate_info(openai, "x-ratelimit-") == RateInfo(
+            10000, 9999, 0.006, 2000000, 1999500, 1.5
+        )
+        assert rate_info(anthropic, "anthropic-ratelimit-") == RateInfo(
+            4000, 0, 30.0, None, None, None
+        )
         assert rate_info(CIMultiDictProxy(CIMultiDict({"Date": "x"})), "x-ratelimit-") is None

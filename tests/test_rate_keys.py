@@ -1,5 +1,6 @@
 """Rate limits as the server sees them: every request of a limit key, whoever sent it, counted
 in sliding windows at the emulator."""
+
 from __future__ import annotations
 
 import orjson
@@ -17,11 +18,18 @@ def test_no_burst_when_the_workers_come_back_from_a_429_pause(tmp_path, emulator
     # A long pause with many workers waiting: on their stale slots they would all go at its end.
     server = emulator(Faults(rate_limited=0.05, retry_after_s=1.5), seed=6)
     rate, window = 20, 2.0
-    outcome = run_quietly(openai_config(tmp_path, server.base_url("openai"), samples=3, limits=f"""
+    outcome = run_quietly(
+        openai_config(
+            tmp_path,
+            server.base_url("openai"),
+            samples=3,
+            limits=f"""
         rpm = {rate}
         period_s = {window}
         max_in_flight = 16
-        max_attempts = 20"""))
+        max_attempts = 20""",
+        )
+    )
     assert outcome.exit_code == 0 and server.log.served["rate_limited"] > 0
     arrivals = [t for t, *_ in server.log.arrivals]
     assert most_in_any_window(arrivals, window, rate) <= rate
@@ -32,11 +40,14 @@ def test_a_model_and_its_extractor_on_one_limit_key_share_its_limit(tmp_path, em
     rate, window = 24, 2.0
     server = emulator(Faults(malformed=0.5), seed=4, rpm=rate, period_s=window)
     url = server.base_url("gemini")
-    outcome = run_quietly(write_config(tmp_path, f"""
+    outcome = run_quietly(
+        write_config(
+            tmp_path,
+            f"""
         name = "t"
         jobs = ["ai-bias-benchmark"]
         samples = 2
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "gemini"
         name = "answering-model"
@@ -50,7 +61,9 @@ def test_a_model_and_its_extractor_on_one_limit_key_share_its_limit(tmp_path, em
         rpm = {rate}
         period_s = {window}
         max_in_flight = 8
-        """))
+        """,
+        )
+    )
     records = _records(outcome.run_dir)
     asked = [model for _, _, model in server.log.arrivals if model == "extractor-model"]
     assert len(records) == 24 and len(asked) >= 5  # both called through the one key

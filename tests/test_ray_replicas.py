@@ -2,6 +2,7 @@
 SmolLM2 replicas finishes with every task once; a replica killed mid-run is restarted by Ray and
 loses and duplicates nothing; at the end, on Ctrl-C and on kill -9 of the engine, every replica
 and server stops, as the processes and Ray itself both say."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,12 +20,23 @@ from orchestrator.plan import Plan
 from orchestrator.spec.build import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, write_config
-from tests.ray_cluster import (ENV, alive, descendants, replicas_under, servers_on, servers_under,
-                               start_cluster, stop_cluster, wait_until)
+from tests.ray_cluster import (
+    ENV,
+    alive,
+    descendants,
+    replicas_under,
+    servers_on,
+    servers_under,
+    start_cluster,
+    stop_cluster,
+    wait_until,
+)
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                       reason="Ray is not installed (the ray extra: pip install -e '.[ray]')"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("ray") is None,
+        reason="Ray is not installed (the ray extra: pip install -e '.[ray]')",
+    ),
     pytest.mark.skipif(default_model_path() is None, reason="the local model is not installed"),
 ]
 
@@ -36,15 +48,24 @@ def cluster():
     stop_cluster(c)
 
 
-def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str = "",
-           replicas: int = 2, more: str = "") -> Path:
+def config(
+    tmp_path: Path,
+    address: str | None,
+    *,
+    samples: int = 2,
+    server: str = "",
+    replicas: int = 2,
+    more: str = "",
+) -> Path:
     where = f'address = "{address}"' if address else ""
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "ray"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
         seed = 5
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "local"
         temperature = 0.7
@@ -63,12 +84,19 @@ def config(tmp_path: Path, address: str | None, *, samples: int = 2, server: str
         timeout_s = 60
         backoff_base_s = 0.2
         backoff_max_s = 2
-        """)
+        """,
+    )
 
 
 def start_run(path: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def results(tmp_path: Path) -> list[dict]:
@@ -96,16 +124,28 @@ def assert_all_stopped(cluster, tmp_path: Path) -> None:
     """No replica and no server left on the cluster's processes, no server anywhere on a port
     that answered the run, and no replica in Ray's view."""
     urls = {r["endpoint"] for r in results(tmp_path)}
-    assert wait_until(lambda: not replicas_under(cluster.proc.pid) and not servers_under(cluster.proc.pid)
-                      and not servers_on(urls), 60), (descendants(cluster.proc.pid), servers_on(urls))
+    assert wait_until(
+        lambda: (
+            not replicas_under(cluster.proc.pid)
+            and not servers_under(cluster.proc.pid)
+            and not servers_on(urls)
+        ),
+        60,
+    ), (descendants(cluster.proc.pid), servers_on(urls))
     view = cluster.settled()
     assert view["replicas"] == [] and view["free_cpus"] == cluster.cpus, view
 
 
 def test_a_campaign_on_two_replicas_finishes_with_every_task_once(tmp_path, cluster):
     path = config(tmp_path, cluster.address)
-    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                         capture_output=True, text=True, env=cluster.env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     recs = assert_every_task_once(tmp_path, path)
     assert len(recs) == len(task_ids(path))  # no record but the one of each task
@@ -130,8 +170,14 @@ def test_two_models_on_ray_share_the_cluster(tmp_path, cluster):
         address = "{cluster.address}"
         """
     path = config(tmp_path, cluster.address, samples=1, replicas=1, more=second)
-    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                         capture_output=True, text=True, env=cluster.env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     recs = assert_every_task_once(tmp_path, path)
     by_model = {r["modelKey"]: set() for r in recs}
@@ -143,24 +189,32 @@ def test_two_models_on_ray_share_the_cluster(tmp_path, cluster):
 
 
 @pytest.mark.parametrize("victim", ["replica", "server"])
-def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(tmp_path, cluster, victim):
+def test_a_replica_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(
+    tmp_path, cluster, victim
+):
     """kill -9 of a replica's actor, or of its llama.cpp server alone (the actor then ends
     itself at its next address check): Ray restarts it, the run goes on."""
     path = config(tmp_path, cluster.address, samples=3)
     engine = start_run(path, cluster.env)
     try:
-        first = wait_until(lambda: len(results(tmp_path)) >= 4 and replicas_under(cluster.proc.pid), 300)
+        first = wait_until(
+            lambda: len(results(tmp_path)) >= 4 and replicas_under(cluster.proc.pid), 300
+        )
         assert first, "the run made no progress"
         servers = servers_under(cluster.proc.pid)
         os.kill(first[0] if victim == "replica" else servers[0], signal.SIGKILL)
-        restarted = wait_until(lambda: [p for p in replicas_under(cluster.proc.pid) if p not in first], 120)
+        restarted = wait_until(
+            lambda: [p for p in replicas_under(cluster.proc.pid) if p not in first], 120
+        )
         out, _ = engine.communicate(timeout=600)
     finally:
         engine.kill()
     assert engine.returncode == 0, out
     assert restarted, "Ray did not restart the replica"
     recs = assert_every_task_once(tmp_path, path)
-    assert all(r["status"] in ("ok", "parse_error") for r in recs), Counter(r["status"] for r in recs)
+    assert all(r["status"] in ("ok", "parse_error") for r in recs), Counter(
+        r["status"] for r in recs
+    )
     assert "replaced by" in out  # the pool follows the replica to its new address
     assert_all_stopped(cluster, tmp_path)
 
@@ -174,10 +228,18 @@ def test_kill_9_of_the_engine_leaves_no_replica_and_the_run_resumes(tmp_path, cl
     assert servers_on({r["endpoint"] for r in results(tmp_path)})  # which sees them while they run
     engine.kill()
     engine.wait()
-    assert_all_stopped(cluster, tmp_path)  # Ray ends the actors of a driver that is gone, their servers too
+    assert_all_stopped(
+        cluster, tmp_path
+    )  # Ray ends the actors of a driver that is gone, their servers too
     assert not alive(servers)
-    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                             capture_output=True, text=True, env=cluster.env, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert_every_task_once(tmp_path, path)
     assert_all_stopped(cluster, tmp_path)
@@ -210,8 +272,14 @@ def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tm
     env["HOME"] = str(home := tmp_path / "home")  # a machine that never ran Ray: no token yet
     engine = start_run(path, env)
     try:
-        head = wait_until(lambda: [p for p, cmd in descendants(engine.pid).items()
-                                   if "ray.scripts.scripts start --head" in cmd], 120)
+        head = wait_until(
+            lambda: [
+                p
+                for p, cmd in descendants(engine.pid).items()
+                if "ray.scripts.scripts start --head" in cmd
+            ],
+            120,
+        )
         assert head, "no Ray cluster was started"
         ray_processes = wait_until(lambda: servers_under(head[0]) and descendants(head[0]), 300)
         out, _ = engine.communicate(timeout=600)
@@ -223,28 +291,43 @@ def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tm
     assert len(token.read_text()) == 64 and token.stat().st_mode & 0o777 == 0o600
     assert " ".join(out.split()).count(f"one was created in {token}") == 1, out
     assert_every_task_once(tmp_path, path)
-    assert ray_processes and wait_until(lambda: not alive(list(ray_processes) + head), 60), \
-        {p: ray_processes.get(p, "head") for p in alive(list(ray_processes) + head)}
+    assert ray_processes and wait_until(lambda: not alive(list(ray_processes) + head), 60), {
+        p: ray_processes.get(p, "head") for p in alive(list(ray_processes) + head)
+    }
 
 
 def test_kill_9_of_the_engine_stops_its_own_cluster(tmp_path):
     path = config(tmp_path, None, samples=2)
     engine = start_run(path, {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
-    head = wait_until(lambda: [p for p, cmd in descendants(engine.pid).items()
-                               if "ray.scripts.scripts start --head" in cmd], 120)
+    head = wait_until(
+        lambda: [
+            p
+            for p, cmd in descendants(engine.pid).items()
+            if "ray.scripts.scripts start --head" in cmd
+        ],
+        120,
+    )
     assert head, "no Ray cluster was started"
     assert wait_until(lambda: len(results(tmp_path)) >= 1, 300), "the run made no progress"
     everything = {**descendants(engine.pid)}
     assert servers_under(head[0])
     engine.kill()
     engine.wait()
-    assert wait_until(lambda: not alive(everything), 90), {p: everything[p] for p in alive(everything)}
+    assert wait_until(lambda: not alive(everything), 90), {
+        p: everything[p] for p in alive(everything)
+    }
 
 
 def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
     path = config(tmp_path, cluster.address, server="num_gpus = 1\nstartup_timeout_s = 5")
-    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                         capture_output=True, text=True, env=cluster.env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=300,
+    )
     out = " ".join((run.stdout + run.stderr).split())  # the terminal's line breaks aside
     assert run.returncode == 2, out
     assert "did not all start within 5 s" in out and "num_gpus = 1" in out and "fix:" in out
@@ -254,8 +337,14 @@ def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
 def test_a_cluster_joined_without_its_token_is_an_error_about_the_token(tmp_path, cluster):
     path = config(tmp_path, cluster.address)
     env = {**cluster.env, "HOME": str(home := tmp_path / "home")}  # token mode on, no token here
-    run = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path)], cwd=ROOT,
-                         capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     out = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 2, out
     assert "refused this process" in out and "no authentication token" in out, out

@@ -1,5 +1,6 @@
 """The token Ray's token authentication needs on the run's own cluster (cluster/token.py), and
 what the run says when a cluster does not start: no Ray is needed for these."""
+
 from __future__ import annotations
 
 import pytest
@@ -93,8 +94,9 @@ def test_a_cluster_refused_for_want_of_a_token_says_so_not_to_wait_longer():
 
 
 def test_a_cluster_that_stopped_while_starting_is_not_blamed_on_the_timeout():
-    error = start_failure("Traceback ...\nOSError: [Errno 28] No space left on device", 120,
-                          exited=True)
+    error = start_failure(
+        "Traceback ...\nOSError: [Errno 28] No space left on device", 120, exited=True
+    )
     assert "stopped while starting" in str(error) and "No space left" in str(error)
     assert error.field == "models[].server.backend" and "startup_timeout_s" not in error.fix
 

@@ -1,4 +1,5 @@
 """Reports: self-contained HTML, numbers that trace back to the run."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,9 @@ from tests.conftest import write_config
 
 def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         name = "rep"
         jobs = ["ai-bias-benchmark"]
         samples = 8
@@ -25,7 +28,8 @@ def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
         name = "beta"
         [models.simulate]
         parse_error_rate = 0.2
-        """)
+        """,
+    )
     runner = CliRunner()
     assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "rep" / "nightly-1"
@@ -50,8 +54,13 @@ def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
     assert (run_dir / "report" / "forest.png").stat().st_size > 1000
     # the seed-000 study's departures from its spec are named, with their reasons; studies with
     # no job in this run say nothing
-    deviations = md.split("## Deviations from the seed-000 benchmark spec", 1)[1].split("\n## ", 1)[0]
-    assert "deterministicMinimumSamplesPerCondition" in deviations and "attraction effect" in deviations
+    deviations = md.split("## Deviations from the seed-000 benchmark spec", 1)[1].split("\n## ", 1)[
+        0
+    ]
+    assert (
+        "deterministicMinimumSamplesPerCondition" in deviations
+        and "attraction effect" in deviations
+    )
     assert "| deviation | why |" in deviations and "Deviations from the seed-001" not in md
     assert "<h2>Deviations from the seed-000 benchmark spec</h2>" in page
 
@@ -63,7 +72,9 @@ def test_analyze_without_results_says_what_to_do(tmp_path):
 
 def test_each_study_names_its_departures_from_its_seed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, """
+    cfg = write_config(
+        tmp_path,
+        """
         name = "dev"
         jobs = ["eleven-biases", "ai-judge-history"]
         samples = 3
@@ -72,7 +83,8 @@ def test_each_study_names_its_departures_from_its_seed(tmp_path, monkeypatch):
         provider = "simulated"
         name = "alpha"
         temperature = 1.0
-        """)
+        """,
+    )
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "dev" / "default"
     result = CliRunner().invoke(app, ["report", str(run_dir)])

@@ -1,6 +1,7 @@
 """results.ndjson hygiene: a line that is not a record stops every verb with its line number and
 the fix, changing nothing; `repair` moves such lines aside; a torn last line is skipped by the
 readers (and said so) and cut by `run`."""
+
 from __future__ import annotations
 
 import os
@@ -22,17 +23,20 @@ VERBS = ("run", "status", "analyze", "report", "export")
 
 
 def _simulated_run(tmp_path: Path, samples: int = 2) -> tuple[Path, Path]:
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "h"
         jobs = ["ai-bias-benchmark"]
         samples = {samples}
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "m"
         [models.simulate]
         parse_error_rate = 0.2
-        """)
+        """,
+    )
     outcome = run_quietly(cfg)
     assert outcome.exit_code == 0
     return cfg, outcome.run_dir
@@ -46,8 +50,11 @@ def _invoke(verb: str, cfg: Path, run_dir: Path):
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under a run folder (the run lock's file aside), to prove nothing changed."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def _glued(lines: list[bytes]) -> bytes:
@@ -62,12 +69,21 @@ BAD_LINES = {
     "a JSON array": lambda lines: b"[1, 2, 3]\n",
     "record without a newline, then another": _glued,
 }
-WHY = {"blank": "a blank line", "garbage": "not JSON", "foreign JSON": "JSON without taskId and status",
-       "a JSON array": "not an object", "record without a newline, then another": "not JSON"}
+WHY = {
+    "blank": "a blank line",
+    "garbage": "not JSON",
+    "foreign JSON": "JSON without taskId and status",
+    "a JSON array": "not an object",
+    "record without a newline, then another": "not JSON",
+}
 # `run` checks only the start of our layout (to stay fast), so a glued line passes it; every
 # reader that parses whole lines names it.
-CASES = [(verb, kind) for verb in VERBS for kind in BAD_LINES
-         if not (verb == "run" and kind.startswith("record without"))]
+CASES = [
+    (verb, kind)
+    for verb in VERBS
+    for kind in BAD_LINES
+    if not (verb == "run" and kind.startswith("record without"))
+]
 
 
 @pytest.mark.parametrize(("verb", "kind"), CASES)
@@ -124,13 +140,20 @@ def test_readers_skip_a_torn_last_line_say_so_and_leave_it(tmp_path, verb):
     assert results.read_bytes() == torn  # a reader never changes the file
     expected, _, expected_flat = _invoke(verb, Path(), clean)
     assert expected.exit_code == 0 and "ignored a torn" not in expected_flat
-    outputs = {"analyze": "summary.csv", "report": "report/report.md", "export": "export/ai-benchmark"}
+    outputs = {
+        "analyze": "summary.csv",
+        "report": "report/report.md",
+        "export": "export/ai-benchmark",
+    }
     if verb == "status":  # the same figures as without the torn line
-        assert flat.split(" complete;")[0].replace(str(run_dir), "") == \
-            expected_flat.split(" complete;")[0].replace(str(clean), "")
+        assert flat.split(" complete;")[0].replace(str(run_dir), "") == expected_flat.split(
+            " complete;"
+        )[0].replace(str(clean), "")
     elif verb == "export":
         ours = sorted((run_dir / outputs[verb]).iterdir())
-        assert [p.read_bytes() for p in ours] == [p.read_bytes() for p in sorted((clean / outputs[verb]).iterdir())]
+        assert [p.read_bytes() for p in ours] == [
+            p.read_bytes() for p in sorted((clean / outputs[verb]).iterdir())
+        ]
     else:
         same = (run_dir / outputs[verb]).read_text().replace(str(run_dir), "")
         assert same == (clean / outputs[verb]).read_text().replace(str(clean), "")
@@ -143,8 +166,18 @@ def test_repair_moves_bad_lines_aside_and_the_run_goes_on(tmp_path):
     rejected.write_bytes(b"from an earlier repair\n")
     glued = _glued(lines[10:12])
     bad = [b"\n", b"not json\n", b'{"event": "checkpoint"}\n', glued]
-    mixed = [*lines[:2], bad[0], *lines[2:4], bad[1], *lines[4:6], bad[2], *lines[6:10], bad[3],
-             *lines[12:-1], lines[-1][:50]]
+    mixed = [
+        *lines[:2],
+        bad[0],
+        *lines[2:4],
+        bad[1],
+        *lines[4:6],
+        bad[2],
+        *lines[6:10],
+        bad[3],
+        *lines[12:-1],
+        lines[-1][:50],
+    ]
     results.write_bytes(b"".join(mixed))
     result = CliRunner().invoke(app, ["repair", str(run_dir)])
     flat = " ".join(result.output.split())
@@ -155,13 +188,18 @@ def test_repair_moves_bad_lines_aside_and_the_run_goes_on(tmp_path):
     assert f"line {len(mixed)}: a torn last line" in flat
     kept = [*lines[:10], *lines[12:-1]]
     assert results.read_bytes() == b"".join(kept)  # records untouched, in their order
-    assert rejected.read_bytes() == b"from an earlier repair\n" + b"".join(bad) + lines[-1][:50] + b"\n"
+    assert (
+        rejected.read_bytes()
+        == b"from an earlier repair\n" + b"".join(bad) + lines[-1][:50] + b"\n"
+    )
     assert not list(run_dir.glob("*.tmp"))
     again = CliRunner().invoke(app, ["repair", str(run_dir)])
     assert again.exit_code == 0 and "nothing to repair" in again.output
     assert run_quietly(cfg).exit_code == 0  # the tasks whose lines were moved run again
     final = [orjson.loads(line) for line in results.read_bytes().splitlines()]
-    assert sorted(r["taskId"] for r in final) == sorted({orjson.loads(line)["taskId"] for line in lines})
+    assert sorted(r["taskId"] for r in final) == sorted(
+        {orjson.loads(line)["taskId"] for line in lines}
+    )
     assert CliRunner().invoke(app, ["analyze", str(run_dir)]).exit_code == 0
 
 
@@ -208,6 +246,7 @@ def test_a_line_torn_by_a_run_while_it_is_read_is_left_out(tmp_path):
 
 def test_repair_is_refused_while_a_run_holds_the_folder(tmp_path):
     from orchestrator.engine.lock import RunLock
+
     _, run_dir = _simulated_run(tmp_path)
     results = run_dir / "results.ndjson"
     results.write_bytes(results.read_bytes() + b"not json\n")

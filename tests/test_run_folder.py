@@ -1,6 +1,7 @@
 """A run folder that is not what the verbs expect (a manifest of the wrong shape, a results
 file that is a folder, a file where the folder should be): exit 2 naming the file, the field
 and the fix, no traceback, nothing written."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,15 +17,18 @@ VERBS = ("run", "status", "analyze", "report", "export", "repair")
 
 
 def _run(tmp_path: Path) -> tuple[Path, Path]:
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "f"
         jobs = ["ai-bias-benchmark"]
         samples = 2
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "m"
-        """)
+        """,
+    )
     return cfg, run_quietly(cfg).run_dir
 
 
@@ -35,25 +39,36 @@ def _invoke(verb: str, cfg: Path, target: Path):
 
 
 def _snapshot(root: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
-            for p in sorted(root.rglob("*")) if p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+        if p.name != ".lock"
+    }
 
 
 def _manifest_without(key: str):
     def change(m: dict) -> bytes:
         m.pop(key)
         return orjson.dumps(m)
+
     return change
 
 
 MANIFESTS = {  # how the manifest is broken -> (new bytes, what the message must name)
     "a JSON list": (lambda m: b"[1, 2]", "it holds a JSON list, not an object"),
-    "no plan": (_manifest_without("plan"), "field 'plan': manifest.json is not a run manifest: it is missing"),
+    "no plan": (
+        _manifest_without("plan"),
+        "field 'plan': manifest.json is not a run manifest: it is missing",
+    ),
     "plan a list": (lambda m: orjson.dumps({**m, "plan": []}), "field 'plan'"),
-    "per_model a string": (lambda m: orjson.dumps({**m, "plan": {**m["plan"], "per_model": "x"}}),
-                           "field 'plan.per_model': manifest.json is not a run manifest: it should be an object"),
-    "a count not a number": (lambda m: orjson.dumps({**m, "plan": {**m["plan"], "per_model": {"k": "3"}}}),
-                             "field 'plan.per_model.k'"),
+    "per_model a string": (
+        lambda m: orjson.dumps({**m, "plan": {**m["plan"], "per_model": "x"}}),
+        "field 'plan.per_model': manifest.json is not a run manifest: it should be an object",
+    ),
+    "a count not a number": (
+        lambda m: orjson.dumps({**m, "plan": {**m["plan"], "per_model": {"k": "3"}}}),
+        "field 'plan.per_model.k'",
+    ),
     "a UTF-8 BOM": (lambda m: b"\xef\xbb\xbf" + orjson.dumps(m), "UTF-8 byte-order mark (BOM)"),
 }
 
@@ -99,7 +114,10 @@ def test_a_file_where_the_run_folder_should_be_is_named(tmp_path, verb):
     result, message, flat = _invoke(verb, cfg, run_dir)
     assert result.exit_code == 2, result.output
     if verb == "run":  # the config's output_dir check finds it first
-        assert f"field 'output_dir': cannot create the run folder {run_dir}" in flat and "is a file" in flat
+        assert (
+            f"field 'output_dir': cannot create the run folder {run_dir}" in flat
+            and "is a file" in flat
+        )
     else:
         assert f"{run_dir}: this is a file, not a run folder" in flat
     assert "fix:" in flat and "Traceback" not in message

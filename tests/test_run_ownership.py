@@ -1,4 +1,5 @@
 """One process owns a run folder, and a run folder resumes wherever it is."""
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,13 @@ from tests.conftest import openai_config, write_config
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "run", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def _wait_for_results(results: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -148,10 +153,14 @@ def test_a_lock_in_a_folder_that_cannot_hold_one_is_a_clear_error(tmp_path):
     assert "fix:" in str(caught.value)
 
 
-def test_a_moved_run_resumes_without_the_price_table_its_config_named(tmp_path, emulator, monkeypatch):
+def test_a_moved_run_resumes_without_the_price_table_its_config_named(
+    tmp_path, emulator, monkeypatch
+):
     server = emulator()
     (tmp_path / "my-prices.toml").write_text('[models."fake-model"]\ninput = 1.0\noutput = 2.0\n')
-    cfg = openai_config(tmp_path, server.base_url("openai"), samples=2, extra='prices = "my-prices.toml"')
+    cfg = openai_config(
+        tmp_path, server.base_url("openai"), samples=2, extra='prices = "my-prices.toml"'
+    )
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "t" / "r1"
     results = run_dir / "results.ndjson"
@@ -163,7 +172,10 @@ def test_a_moved_run_resumes_without_the_price_table_its_config_named(tmp_path, 
     result = CliRunner().invoke(app, ["run", str(moved)])
     assert result.exit_code == 0, result.output
     assert len(_task_ids(moved / "results.ndjson")) == 24
-    costs = [orjson.loads(line)["costUsd"] for line in (moved / "results.ndjson").read_bytes().splitlines()]
+    costs = [
+        orjson.loads(line)["costUsd"]
+        for line in (moved / "results.ndjson").read_bytes().splitlines()
+    ]
     assert all(c and c > 0 for c in costs)  # resumed calls are priced as the run's snapshot says
 
 
@@ -177,15 +189,18 @@ def test_a_results_file_given_for_a_run_folder_names_the_folder(tmp_path, emulat
 
 
 def test_ctrl_c_stops_a_run_on_an_instant_respondent(tmp_path):
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "fast"
         jobs = ["ai-bias-benchmark"]
         samples = 100000
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "instant"
-        """)
+        """,
+    )
     results = tmp_path / "runs" / "fast" / "default" / "results.ndjson"
     proc = _start(str(cfg))
     _wait_for_results(results, proc)

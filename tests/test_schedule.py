@@ -1,6 +1,7 @@
 """`orchestrator schedule`: the crontab line it prints is run as cron runs it (its command with
 `bash -c`, from another folder, `\\%` unescaped), the systemd units run the same command, and
 --install writes the units and enables the timer (with a stand-in systemctl)."""
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ def run_as_cron(line: str, tmp_path: Path) -> subprocess.CompletedProcess:
     command = line.split(None, 5)[5].replace("\\%", "%")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
-    return subprocess.run(["bash", "-c", command], cwd=elsewhere, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=elsewhere, capture_output=True, text=True, timeout=300
+    )
 
 
 def unit_value(out: str, key: str) -> str:
@@ -78,35 +81,44 @@ def test_the_scheduled_command_runs_each_night_into_a_new_dated_folder(tmp_path)
     log = (campaign / "logs" / f"{day}.log").read_text().splitlines()
     assert log[0].startswith("== ") and " run " in log[0] and "--run-id auto" in log[0]
     assert re.fullmatch(r"== \S+ exit 0", log[-1])
-    night_one = files(campaign / day) | {campaign / "logs" / f"{day}.log": (campaign / "logs" / f"{day}.log").read_bytes()}
+    night_one = files(campaign / day) | {
+        campaign / "logs" / f"{day}.log": (campaign / "logs" / f"{day}.log").read_bytes()
+    }
 
     second = run_as_cron(line, tmp_path)
     if today() != day:
         pytest.skip("the UTC date changed during the run")
     assert second.returncode == 0, second.stderr
-    assert os.readlink(campaign / "latest") == f"{day}-2" and (campaign / f"{day}-2" / "results.ndjson").is_file()
+    assert (
+        os.readlink(campaign / "latest") == f"{day}-2"
+        and (campaign / f"{day}-2" / "results.ndjson").is_file()
+    )
     assert (campaign / "logs" / f"{day}-2.log").read_text().splitlines()[-1].endswith("exit 0")
     assert {p: p.read_bytes() for p in night_one} == night_one  # the first night, never touched
     assert files(campaign / day).keys() == night_one.keys() - {campaign / "logs" / f"{day}.log"}
 
 
 def test_a_missing_key_fails_the_night_with_the_reason_in_the_log_and_the_key_file_supplies_it(
-        tmp_path, emulator, monkeypatch):
+    tmp_path, emulator, monkeypatch
+):
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SCHEDULE_TEST_KEY", raising=False)
     server = emulator()
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         name = "keyed"
         jobs = ["ai-bias-benchmark"]
         samples = 2
         [[models]]
         provider = "openai"
         name = "fake-model"
-        base_url = "{server.base_url('openai')}"
+        base_url = "{server.base_url("openai")}"
         api_key_env = "SCHEDULE_TEST_KEY"
         temperature = 0.7
-        """)
+        """,
+    )
     made = schedule(str(config), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     env_file = home / ".config" / "orchestrator" / "keyed.env"
@@ -123,14 +135,18 @@ def test_a_missing_key_fails_the_night_with_the_reason_in_the_log_and_the_key_fi
         pytest.skip("the UTC date changed during the run")
     assert failed.returncode == 2
     log = (tmp_path / "runs" / "keyed" / "logs" / f"{day}.log").read_text()
-    assert "environment variable SCHEDULE_TEST_KEY is not set" in log and log.rstrip().endswith("exit 2")
+    assert "environment variable SCHEDULE_TEST_KEY is not set" in log and log.rstrip().endswith(
+        "exit 2"
+    )
     assert not (tmp_path / "runs" / "keyed" / day).exists() and not server.log.arrivals
 
     env_file.write_text("SCHEDULE_TEST_KEY=sk-test-do-not-print-3141\n")
     done = run_as_cron(line, tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "runs" / "keyed" / day / "results.ndjson").is_file() and server.log.arrivals
-    written = b"".join(files(tmp_path / "runs").values()) + made.stdout.encode() + done.stdout.encode()
+    written = (
+        b"".join(files(tmp_path / "runs").values()) + made.stdout.encode() + done.stdout.encode()
+    )
     assert b"sk-test-do-not-print-3141" not in written
 
 
@@ -141,15 +157,33 @@ def test_the_systemd_units_run_the_cron_command_at_the_same_time(tmp_path):
     made = schedule(str(config), "--at", "7:05", "--budget", "2.5", cwd=work)
     assert made.returncode == 0, made.stderr
     line = crontab_line(made.stdout)
-    assert line.startswith("5 7 * * * ") and "100\\% $ure" in line and not re.search(r"[^\\]%", line)
-    assert "100%% $$ure" in unit_value(made.stdout, "ExecStart") and "100%% $$ure" in unit_value(made.stdout, "WorkingDirectory")
-    cd, command = re.fullmatch(r"cd (.+?) && (.+) >/dev/null", line.split(None, 5)[5].replace("\\%", "%")).groups()
+    assert (
+        line.startswith("5 7 * * * ") and "100\\% $ure" in line and not re.search(r"[^\\]%", line)
+    )
+    assert "100%% $$ure" in unit_value(made.stdout, "ExecStart") and "100%% $$ure" in unit_value(
+        made.stdout, "WorkingDirectory"
+    )
+    cd, command = re.fullmatch(
+        r"cd (.+?) && (.+) >/dev/null", line.split(None, 5)[5].replace("\\%", "%")
+    ).groups()
     unescape = lambda text: text.replace("%%", "%").replace("$$", "$")
     assert unescape(unit_value(made.stdout, "WorkingDirectory")) == shlex.split(cd)[0] == str(work)
     assert shlex.split(unescape(unit_value(made.stdout, "ExecStart"))) == shlex.split(command)
-    assert shlex.split(command)[-8:] == ["run", str(config), "--run-id", "auto", "--log", "auto", "--budget", "2.5"]
+    assert shlex.split(command)[-8:] == [
+        "run",
+        str(config),
+        "--run-id",
+        "auto",
+        "--log",
+        "auto",
+        "--budget",
+        "2.5",
+    ]
     assert unit_value(made.stdout, "OnCalendar") == "*-*-* 07:05:00"
-    assert unit_value(made.stdout, "Persistent") == "true" and unit_value(made.stdout, "Type") == "oneshot"
+    assert (
+        unit_value(made.stdout, "Persistent") == "true"
+        and unit_value(made.stdout, "Type") == "oneshot"
+    )
 
 
 def fake_systemctl(tmp_path: Path, fails: bool = False) -> Path:
@@ -158,8 +192,10 @@ def fake_systemctl(tmp_path: Path, fails: bool = False) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     script = folder / "systemctl"
-    script.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(tmp_path / "calls"))}\n'
-                      + ('echo "Failed to connect to bus: No medium found" >&2; exit 1\n' if fails else ""))
+    script.write_text(
+        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(tmp_path / "calls"))}\n'
+        + ('echo "Failed to connect to bus: No medium found" >&2; exit 1\n' if fails else "")
+    )
     script.chmod(0o755)
     return folder
 
@@ -175,28 +211,43 @@ def test_install_writes_the_units_then_reloads_and_enables_the_timer(tmp_path, m
     made = schedule(str(config), "--at", "03:30", "--install", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     units = tmp_path / "xdg" / "systemd" / "user"
-    service, timer = (units / "orchestrator-nightly.service").read_text(), (units / "orchestrator-nightly.timer").read_text()
+    service, timer = (
+        (units / "orchestrator-nightly.service").read_text(),
+        (units / "orchestrator-nightly.timer").read_text(),
+    )
     assert f"ExecStart={unit_value(made.stdout, 'ExecStart')}\n" in service
     assert "OnCalendar=*-*-* 03:30:00\n" in timer and "WantedBy=timers.target" in timer
-    assert calls(tmp_path) == ["--user daemon-reload", "--user enable --now orchestrator-nightly.timer"]
+    assert calls(tmp_path) == [
+        "--user daemon-reload",
+        "--user enable --now orchestrator-nightly.timer",
+    ]
 
-    again = schedule(str(config), "--at", "03:30", "--install", cwd=tmp_path)  # the same units: fine
+    again = schedule(
+        str(config), "--at", "03:30", "--install", cwd=tmp_path
+    )  # the same units: fine
     assert again.returncode == 0, again.stderr
     other = schedule(str(config), "--at", "04:00", "--install", cwd=tmp_path)
     assert other.returncode == 2 and "--force" in other.stderr and not other.stdout
     assert (units / "orchestrator-nightly.timer").read_text() == timer and len(calls(tmp_path)) == 4
     forced = schedule(str(config), "--at", "04:00", "--install", "--force", cwd=tmp_path)
-    assert forced.returncode == 0 and "04:00:00" in (units / "orchestrator-nightly.timer").read_text()
+    assert (
+        forced.returncode == 0 and "04:00:00" in (units / "orchestrator-nightly.timer").read_text()
+    )
 
 
 def test_install_reports_a_failing_systemctl_and_leaves_the_units(tmp_path, monkeypatch):
     config = write_config(tmp_path, SIMULATED)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv("PATH", f"{fake_systemctl(tmp_path, fails=True)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(
+        "PATH", f"{fake_systemctl(tmp_path, fails=True)}{os.pathsep}{os.environ['PATH']}"
+    )
     made = schedule(str(config), "--install", cwd=tmp_path)
     units = tmp_path / "xdg" / "systemd" / "user"
     assert made.returncode == 1 and "Failed to connect to bus" in made.stderr
-    assert str(units) in " ".join(made.stderr.split()) and (units / "orchestrator-nightly.timer").is_file()
+    assert (
+        str(units) in " ".join(made.stderr.split())
+        and (units / "orchestrator-nightly.timer").is_file()
+    )
 
 
 def test_install_without_systemctl_writes_nothing(tmp_path, monkeypatch):
@@ -215,19 +266,31 @@ def test_a_bad_time_is_refused_before_anything_is_written(tmp_path, monkeypatch,
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("PATH", f"{fake_systemctl(tmp_path)}{os.pathsep}{os.environ['PATH']}")
     made = schedule(str(config), "--at", at, "--install", cwd=tmp_path)
-    assert made.returncode == 2 and "--at" in made.stderr and "HH:MM" in made.stderr and not made.stdout
+    assert (
+        made.returncode == 2
+        and "--at" in made.stderr
+        and "HH:MM" in made.stderr
+        and not made.stdout
+    )
     assert not (tmp_path / "xdg").exists() and not calls(tmp_path)
 
 
 def test_a_bad_config_is_refused_naming_the_field(tmp_path):
-    config = write_config(tmp_path, SIMULATED.replace('provider = "simulated"', 'provider = "nope"'))
+    config = write_config(
+        tmp_path, SIMULATED.replace('provider = "simulated"', 'provider = "nope"')
+    )
     made = schedule(str(config), cwd=tmp_path)
-    assert made.returncode == 2 and "models[0].provider" in " ".join(made.stderr.split()) and not made.stdout
+    assert (
+        made.returncode == 2
+        and "models[0].provider" in " ".join(made.stderr.split())
+        and not made.stdout
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_the_command_is_the_venv_script_else_python_dash_m(tmp_path, monkeypatch):
     from orchestrator.nightly.schedule import orchestrator_argv
+
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     monkeypatch.setattr("sys.executable", str(venv / "python"))

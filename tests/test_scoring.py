@@ -1,6 +1,7 @@
 """Answers chosen by scoring (answers = "score"): every option's log-probability after the
 prompt and after "Answer:" alone, the DC-PMI choice, on the emulator's /v1/completions and on
 the simulated respondent; through the same limits and retries as any call."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,9 @@ def small_job(tmp_path: Path) -> Path:
     """The study's job cut down: one template each, two value rows: about 110 items."""
     data = json.loads(json.dumps(RAW))
     data["decoy"] = data["decoy"][:1]
-    data["decoy"][0].update(templates=data["decoy"][0]["templates"][:1], pairs=data["decoy"][0]["pairs"][:2])
+    data["decoy"][0].update(
+        templates=data["decoy"][0]["templates"][:1], pairs=data["decoy"][0]["pairs"][:2]
+    )
     c = data["certainty"][0]
     c.update(templates=c["templates"][:1], prizes=c["prizes"][:2], chances=c["chances"][:2])
     b = data["belief"][0]
@@ -32,11 +35,13 @@ def small_job(tmp_path: Path) -> Path:
 
 
 def emulator_config(tmp_path: Path, url: str, run_id: str, *, limits: str = "") -> Path:
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "s"
         jobs = ["{small_job(tmp_path)}"]
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "openai"
         name = "base-model"
@@ -45,7 +50,9 @@ def emulator_config(tmp_path: Path, url: str, run_id: str, *, limits: str = "") 
         [limits.openai]
         max_in_flight = 4
         {limits}
-        """, name=f"{run_id}.toml")
+        """,
+        name=f"{run_id}.toml",
+    )
 
 
 def records(tmp_path: Path, run_id: str, name: str = "s") -> list[dict]:
@@ -107,11 +114,18 @@ def test_every_option_is_scored_and_recorded_and_the_premise_is_asked_once(tmp_p
 def test_scoring_calls_are_retried_and_paced_like_any_call(tmp_path, emulator):
     clean = emulator()
     # a call fails 1 time in 4: 12 attempts leave about 1 in 17 million calls failed
-    faulty = emulator(faults=Faults(server_error=0.15, rate_limited=0.1, retry_after_s=0.01),
-                      rpm=600, period_s=1)
+    faulty = emulator(
+        faults=Faults(server_error=0.15, rate_limited=0.1, retry_after_s=0.01), rpm=600, period_s=1
+    )
     run_quietly(emulator_config(tmp_path, clean.base_url("openai"), "clean"))
-    run_quietly(emulator_config(tmp_path, faulty.base_url("openai"), "faulty",
-                                limits="rpm = 500\nperiod_s = 1\nbackoff_base_s = 0.01\nmax_attempts = 12"))
+    run_quietly(
+        emulator_config(
+            tmp_path,
+            faulty.base_url("openai"),
+            "faulty",
+            limits="rpm = 500\nperiod_s = 1\nbackoff_base_s = 0.01\nmax_attempts = 12",
+        )
+    )
     a = {r["variant"]: r for r in records(tmp_path, "clean")}
     b = {r["variant"]: r for r in records(tmp_path, "faulty")}
     assert {r["status"] for r in b.values()} == {"ok"}
@@ -121,14 +135,17 @@ def test_scoring_calls_are_retried_and_paced_like_any_call(tmp_path, emulator):
 
 
 def sim_config(tmp_path: Path, shares: dict, prior: dict, run_id: str = "sim") -> Path:
-    effects = "\n".join(f'[models.simulate.effects.{slug}]\nconditions = {conds}'
-                        for slug, conds in shares.items())
+    effects = "\n".join(
+        f"[models.simulate.effects.{slug}]\nconditions = {conds}" for slug, conds in shares.items()
+    )
     prior_line = ", ".join(f'"{k}" = {v}' for k, v in prior.items())
-    return write_config(tmp_path, f"""
+    return write_config(
+        tmp_path,
+        f"""
         name = "sim"
         jobs = ["instructed-to-bias"]
         run_id = "{run_id}"
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "base"
@@ -136,13 +153,15 @@ def sim_config(tmp_path: Path, shares: dict, prior: dict, run_id: str = "sim") -
         [models.simulate]
         scoring_prior = {{{prior_line}}}
         {effects}
-        """, name=f"{run_id}.toml")
+        """,
+        name=f"{run_id}.toml",
+    )
 
 
 def test_planted_shares_come_back_through_dcpmi_despite_a_prior(tmp_path):
     """The simulated respondent in scoring mode: planted shares of the safe lottery (control 0.3,
     treatment 0.7) and a strong prior for "Option A" that only the raw likelihood follows."""
-    conds = '[{shares = {safe = 0.3}}, {shares = {safe = 0.7}}]'
+    conds = "[{shares = {safe = 0.3}}, {shares = {safe = 0.7}}]"
     run_quietly(sim_config(tmp_path, {"certainty": conds}, {"Option A": 4.0}))
     recs = [r for r in records(tmp_path, "sim", "sim") if r["experimentSlug"] == "certainty"]
     for cond, planted in ((0, 0.3), (1, 0.7)):
@@ -158,6 +177,7 @@ def test_plan_counts_a_call_per_option(tmp_path, emulator):
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
     from orchestrator.spec.build import load_campaign
+
     plan = Plan(load_campaign(emulator_config(tmp_path, "http://127.0.0.1:9/v1", "p")))
     (e,) = estimate(plan).values()
     assert e.calls == sum(c.samples * len(c.contract.options) for c in plan.cells)
@@ -167,22 +187,35 @@ def test_plan_counts_a_call_per_option(tmp_path, emulator):
     assert not any('"choice"' in c.messages[-1]["content"] for c in plan.cells)
 
 
-@pytest.mark.parametrize("model, jobs, field", [
-    ('provider = "anthropic"\nname = "claude"\napi_key_env = "K"', '"instructed-to-bias"', "answers"),
-    ('provider = "simulated"\nname = "m"', '"ai-bias-benchmark"', "models[0].answers"),
-])
-def test_scoring_where_it_cannot_work_is_refused_before_anything_is_written(tmp_path, model, jobs, field):
+@pytest.mark.parametrize(
+    "model, jobs, field",
+    [
+        (
+            'provider = "anthropic"\nname = "claude"\napi_key_env = "K"',
+            '"instructed-to-bias"',
+            "answers",
+        ),
+        ('provider = "simulated"\nname = "m"', '"ai-bias-benchmark"', "models[0].answers"),
+    ],
+)
+def test_scoring_where_it_cannot_work_is_refused_before_anything_is_written(
+    tmp_path, model, jobs, field
+):
     from typer.testing import CliRunner
 
     from orchestrator.cli import app
-    config = write_config(tmp_path, f"""
+
+    config = write_config(
+        tmp_path,
+        f"""
         name = "bad"
         jobs = [{jobs}]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         {model}
         answers = "score"
-        """)
+        """,
+    )
     result = CliRunner().invoke(app, ["run", str(config)], env={"K": "x"})
     assert result.exit_code == 2, result.output
     assert field in result.output and "fix:" in result.output
@@ -194,27 +227,42 @@ def test_models_that_do_not_score_keep_the_task_ids_they_had():
     campaign from before scoring existed keep their task ids (and so their resumes)."""
     from orchestrator.spec.campaign import ModelConfig
     from orchestrator.spec.simulate import SimulateConfig
+
     plain = ModelConfig(provider="simulated", name="m", simulate=SimulateConfig()).identity()
     assert "answers" not in plain and "scoring_prior" not in plain["simulate"]
-    scored = ModelConfig(provider="simulated", name="m", answers="score",
-                         simulate=SimulateConfig(scoring_prior={"A": 1.0})).identity()
+    scored = ModelConfig(
+        provider="simulated",
+        name="m",
+        answers="score",
+        simulate=SimulateConfig(scoring_prior={"A": 1.0}),
+    ).identity()
     assert scored["answers"] == "score" and scored["simulate"]["scoring_prior"] == {"A": 1.0}
 
 
-@pytest.mark.parametrize("generating, want", [
-    ("", ["simulated/m (answers=generate)", "simulated/m (answers=score)"]),
-    ("temperature = 0\nmax_tokens = 24",
-     ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"]),
-])
-def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignores(tmp_path, generating, want):
+@pytest.mark.parametrize(
+    "generating, want",
+    [
+        ("", ["simulated/m (answers=generate)", "simulated/m (answers=score)"]),
+        (
+            "temperature = 0\nmax_tokens = 24",
+            ["simulated/m (T=0, max_tokens=24, answers=generate)", "simulated/m (answers=score)"],
+        ),
+    ],
+)
+def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignores(
+    tmp_path, generating, want
+):
     from orchestrator.analysis.names import model_names
     from orchestrator.engine.session import manifest_for
     from orchestrator.plan import Plan
     from orchestrator.spec.build import load_campaign
-    config = write_config(tmp_path, f"""
+
+    config = write_config(
+        tmp_path,
+        f"""
         name = "two"
         jobs = ["instructed-to-bias"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "m"
@@ -223,7 +271,8 @@ def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignore
         provider = "simulated"
         name = "m"
         answers = "score"
-        """)
+        """,
+    )
     campaign = load_campaign(config)
     assert sorted(model_names(manifest_for(campaign, Plan(campaign))).values()) == want
 
@@ -236,7 +285,7 @@ def test_a_resumed_scoring_run_asks_only_for_the_missing_tasks(tmp_path, emulato
     run_quietly(config)
     path = tmp_path / "runs" / "s" / "r" / "results.ndjson"
     lines = path.read_bytes().splitlines(keepends=True)
-    kept, lost = lines[: len(lines) // 2], [orjson.loads(x) for x in lines[len(lines) // 2:]]
+    kept, lost = lines[: len(lines) // 2], [orjson.loads(x) for x in lines[len(lines) // 2 :]]
     path.write_bytes(b"".join(kept))
     first = len(server.log.bodies)
     run_quietly(config)
@@ -258,15 +307,29 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     from orchestrator.engine.session import run_campaign
     from orchestrator.studies.instructed.analysis import bias_scores
     from rich.console import Console
-    campaign = load_campaign(ROOT / "configs" / "instructed-simulated.toml",
-                             {"output_dir": str(tmp_path / "runs")})
+
+    campaign = load_campaign(
+        ROOT / "configs" / "instructed-simulated.toml", {"output_dir": str(tmp_path / "runs")}
+    )
     with open("/dev/null", "w") as sink:
         outcome = run_campaign(campaign, Console(file=sink), handle_signals=False)
     scores = bias_scores(open_run(outcome.run_dir))
-    expected = {"base": {"Decoy Cheaper": -1 / 6, "Decoy Expensive": -1 / 6, "Certainty": 0.05,
-                         "Belief Valid": 0.0, "Belief Invalid": 0.0},
-                "instruct": {"Decoy Cheaper": 0.1, "Decoy Expensive": 0.1, "Certainty": 0.3,
-                             "Belief Valid": 0.2, "Belief Invalid": -0.2}}
+    expected = {
+        "base": {
+            "Decoy Cheaper": -1 / 6,
+            "Decoy Expensive": -1 / 6,
+            "Certainty": 0.05,
+            "Belief Valid": 0.0,
+            "Belief Invalid": 0.0,
+        },
+        "instruct": {
+            "Decoy Cheaper": 0.1,
+            "Decoy Expensive": 0.1,
+            "Certainty": 0.3,
+            "Belief Valid": 0.2,
+            "Belief Invalid": -0.2,
+        },
+    }
     attraction = {"base": 0.0, "instruct": 0.6 / 0.9 - 0.5}
     assert scores.height == 10
     for row in scores.iter_rows(named=True):
@@ -282,11 +345,14 @@ def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path)
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
     from orchestrator.spec.build import load_campaign
-    config = write_config(tmp_path, f"""
+
+    config = write_config(
+        tmp_path,
+        f"""
         name = "one"
         jobs = ["{small_job(tmp_path)}"]
         samples = 5
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "base"
@@ -294,22 +360,26 @@ def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path)
         [[models]]
         provider = "simulated"
         name = "instruct"
-        """)
+        """,
+    )
     plan = Plan(load_campaign(config))
     base, instruct = (m.key for m in plan.campaign.config.models)
     assert {c.samples for c in plan.cells if c.model_key == base} == {1}
     assert plan.per_model()[instruct] == 5 * plan.per_model()[base]
-    assert estimate(plan)[base].calls == sum(len(c.contract.options) for c in plan.cells
-                                             if c.model_key == base)
+    assert estimate(plan)[base].calls == sum(
+        len(c.contract.options) for c in plan.cells if c.model_key == base
+    )
 
 
 def test_each_model_gets_its_own_premise_scores(tmp_path):
     """Two scored models in one run share the premise cache but not its values: each option's
     premise is the model's own (here its prior: -4 + 2 for one model, -4 + 5 for the other)."""
-    config = write_config(tmp_path, f"""
+    config = write_config(
+        tmp_path,
+        f"""
         name = "two"
         jobs = ["{small_job(tmp_path)}"]
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "a"
@@ -320,10 +390,14 @@ def test_each_model_gets_its_own_premise_scores(tmp_path):
         name = "b"
         answers = "score"
         simulate = {{scoring_prior = {{"valid" = 5.0}}}}
-        """)
+        """,
+    )
     run_quietly(config)
-    premise = {(r["model"]["name"], s["option"]): s["premise"]
-               for r in records(tmp_path, "default", "two") for s in r["response"]["scores"]}
+    premise = {
+        (r["model"]["name"], s["option"]): s["premise"]
+        for r in records(tmp_path, "default", "two")
+        for s in r["response"]["scores"]
+    }
     assert premise[("a", "valid")] == -2.0 and premise[("b", "valid")] == 1.0
     assert premise[("a", "invalid")] == premise[("b", "invalid")] == -4.0
 
@@ -340,13 +414,20 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
 
     class Flat:  # every continuation equally likely after any text
         async def score(self, task, text, continuation):
-            return Completion(text=continuation, logprob=-1.0, usage={"prompt_tokens": 1, "completion_tokens": 1})
+            return Completion(
+                text=continuation, logprob=-1.0, usage={"prompt_tokens": 1, "completion_tokens": 1}
+            )
 
-    cfg = CampaignConfig(name="t", jobs=["instructed-to-bias"], items=1,
-                         models=[{"provider": "simulated", "name": "m", "answers": "score"}])
+    cfg = CampaignConfig(
+        name="t",
+        jobs=["instructed-to-bias"],
+        items=1,
+        models=[{"provider": "simulated", "name": "m", "answers": "score"}],
+    )
     plan = Plan(build_campaign(cfg, None))
     task = next(plan.tasks([0], set()))
-    completion, attempts = anyio.run(score_task, Flat(), KeyController(LimitConfig()), task, Premises(),
-                                     lambda: None)
+    completion, attempts = anyio.run(
+        score_task, Flat(), KeyController(LimitConfig()), task, Premises(), lambda: None
+    )
     assert completion.text == task.cell.contract.options[0]
     assert attempts == 2 * len(task.cell.contract.options)  # each option and its premise

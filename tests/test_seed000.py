@@ -1,4 +1,5 @@
 """The seed-000 job read in its published format, and export back to its result schema."""
+
 from __future__ import annotations
 
 import json
@@ -21,21 +22,29 @@ def test_contracts_are_inferred_from_the_published_prompts():
     job = load_job(ROOT / "jobs" / "ai-bias-benchmark.json")
     kinds = {e.slug: [c.variants[0].contract for c in e.conditions] for e in job.experiments}
     assert [c.kind for c in kinds["anchoring-first-number"]] == ["number", "number"]
-    assert [(c.kind, c.minimum, c.maximum) for c in kinds["framing-survival-mortality"]] == [("rating", 1, 7)] * 2
+    assert [(c.kind, c.minimum, c.maximum) for c in kinds["framing-survival-mortality"]] == [
+        ("rating", 1, 7)
+    ] * 2
     decoy = kinds["decoy-subscription-choice"]
     assert decoy[0].options == ("Basic — €8/month, 40 GB", "Pro — €14/month, 100 GB")
-    assert decoy[1].options == ("Basic — €8/month, 40 GB", "Plus — €14/month, 60 GB", "Pro — €14/month, 100 GB")
+    assert decoy[1].options == (
+        "Basic — €8/month, 40 GB",
+        "Plus — €14/month, 60 GB",
+        "Pro — €14/month, 100 GB",
+    )
     assert kinds["escalation-past-investment"][0].options == ("Continue", "Stop")
     assert job.min_samples == 20 and job.system_prompt.startswith("Answer the task directly.")
 
 
 def test_export_validates_against_the_published_schema_one_file_per_model(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "e"
         jobs = ["ai-bias-benchmark"]
         samples = 3
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "one"
@@ -45,7 +54,8 @@ def test_export_validates_against_the_published_schema_one_file_per_model(tmp_pa
         provider = "simulated"
         name = "two"
         temperature = 0.0
-        """)
+        """,
+    )
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "e" / "default"
     result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "ai-benchmark"])
@@ -63,18 +73,23 @@ def test_export_validates_against_the_published_schema_one_file_per_model(tmp_pa
         assert len({r["model"]["name"] for r in records}) == 1
 
 
-def test_the_report_says_which_p_values_are_unadjusted_and_how_shares_are_tested(tmp_path, monkeypatch):
+def test_the_report_says_which_p_values_are_unadjusted_and_how_shares_are_tested(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "n"
         jobs = ["ai-bias-benchmark"]
         samples = 4
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "one"
         temperature = 1.0
-        """)
+        """,
+    )
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     run_dir = tmp_path / "runs" / "n" / "default"
     shown = CliRunner().invoke(app, ["analyze", str(run_dir)], env={"COLUMNS": "400"})
@@ -94,26 +109,32 @@ def test_the_report_says_which_p_values_are_unadjusted_and_how_shares_are_tested
 def test_the_shares_p_and_ci_can_disagree_as_the_note_warns():
     """4/20 vs 0/20: the pooled z-test gives p = 0.035, yet Newcombe's interval includes 0."""
     from orchestrator.analysis.stats import newcombe
+
     _, low, high, p = newcombe(4, 20, 0, 20)
     assert p < 0.05 and low < 0 < high
 
 
-def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_list(tmp_path, monkeypatch):
+def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_list(
+    tmp_path, monkeypatch
+):
     """The Pro share falls from 1/2 to 1/3 when a third option is merely added (the respondent
     picks at random): the spec's share difference calls that -0.17, though the decoy moved nothing
     between Basic and Pro. The attraction effect (Pro among Basic-or-Pro) is ~0, and recounted
     here from the results file."""
     monkeypatch.chdir(tmp_path)
-    cfg = write_config(tmp_path, f"""
+    cfg = write_config(
+        tmp_path,
+        f"""
         name = "d"
         jobs = ["ai-bias-benchmark"]
         samples = 1500
-        output_dir = "{tmp_path / 'runs'}"
+        output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
         name = "random"
         temperature = 1.0
-        """)
+        """,
+    )
     run_dir = tmp_path / "runs" / "d" / "default"
     assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
     analyzed = CliRunner().invoke(app, ["analyze", str(run_dir)])
@@ -131,11 +152,17 @@ def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_li
     assert abs(decoy["attraction_effect"]) < 0.06  # 3.5 SE of the difference at these counts
     shared = [picks[c][pro] + picks[c][basic] for c in (0, 1)]
     _, p = proportions_ztest([picks[1][pro], picks[0][pro]], [shared[1], shared[0]])
-    low, high = confint_proportions_2indep(picks[1][pro], shared[1], picks[0][pro], shared[0], method="newcomb")
-    assert (decoy["attraction_ci_low"], decoy["attraction_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    low, high = confint_proportions_2indep(
+        picks[1][pro], shared[1], picks[0][pro], shared[0], method="newcomb"
+    )
+    assert (decoy["attraction_ci_low"], decoy["attraction_ci_high"]) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
     assert decoy["attraction_p"] == pytest.approx(p)
-    assert decoy["effect"] == pytest.approx(picks[1][pro] / sum(picks[1].values())
-                                            - picks[0][pro] / sum(picks[0].values()), abs=1e-12)
+    assert decoy["effect"] == pytest.approx(
+        picks[1][pro] / sum(picks[1].values()) - picks[0][pro] / sum(picks[0].values()), abs=1e-12
+    )
     assert decoy["effect"] < -0.12  # the option count alone: 1/3 - 1/2
     assert any("among the options both list" in f for f in decoy["flags"])
     others = [r for r in rows if r["experimentSlug"] != "decoy-subscription-choice"]

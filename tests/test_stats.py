@@ -1,4 +1,5 @@
 """The statistics against scipy and statsmodels on fixed data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,15 +24,23 @@ def test_welch_matches_scipy():
 
 
 def test_welch_is_vectorised_and_honest_about_degenerate_rows():
-    diff, low, high, p, _ = welch([5.0, 4.0, 3.0], [1.0, 0.0, 1.0], [10, 10, 1],
-                                  [4.0, 4.0, 2.0], [1.0, 0.0, 1.0], [10, 10, 10])
+    diff, low, high, p, _ = welch(
+        [5.0, 4.0, 3.0],
+        [1.0, 0.0, 1.0],
+        [10, 10, 1],
+        [4.0, 4.0, 2.0],
+        [1.0, 0.0, 1.0],
+        [10, 10, 10],
+    )
     assert diff.tolist() == [1.0, 0.0, 1.0]
     assert not np.isnan(p[0])
     assert np.isnan(p[1]) and np.isnan(low[1])  # no variance at all: no interval pretended
     assert np.isnan(p[2]) and np.isnan(high[2])  # one answer in a condition
 
 
-@pytest.mark.parametrize(("ca", "na", "cb", "nb"), [(14, 20, 9, 20), (20, 20, 0, 20), (3, 25, 11, 30), (0, 5, 0, 7)])
+@pytest.mark.parametrize(
+    ("ca", "na", "cb", "nb"), [(14, 20, 9, 20), (20, 20, 0, 20), (3, 25, 11, 30), (0, 5, 0, 7)]
+)
 def test_newcombe_matches_statsmodels(ca, na, cb, nb):
     diff, low, high, p = newcombe(ca, na, cb, nb)
     ref_low, ref_high = confint_proportions_2indep(ca, na, cb, nb, method="newcomb", compare="diff")
@@ -45,6 +54,7 @@ def test_newcombe_matches_statsmodels(ca, na, cb, nb):
 
 def test_wilson_matches_statsmodels():
     from statsmodels.stats.proportion import proportion_confint
+
     low, high = wilson(7, 19)
     ref = proportion_confint(7, 19, method="wilson")
     assert (low, high) == (pytest.approx(ref[0], rel=1e-12), pytest.approx(ref[1], rel=1e-12))
@@ -52,6 +62,9 @@ def test_wilson_matches_statsmodels():
 
 def test_numbers_print_short_even_when_a_model_answers_absurdly():
     from orchestrator.report.format import fmt
-    assert fmt(0.123456) == "0.123" and fmt(1234.4) == "1,234" and fmt(-987654321.0) == "-987,654,321"
+
+    assert (
+        fmt(0.123456) == "0.123" and fmt(1234.4) == "1,234" and fmt(-987654321.0) == "-987,654,321"
+    )
     assert fmt(1.5e20) == "1.500e+20" and fmt(-4.6e17) == "-4.600e+17"
     assert fmt(None) == "–" and fmt(float("nan")) == "–"

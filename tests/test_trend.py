@@ -2,6 +2,7 @@
 behind the name from night 3 (an unannounced update: the anchoring effect reverses, the served
 model string and the system fingerprint change). The trend must follow every effect night by
 night, show the shift, and mark exactly that night; and it writes into no run folder."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,11 @@ def planted(means: tuple[float, float]) -> float:
 
 def tree(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under a folder with its size and modification time."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -88,29 +92,45 @@ def test_trend_follows_each_effect_and_marks_the_served_model_change(campaign, t
     effect = dict(zip(shifted["run"], shifted["effect"], strict=True))
     before, after = planted(BEFORE), planted(AFTER)
     for night in NIGHTS:  # each night near what was planted for it (a tenth of the effect)
-        assert effect[night] == pytest.approx(before if night < "n3" else after, abs=abs(before) / 10)
+        assert effect[night] == pytest.approx(
+            before if night < "n3" else after, abs=abs(before) / 10
+        )
     shift = (effect["n3"] + effect["n4"]) / 2 - (effect["n1"] + effect["n2"]) / 2
     assert shift == pytest.approx(after - before, abs=abs(after - before) / 10)
-    assert (shifted["ci_low"] < shifted["effect"]).all() and (shifted["effect"] < shifted["ci_high"]).all()
+    assert (shifted["ci_low"] < shifted["effect"]).all() and (
+        shifted["effect"] < shifted["ci_high"]
+    ).all()
 
     changed = rows.group_by("run").agg(pl.col("served_changed").unique()).sort("run")
     assert changed.rows() == [("n1", [False]), ("n2", [False]), ("n3", [True]), ("n4", [False])]
     served = rows.unique("run").sort("run").select("run", "served", "fingerprints").rows()
-    assert served == [("n1", "sim-respondent", "fp_one"), ("n2", "sim-respondent", "fp_one"),
-                      ("n3", "sim-respondent-v2", "fp_two"), ("n4", "sim-respondent-v2", "fp_two")]
+    assert served == [
+        ("n1", "sim-respondent", "fp_one"),
+        ("n2", "sim-respondent", "fp_one"),
+        ("n3", "sim-respondent-v2", "fp_two"),
+        ("n4", "sim-respondent-v2", "fp_two"),
+    ]
 
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<h2>Trend: paired</h2>" in page and "<svg" in page
     assert "<!-- served: sim-respondent-v2" in page  # the marker's label, drawn in the figure
     assert "sim-respondent [fp_one] -&gt; sim-respondent-v2 [fp_two]" in page  # the changes list
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "| n3 | simulated/sim-respondent | sim-respondent [fp_one] -> sim-respondent-v2 [fp_two] |" in md
+    assert (
+        "| n3 | simulated/sim-respondent | sim-respondent [fp_one] -> sim-respondent-v2 [fp_two] |"
+        in md
+    )
     assert "![trend-paired](trend-paired.png)" in md
     assert (out / "trend-paired.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "trend-paired.svg").read_text(encoding="utf-8").startswith("<svg")
 
-    assert "6 effect(s) followed over 4 night(s) (n1 .. n4); 1 served-model change(s)" in done.stdout
-    assert "n3  simulated/sim-respondent: sim-respondent [fp_one] -> sim-respondent-v2 [fp_two]" in done.stdout
+    assert (
+        "6 effect(s) followed over 4 night(s) (n1 .. n4); 1 served-model change(s)" in done.stdout
+    )
+    assert (
+        "n3  simulated/sim-respondent: sim-respondent [fp_one] -> sim-respondent-v2 [fp_two]"
+        in done.stdout
+    )
     assert str(out / "report.html") in done.stdout
 
 
@@ -123,7 +143,9 @@ def test_trend_writes_beside_the_runs_and_skips_a_night_it_cannot_read(campaign,
     done = cli("trend", str(copy), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "skipped run n5" in done.stderr and "no results yet" in done.stderr
-    assert not (unfinished / "trend").exists() and sorted(p.name for p in unfinished.iterdir()) == ["manifest.json"]
+    assert not (unfinished / "trend").exists() and sorted(p.name for p in unfinished.iterdir()) == [
+        "manifest.json"
+    ]
     rows = pl.read_csv(copy / "trend" / "trend.csv")
     assert rows["run"].unique(maintain_order=True).to_list() == NIGHTS
     assert "over 4 night(s)" in done.stdout
@@ -134,11 +156,13 @@ def test_trend_refuses_what_is_not_a_campaign_folder_and_writes_nothing(campaign
     only_unfinished = tmp_path / "unfinished"
     (only_unfinished / "n1").mkdir(parents=True)
     shutil.copy(campaign / "n1" / "manifest.json", only_unfinished / "n1" / "manifest.json")
-    cases = [((str(tmp_path / "missing"),), "not a campaign folder"),
-             ((str(campaign / "n1"),), "this is a run folder, not a campaign folder"),
-             ((str(tmp_path),), "the campaign folder holds no runs"),
-             ((str(only_unfinished),), "no run of this campaign could be read"),
-             ((str(campaign), "--out", str(campaign / "n2" / "trend")), "inside the run folder")]
+    cases = [
+        ((str(tmp_path / "missing"),), "not a campaign folder"),
+        ((str(campaign / "n1"),), "this is a run folder, not a campaign folder"),
+        ((str(tmp_path),), "the campaign folder holds no runs"),
+        ((str(only_unfinished),), "no run of this campaign could be read"),
+        ((str(campaign), "--out", str(campaign / "n2" / "trend")), "inside the run folder"),
+    ]
     for args, message in cases:
         listing = sorted(str(p) for p in tmp_path.rglob("*"))
         done = cli("trend", *args, cwd=tmp_path)
@@ -153,7 +177,10 @@ def test_every_panel_of_a_study_without_strategies_has_its_nights(tmp_path):
     must still hold every night, not be drawn empty."""
     from orchestrator.nightly.trend_data import collect
     from orchestrator.nightly.trend_plot import PANEL, panel_rows
-    config = write_config(tmp_path, """
+
+    config = write_config(
+        tmp_path,
+        """
         name = "judged"
         jobs = ["ai-judge-history"]
         samples = 3
@@ -165,7 +192,8 @@ def test_every_panel_of_a_study_without_strategies_has_its_nights(tmp_path):
         draws = "run"
         [models.simulate.judge]
         pull = 0.4
-        """)
+        """,
+    )
     for night in ("n1", "n2"):
         assert cli("run", str(config), "--run-id", night, cwd=tmp_path).returncode == 0
     found = collect(tmp_path / "runs" / "judged")

@@ -1,6 +1,7 @@
 """`orchestrator view`'s JSON API (VIEWER.md) over real simulated runs, served by the real
 server on a loopback port: its counts against `status`'s and `analyze`'s, its filters against
 polars counts made here from the results file, its messages against the plan's."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,9 @@ parse_error_rate = 0.05
 
 
 def _make(folder: Path, run_id: str) -> Path:
-    config = write_config(folder, CONFIG.format(run_id=run_id, out=folder / "runs"), f"{run_id}.toml")
+    config = write_config(
+        folder, CONFIG.format(run_id=run_id, out=folder / "runs"), f"{run_id}.toml"
+    )
     return run_quietly(config).run_dir
 
 
@@ -59,6 +62,7 @@ class Served:
 
     def __init__(self, folder: Path) -> None:
         from orchestrator.viewer.server import Viewer, open_target
+
         data, campaign = open_target(folder)
         self.loop = asyncio.new_event_loop()
         self.viewer = Viewer(data, campaign)
@@ -67,7 +71,11 @@ class Served:
         asyncio.run_coroutine_threadsafe(self.viewer.start(0), self.loop).result(30)
 
     def get(self, path: str, **query) -> tuple[int, dict]:
-        url = self.viewer.url.rstrip("/") + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        url = (
+            self.viewer.url.rstrip("/")
+            + path
+            + ("?" + urllib.parse.urlencode(query) if query else "")
+        )
         try:
             with urllib.request.urlopen(url, timeout=60) as resp:
                 return resp.status, json.loads(resp.read())
@@ -108,6 +116,7 @@ def _frame(run_dir: Path) -> pl.DataFrame:
 def _plan_messages(run_dir: Path) -> dict[str, tuple]:
     from orchestrator.engine.session import campaign_of_run
     from orchestrator.plan import Plan
+
     return {t.task_id: t.cell.messages for t in Plan(campaign_of_run(run_dir)).tasks()}
 
 
@@ -115,6 +124,7 @@ def test_the_overview_counts_what_status_and_analyze_count(run_dir, served):
     from orchestrator.analysis.effects import EFFECT_SCHEMA
     from orchestrator.engine.status import tally
     from orchestrator.nightly.effects import run_effects
+
     body = served.ok("/api/overview")
     counts, paid, note = tally(run_dir / "results.ndjson")
     assert note is None and body["note"] is None
@@ -126,34 +136,64 @@ def test_the_overview_counts_what_status_and_analyze_count(run_dir, served):
     assert [m["key"] for m in body["models"]] == list(manifest["plan"]["per_model"])
     for m in body["models"]:
         assert m["byStatus"] == {s: n for (k, s), n in counts.items() if k == m["key"]}
-        assert m["done"] == sum(m["byStatus"].values()) == m["tasks"] == manifest["plan"]["per_model"][m["key"]]
+        assert (
+            m["done"]
+            == sum(m["byStatus"].values())
+            == m["tasks"]
+            == manifest["plan"]["per_model"][m["key"]]
+        )
         assert m["pending"] == 0 and m["spendUsd"] == paid[m["key"]][1]
-        assert m["label"] == manifest["models"][m["key"]] and m["settings"]["name"] in ("sim-a", "sim-b")
+        assert m["label"] == manifest["models"][m["key"]] and m["settings"]["name"] in (
+            "sim-a",
+            "sim-b",
+        )
     assert body["run"]["tasks"] == manifest["plan"]["tasks"] and body["run"]["seed"] == 11
     expected = run_effects(run_dir).effects.select(list(EFFECT_SCHEMA))
     assert expected.height > 0
     # polars sums in parallel: two analyses of one run agree to the last few bits only
-    assert_frame_equal(pl.DataFrame(body["effects"], schema=EFFECT_SCHEMA), expected, rel_tol=1e-9, abs_tol=1e-12)
+    assert_frame_equal(
+        pl.DataFrame(body["effects"], schema=EFFECT_SCHEMA), expected, rel_tol=1e-9, abs_tol=1e-12
+    )
 
 
 def test_every_filter_counts_what_polars_counts_in_the_file(run_dir, served):
     df = _frame(run_dir).with_columns(study=pl.lit("paired"))
     facets = served.ok("/api/facets")
-    columns = {"study": "study", "experiment": "experimentSlug", "variant": "variant",
-               "strategy": "strategy", "status": "status"}
+    columns = {
+        "study": "study",
+        "experiment": "experimentSlug",
+        "variant": "variant",
+        "strategy": "strategy",
+        "status": "status",
+    }
     for name, column in columns.items():
         assert facets[name] == sorted(df[column].unique().to_list())
         for value in facets[name]:
-            assert served.ok("/api/answers", **{name: value})["total"] == df.filter(pl.col(column) == value).height
+            assert (
+                served.ok("/api/answers", **{name: value})["total"]
+                == df.filter(pl.col(column) == value).height
+            )
     for model in facets["model"]:
-        assert served.ok("/api/answers", model=model["key"])["total"] == df.filter(pl.col("modelKey") == model["key"]).height
+        assert (
+            served.ok("/api/answers", model=model["key"])["total"]
+            == df.filter(pl.col("modelKey") == model["key"]).height
+        )
     for c in facets["condition"]:
-        want = df.filter(pl.col("experimentSlug") == c["experiment"], pl.col("conditionIndex") == c["index"]).height
-        assert served.ok("/api/answers", experiment=c["experiment"], condition=c["index"])["total"] == want
+        want = df.filter(
+            pl.col("experimentSlug") == c["experiment"], pl.col("conditionIndex") == c["index"]
+        ).height
+        assert (
+            served.ok("/api/answers", experiment=c["experiment"], condition=c["index"])["total"]
+            == want
+        )
         assert c["label"]
     key = facets["model"][0]["key"]
     both = served.ok("/api/answers", model=key, status="refused")
-    assert both["total"] == df.filter(pl.col("modelKey") == key, pl.col("status") == "refused").height > 0
+    assert (
+        both["total"]
+        == df.filter(pl.col("modelKey") == key, pl.col("status") == "refused").height
+        > 0
+    )
     assert all(r["status"] == "refused" and r["modelKey"] == key for r in both["rows"])
     assert served.ok("/api/answers", status="no-such-status")["total"] == 0
 
@@ -181,9 +221,11 @@ def test_pages_cover_every_record_once_in_file_order(run_dir, served):
 def _expected_q(run_dir: Path, q: str) -> int:
     messages = _plan_messages(run_dir)
     needle = q.lower()
-    return sum(needle in ((r["response"].get("raw") or "").lower())
-               or any(needle in m["content"].lower() for m in messages[r["taskId"]])
-               for r in _records(run_dir))
+    return sum(
+        needle in ((r["response"].get("raw") or "").lower())
+        or any(needle in m["content"].lower() for m in messages[r["taskId"]])
+        for r in _records(run_dir)
+    )
 
 
 def test_free_text_finds_answers_and_prompts(run_dir, served):
@@ -191,7 +233,9 @@ def test_free_text_finds_answers_and_prompts(run_dir, served):
     # in answers only: a word of one raw answer that no prompt holds
     messages = _plan_messages(run_dir)
     prompts = " ".join({m["content"].lower() for ms in messages.values() for m in ms})
-    words = {w.strip('.,{}":') for r in records for w in (r["response"].get("raw") or "").lower().split()}
+    words = {
+        w.strip('.,{}":') for r in records for w in (r["response"].get("raw") or "").lower().split()
+    }
     in_answers = sorted(w for w in words if len(w) > 4 and w not in prompts)[0]
     got = served.ok("/api/answers", q=in_answers.upper(), size=500)
     assert 0 < got["total"] == _expected_q(run_dir, in_answers)
@@ -205,16 +249,24 @@ def test_free_text_finds_answers_and_prompts(run_dir, served):
     assert first["taskId"] in {r["taskId"] for r in got["rows"]}
     # with a filter too
     got = served.ok("/api/answers", q=phrase, status="ok")
-    assert got["total"] == sum(1 for r in records if r["status"] == "ok"
-                               and any(phrase.lower() in m["content"].lower() for m in messages[r["taskId"]])
-                               or (r["status"] == "ok" and phrase.lower() in (r["response"].get("raw") or "").lower()))
+    assert got["total"] == sum(
+        1
+        for r in records
+        if r["status"] == "ok"
+        and any(phrase.lower() in m["content"].lower() for m in messages[r["taskId"]])
+        or (r["status"] == "ok" and phrase.lower() in (r["response"].get("raw") or "").lower())
+    )
 
 
 def test_an_opened_result_is_its_record_with_the_plans_messages(run_dir, served):
     messages = _plan_messages(run_dir)
     records = _records(run_dir)
-    for rec in (records[0], records[len(records) // 2], records[-1],
-                next(r for r in records if r["status"] == "parse_error")):
+    for rec in (
+        records[0],
+        records[len(records) // 2],
+        records[-1],
+        next(r for r in records if r["status"] == "parse_error"),
+    ):
         body = served.ok(f"/api/answer/{rec['taskId']}")
         assert body["record"] == json.loads(json.dumps(rec))
         assert body["messages"] == [dict(m) for m in messages[rec["taskId"]]] and body["messages"]
@@ -230,18 +282,34 @@ def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
     effects = served.ok("/api/overview")["effects"]
     kinds = set()
     for row in effects:
-        body = served.ok("/api/effect", study=row["study"], measure=row["measure"], experiment=row["experiment"],
-                         strategy=row["strategy"], model=row["modelKey"])
+        body = served.ok(
+            "/api/effect",
+            study=row["study"],
+            measure=row["measure"],
+            experiment=row["experiment"],
+            strategy=row["strategy"],
+            model=row["modelKey"],
+        )
         assert body["effect"] == row
-        part = df.filter(pl.col("experimentSlug") == row["experiment"], pl.col("modelKey") == row["modelKey"],
-                         pl.col("strategy") == row["strategy"])
-        assert [c["index"] for c in body["conditions"]] == sorted(part["conditionIndex"].unique().to_list())
+        part = df.filter(
+            pl.col("experimentSlug") == row["experiment"],
+            pl.col("modelKey") == row["modelKey"],
+            pl.col("strategy") == row["strategy"],
+        )
+        assert [c["index"] for c in body["conditions"]] == sorted(
+            part["conditionIndex"].unique().to_list()
+        )
         values = part["response"].struct.field("value")
-        numeric = part["response"].struct.field("choice").null_count() == part.height and \
-            values.drop_nulls().n_unique() > 20
+        numeric = (
+            part["response"].struct.field("choice").null_count() == part.height
+            and values.drop_nulls().n_unique() > 20
+        )
         kinds.add(numeric)
         if numeric:  # counted in the same ten bins for every condition, side by side
-            assert len({tuple(d["answer"] for d in c["distribution"]) for c in body["conditions"]}) == 1
+            assert (
+                len({tuple(d["answer"] for d in c["distribution"]) for c in body["conditions"]})
+                == 1
+            )
             low, high = values.min(), values.max()
             edges = [low + i * (high - low) / 10 for i in range(10)] + [high]
         for c in body["conditions"]:
@@ -249,38 +317,69 @@ def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
             assert [r["taskId"] for r in c["rows"]] == mine["taskId"].head(20).to_list()
             if numeric:
                 v = mine["response"].struct.field("value")
-                want = [int(((v >= lo) & ((v <= hi) if i == 9 else (v < hi))).sum())
-                        for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+                want = [
+                    int(((v >= lo) & ((v <= hi) if i == 9 else (v < hi))).sum())
+                    for i, (lo, hi) in enumerate(zip(edges, edges[1:]))
+                ]
                 shown = [d["count"] for d in c["distribution"] if d["answer"] is not None]
-                assert shown == want and sum(d["count"] for d in c["distribution"]) == c["total"] == mine.height
+                assert (
+                    shown == want
+                    and sum(d["count"] for d in c["distribution"]) == c["total"] == mine.height
+                )
                 continue
-            answers = mine.select(pl.col("response").struct.field("choice").fill_null(
-                pl.col("response").struct.field("value").cast(pl.String)).alias("answer"))
+            answers = mine.select(
+                pl.col("response")
+                .struct.field("choice")
+                .fill_null(pl.col("response").struct.field("value").cast(pl.String))
+                .alias("answer")
+            )
             counts = dict(answers.group_by("answer").len().iter_rows())
             assert c["total"] == mine.height == sum(counts.values())
             assert all(counts[d["answer"]] == d["count"] for d in c["distribution"])
             assert len(c["distribution"]) == min(20, len(counts))
-            assert [d["count"] for d in c["distribution"]] == sorted(counts.values(), reverse=True)[:20]
+            assert [d["count"] for d in c["distribution"]] == sorted(counts.values(), reverse=True)[
+                :20
+            ]
     assert False in kinds
-    status, body = served.get("/api/effect", study="paired", measure="none", experiment="x", strategy="baseline",
-                              model="nope")
+    status, body = served.get(
+        "/api/effect",
+        study="paired",
+        measure="none",
+        experiment="x",
+        strategy="baseline",
+        model="nope",
+    )
     assert status == 404 and body["error"]
 
 
 def test_numeric_answers_of_an_effect_are_counted_in_shared_bins(tmp_path):
     """More distinct numbers than a list can show: both conditions over the same ten bins."""
-    config = write_config(tmp_path, CONFIG.format(run_id="big", out=tmp_path / "runs").replace(
-        "samples = 6", "samples = 15"), "big.toml")
+    config = write_config(
+        tmp_path,
+        CONFIG.format(run_id="big", out=tmp_path / "runs").replace("samples = 6", "samples = 15"),
+        "big.toml",
+    )
     run_dir = run_quietly(config).run_dir
     s = Served(run_dir)
     try:
-        row = next(e for e in s.ok("/api/overview")["effects"] if e["experiment"] == "anchoring-first-number")
-        body = s.ok("/api/effect", study=row["study"], measure=row["measure"], experiment=row["experiment"],
-                    strategy=row["strategy"], model=row["modelKey"])
+        row = next(
+            e
+            for e in s.ok("/api/overview")["effects"]
+            if e["experiment"] == "anchoring-first-number"
+        )
+        body = s.ok(
+            "/api/effect",
+            study=row["study"],
+            measure=row["measure"],
+            experiment=row["experiment"],
+            strategy=row["strategy"],
+            model=row["modelKey"],
+        )
     finally:
         s.close()
-    df = _frame(run_dir).filter(pl.col("experimentSlug") == "anchoring-first-number",
-                                pl.col("modelKey") == row["modelKey"])
+    df = _frame(run_dir).filter(
+        pl.col("experimentSlug") == "anchoring-first-number", pl.col("modelKey") == row["modelKey"]
+    )
     v = df["response"].struct.field("value")
     assert v.drop_nulls().n_unique() > 20
     low, high = v.min(), v.max()
@@ -288,8 +387,10 @@ def test_numeric_answers_of_an_effect_are_counted_in_shared_bins(tmp_path):
     assert len({tuple(d["answer"] for d in c["distribution"]) for c in body["conditions"]}) == 1
     for c in body["conditions"]:
         mine = df.filter(pl.col("conditionIndex") == c["index"])["response"].struct.field("value")
-        want = [int(((mine >= lo) & ((mine <= hi) if i == 9 else (mine < hi))).sum())
-                for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+        want = [
+            int(((mine >= lo) & ((mine <= hi) if i == 9 else (mine < hi))).sum())
+            for i, (lo, hi) in enumerate(zip(edges, edges[1:]))
+        ]
         assert [d["count"] for d in c["distribution"] if d["answer"] is not None] == want
         assert sum(d["count"] for d in c["distribution"]) == c["total"] == mine.len()
 
@@ -305,7 +406,12 @@ def test_a_torn_last_line_is_left_out_and_said_so(run_dir, tmp_path, served):
         body = s.ok("/api/overview")
         assert body["note"] and "torn" in body["note"]
         assert body["statusCounts"] == before["statusCounts"]
-        assert_frame_equal(pl.DataFrame(body["effects"]), pl.DataFrame(before["effects"]), rel_tol=1e-9, abs_tol=1e-12)
+        assert_frame_equal(
+            pl.DataFrame(body["effects"]),
+            pl.DataFrame(before["effects"]),
+            rel_tol=1e-9,
+            abs_tol=1e-12,
+        )
         assert s.ok("/api/answers")["total"] == len(_records(run_dir))
     finally:
         s.close()
@@ -323,11 +429,16 @@ def test_a_run_still_going_is_read_again_as_it_grows(run_dir, tmp_path):
         with open(copy / "results.ndjson", "ab") as f:
             f.write(b"".join(lines[-10:]))
         deadline = time.monotonic() + 30  # read again within RELOAD_MIN_S of the last read
-        while sum(m["pending"] for m in s.ok("/api/overview")["models"]) and time.monotonic() < deadline:
+        while (
+            sum(m["pending"] for m in s.ok("/api/overview")["models"])
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         assert sum(m["pending"] for m in s.ok("/api/overview")["models"]) == 0
         assert s.ok("/api/answers")["total"] == len(lines)
-        assert s.ok(f"/api/answer/{orjson.loads(lines[-1])['taskId']}")["record"] == json.loads(lines[-1])
+        assert s.ok(f"/api/answer/{orjson.loads(lines[-1])['taskId']}")["record"] == json.loads(
+            lines[-1]
+        )
     finally:
         s.close()
 
@@ -336,6 +447,7 @@ def test_a_growing_file_is_not_read_again_on_every_request(run_dir, tmp_path, mo
     """While a run appends, requests are served from the last read until the reload wait is
     over (a 1M-record file takes seconds to read)."""
     from orchestrator.viewer import data
+
     monkeypatch.setattr(data, "RELOAD_MIN_S", 3600.0)
     copy = tmp_path / "going"
     shutil.copytree(run_dir, copy)
@@ -368,6 +480,7 @@ def test_history_is_for_campaign_folders(run_dir, served, tmp_path):
 
 def test_missing_static_files_are_a_json_404(served, monkeypatch, tmp_path):
     from orchestrator.viewer import server
+
     monkeypatch.setattr(server, "STATIC", tmp_path / "static")
     (tmp_path / "static").mkdir()
     (tmp_path / "secret.txt").write_text("not for the page")
@@ -379,14 +492,18 @@ def test_missing_static_files_are_a_json_404(served, monkeypatch, tmp_path):
 
 def test_a_page_of_another_host_is_refused(served):
     """DNS rebinding: a page elsewhere whose name resolves to 127.0.0.1 sends its own Host."""
-    request = urllib.request.Request(served.viewer.url + "api/overview", headers={"Host": "evil.example:80"})
+    request = urllib.request.Request(
+        served.viewer.url + "api/overview", headers={"Host": "evil.example:80"}
+    )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=30)
     assert info.value.code == 403 and "127.0.0.1 only" in json.loads(info.value.read())["error"]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def test_a_folder_that_is_not_a_run_exits_2_with_nothing_written(tmp_path):
@@ -415,8 +532,14 @@ def test_the_command_prints_its_address_and_serves_until_interrupted(run_dir, tm
     import signal
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "view", str(run_dir), "--port", "0"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "view", str(run_dir), "--port", "0"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("viewer: http://127.0.0.1:"), line + proc.stderr.read()
@@ -440,6 +563,7 @@ def test_a_failed_attempt_a_resume_superseded_is_not_listed(run_dir, tmp_path):
     """A task's final record is its first terminal one (engine/status.py), not the failed
     attempt before it; a task that only failed is listed by its last failed line."""
     from orchestrator.engine.status import tally
+
     copy = tmp_path / "retried"
     shutil.copytree(run_dir, copy)
     records = _records(run_dir)

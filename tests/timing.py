@@ -5,6 +5,7 @@ next timer whenever nothing is ready to run: minutes of traffic take millisecond
 wake-up is exactly on time, so what a test checks is the controller's arithmetic, not how busy
 the machine was.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -4,6 +4,7 @@ Used by tests/test_viewer_browser.py, and to write the README's screenshots of a
 
     python -m tests.viewer_browser runs/demo/default docs
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,16 @@ import threading
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1280, "height": 860}
 
 
@@ -31,8 +40,10 @@ def missing() -> str | None:
 
 
 def launch(playwright):
-    return playwright.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).is_file()
-                                      else shutil.which("chromium"), args=ARGS)
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium"),
+        args=ARGS,
+    )
 
 
 class Served:
@@ -40,6 +51,7 @@ class Served:
 
     def __init__(self, folder: Path) -> None:
         from orchestrator.viewer.server import open_target, serve
+
         data, campaign_dir = open_target(folder)
         self.loop = asyncio.new_event_loop()
         ready: queue.Queue = queue.Queue()
@@ -89,6 +101,7 @@ def screenshots(browser, url: str, out_dir: Path) -> list[Path]:
 
 def main(run_dir: Path, out_dir: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
+
     served = Served(run_dir)  # before playwright: its sync API holds an event loop in this thread
     try:
         with sync_playwright() as p:

@@ -12,6 +12,7 @@ G_j = R_j M R_j' and Q_j = W_j^(1/2) X_j R_j^-1, so X_j'W_j^(1/2) (I - H_jj)^(-1
 R_j' (I - G_j)^(-1/2) R_j'^-1 U_j, U_j = X_j'(y_j - mu_j) the cluster's score. Checked against
 the direct n x n computation in tests/test_random_effects.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,11 @@ def cr2(info: np.ndarray, scores: np.ndarray, contrast: np.ndarray) -> tuple[flo
     The variance is sum_j (g_j'e)^2 over the weighted residuals e = (I - H) eps, eps ~ (0, I), with
     g_j = A_j X_j M c on cluster j; so df = tr(S)^2 / tr(S^2) for S = G'(I - H)G, whose entries
     need only X_j'A_jX_j = R'(I - G_j)^(-1/2)R and X_j'A_j^2X_j = R'(I - G_j)^(-1)R."""
-    info, scores, c = np.asarray(info, float), np.asarray(scores, float), np.asarray(contrast, float)
+    info, scores, c = (
+        np.asarray(info, float),
+        np.asarray(scores, float),
+        np.asarray(contrast, float),
+    )
     bread = np.linalg.inv(info.sum(0))
     mc = bread @ c
     adjusted, cross, own = [], [], []

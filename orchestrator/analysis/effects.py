@@ -5,14 +5,26 @@ standard error where the study has one (else compare derives it from the CI), th
 freedom of a t-based interval (null: a normal one), the study's own p-value for it, and the
 answers behind it.
 """
+
 from __future__ import annotations
 
 import polars as pl
 
-EFFECT_SCHEMA = {"study": pl.String, "measure": pl.String, "experiment": pl.String,
-                 "strategy": pl.String, "modelKey": pl.String, "model": pl.String,
-                 "effect": pl.Float64, "se": pl.Float64, "ci_low": pl.Float64,
-                 "ci_high": pl.Float64, "p": pl.Float64, "n": pl.Int64, "df": pl.Float64}
+EFFECT_SCHEMA = {
+    "study": pl.String,
+    "measure": pl.String,
+    "experiment": pl.String,
+    "strategy": pl.String,
+    "modelKey": pl.String,
+    "model": pl.String,
+    "effect": pl.Float64,
+    "se": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p": pl.Float64,
+    "n": pl.Int64,
+    "df": pl.Float64,
+}
 KEY = ["study", "measure", "experiment", "strategy", "modelKey"]
 
 
@@ -22,20 +34,46 @@ def _expr(value: str | pl.Expr | None) -> pl.Expr:
     return pl.col(value) if isinstance(value, str) else value
 
 
-def effect_rows(frame: pl.DataFrame, study: str, measure: str | pl.Expr, experiment: str | pl.Expr,
-                effect: str, ci_low: str, ci_high: str, *, strategy: str | pl.Expr | None = "strategy",
-                p: str | pl.Expr | None = None, n: str | pl.Expr | None = None,
-                se: str | pl.Expr | None = None, df: str | pl.Expr | None = None) -> pl.DataFrame:
+def effect_rows(
+    frame: pl.DataFrame,
+    study: str,
+    measure: str | pl.Expr,
+    experiment: str | pl.Expr,
+    effect: str,
+    ci_low: str,
+    ci_high: str,
+    *,
+    strategy: str | pl.Expr | None = "strategy",
+    p: str | pl.Expr | None = None,
+    n: str | pl.Expr | None = None,
+    se: str | pl.Expr | None = None,
+    df: str | pl.Expr | None = None,
+) -> pl.DataFrame:
     """A study table's effects in EFFECT_SCHEMA: each argument names a column (or is an
     expression); measure and experiment given as plain text that is not a column are literals."""
+
     def text(value: str | pl.Expr) -> pl.Expr:
-        return pl.lit(value) if isinstance(value, str) and value not in frame.columns else _expr(value)
-    exprs = {"study": pl.lit(study), "measure": text(measure), "experiment": text(experiment),
-             "strategy": _expr(strategy) if strategy is None or not isinstance(strategy, str)
-             or strategy in frame.columns else pl.lit(strategy),
-             "modelKey": pl.col("modelKey"), "model": pl.col("model"),
-             "effect": pl.col(effect), "se": _expr(se), "ci_low": pl.col(ci_low),
-             "ci_high": pl.col(ci_high), "p": _expr(p), "n": _expr(n), "df": _expr(df)}
+        return (
+            pl.lit(value) if isinstance(value, str) and value not in frame.columns else _expr(value)
+        )
+
+    exprs = {
+        "study": pl.lit(study),
+        "measure": text(measure),
+        "experiment": text(experiment),
+        "strategy": _expr(strategy)
+        if strategy is None or not isinstance(strategy, str) or strategy in frame.columns
+        else pl.lit(strategy),
+        "modelKey": pl.col("modelKey"),
+        "model": pl.col("model"),
+        "effect": pl.col(effect),
+        "se": _expr(se),
+        "ci_low": pl.col(ci_low),
+        "ci_high": pl.col(ci_high),
+        "p": _expr(p),
+        "n": _expr(n),
+        "df": _expr(df),
+    }
     return frame.select(expr.cast(EFFECT_SCHEMA[name]).alias(name) for name, expr in exprs.items())
 
 

@@ -1,4 +1,5 @@
 """Reading a run for analysis: its manifest, its jobs, and its final records as a lazy frame."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,11 +19,17 @@ from orchestrator.spec.models import Job
 
 # Only what analysis reads; everything else in a record is skipped by the scanner.
 RESULT_SCHEMA = {
-    "taskId": pl.String, "status": pl.String, "modelKey": pl.String,
-    "experimentSlug": pl.String, "conditionIndex": pl.Int64, "sample": pl.Int64,
+    "taskId": pl.String,
+    "status": pl.String,
+    "modelKey": pl.String,
+    "experimentSlug": pl.String,
+    "conditionIndex": pl.Int64,
+    "sample": pl.Int64,
     "model": pl.Struct({"provider": pl.String, "name": pl.String, "version": pl.String}),
     "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "role": pl.String}),
-    "job": pl.String, "variant": pl.String, "strategy": pl.String,
+    "job": pl.String,
+    "variant": pl.String,
+    "strategy": pl.String,
 }
 
 NO_ANSWER = ["failed", "too_long", "skipped"]  # skipped: recorded without a call (a study guard)
@@ -64,14 +71,23 @@ def open_run(path: Path) -> Run:
     lines without a word and stop at others with no line number. Nothing is written."""
     manifest = RunStore(path).read_manifest()
     if "jobs" not in manifest:
-        raise UserError("this run's manifest has no job definitions (made by an older version)",
-                        file=str(path / "manifest.json"), fix="re-run the campaign with this version")
-    jobs = {k: validate(Job, v, path / "manifest.json", ("jobs", k)) for k, v in manifest["jobs"].items()}
+        raise UserError(
+            "this run's manifest has no job definitions (made by an older version)",
+            file=str(path / "manifest.json"),
+            fix="re-run the campaign with this version",
+        )
+    jobs = {
+        k: validate(Job, v, path / "manifest.json", ("jobs", k))
+        for k, v in manifest["jobs"].items()
+    }
     results = path / RESULTS
     check_results_path(results)
     if not results.exists():
-        raise UserError("the run has no results yet", file=str(path),
-                        fix=f"run it first: orchestrator run {path}")
+        raise UserError(
+            "the run has no results yet",
+            file=str(path),
+            fix=f"run it first: orchestrator run {path}",
+        )
     lines = ResultLines(results).scan()
     return Run(path, manifest, jobs, Readable.of(lines), lines.note())
 
@@ -84,8 +100,12 @@ def final_records(run: Run) -> pl.LazyFrame:
     `failed` lines are attempts that a later resume superseded or will retry, and `too_long`
     ones are requests the server would not take (a prompt over the context length)."""
     lf = pl.scan_ndjson(run.readable.path, schema=RESULT_SCHEMA, ignore_errors=True)
-    return (lf.filter(~pl.col("status").is_in(NO_ANSWER))
-              .with_columns(pl.col("response").struct.field("value").alias("value"),
-                            pl.col("response").struct.field("choice").alias("choice"),
-                            pl.col("response").struct.field("role").alias("role"))
-              .drop("response"))
+    return (
+        lf.filter(~pl.col("status").is_in(NO_ANSWER))
+        .with_columns(
+            pl.col("response").struct.field("value").alias("value"),
+            pl.col("response").struct.field("choice").alias("choice"),
+            pl.col("response").struct.field("role").alias("role"),
+        )
+        .drop("response")
+    )

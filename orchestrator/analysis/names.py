@@ -6,6 +6,7 @@ them, or let one silently overwrite the other, so each key gets its label plus t
 differ between the identities sharing it, read from the run's manifest: `simulated/m (T=0)`. A model
 at temperature 0 is always named so: its repeated answers are one draw, and tables say so.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,9 @@ from pydantic import ValidationError
 from orchestrator.spec.campaign import ModelConfig
 
 _SHORT = {"temperature": "T"}
-_LONGEST = 16  # a setting's value longer than this (planted answers, URLs) is named by the key instead
+_LONGEST = (
+    16  # a setting's value longer than this (planted answers, URLs) is named by the key instead
+)
 
 
 def _flat(identity: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -46,7 +49,13 @@ _UNSET = {"answers": "generate"}  # identity fields written only when not at the
 
 
 def _setting(name: str, value: Any) -> str | None:
-    text = _UNSET.get(name, "default") if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    text = (
+        _UNSET.get(name, "default")
+        if value is None
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value)
+    )
     return f"{_SHORT.get(name, name)}={text}" if len(text) <= _LONGEST else None
 
 
@@ -66,13 +75,24 @@ def model_names(manifest: dict[str, Any]) -> dict[str, str]:
         differ = [f for f in fields if len({repr(ident.get(f)) for ident in known}) > 1]
         for key, ident in zip(keys, known, strict=True):
             scored = ident.get("answers") == "score"  # decoding settings do not apply to it
-            settings = [_setting(f, ident.get(f)) for f in differ if not (scored and f in _DECODING)]
+            settings = [
+                _setting(f, ident.get(f)) for f in differ if not (scored and f in _DECODING)
+            ]
             shown = [s for s in settings if s]
             name = f"{label} ({', '.join(shown)})" if shown else label
             names[key] = name if shown and len(shown) == len(settings) else f"{name} [{key}]"
-    for key, ident in identities.items():  # a deterministic model's answers are one draw each: say so
-        if key in names and ident.get("temperature") == 0 and not re.search(r"\bT=0[,)]", names[key]):
+    for (
+        key,
+        ident,
+    ) in identities.items():  # a deterministic model's answers are one draw each: say so
+        if (
+            key in names
+            and ident.get("temperature") == 0
+            and not re.search(r"\bT=0[,)]", names[key])
+        ):
             names[key] = f"{names[key]} (T=0)"
     if len(set(names.values())) < len(names):  # settings alike once shortened: the key decides
-        names = {k: n if list(names.values()).count(n) == 1 else f"{n} [{k}]" for k, n in names.items()}
+        names = {
+            k: n if list(names.values()).count(n) == 1 else f"{n} [{k}]" for k, n in names.items()
+        }
     return names

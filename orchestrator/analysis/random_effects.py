@@ -16,6 +16,7 @@ So beta's standard error is the CR2 sandwich over variants with Bell-McCaffrey d
 one-sample t-test on the d_j when the weights are equal, and held 2-7% under such nulls at K = 3-5
 (tests/test_bsi_mixed.py measures it). REML only sets the weights 1 / (v_j + tau^2).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from orchestrator.analysis.cr2 import cr2
 class RandomEffectsResult:
     """beta (the typical variant's effect) with its CR2 standard error, Bell-McCaffrey degrees of
     freedom, two-sided t-test of beta = 0 and 95% interval; tau the REML between-variant SD."""
+
     effect: float
     se: float
     df: float
@@ -51,8 +53,9 @@ def _neg_reml(tau2: float, d: np.ndarray, v: np.ndarray) -> float:
 def reml_tau2(d: np.ndarray, v: np.ndarray) -> float:
     """REML estimate of the between-variant variance, 0 when the likelihood is highest there."""
     top = 10 * (np.var(d) + v.max())
-    res = optimize.minimize_scalar(_neg_reml, bounds=(0.0, top), args=(d, v), method="bounded",
-                                   options={"xatol": 1e-10 * top})
+    res = optimize.minimize_scalar(
+        _neg_reml, bounds=(0.0, top), args=(d, v), method="bounded", options={"xatol": 1e-10 * top}
+    )
     return float(res.x) if _neg_reml(res.x, d, v) < _neg_reml(0.0, d, v) else 0.0
 
 
@@ -77,5 +80,14 @@ def random_effects(d: np.ndarray, v: np.ndarray) -> RandomEffectsResult | str:
         return "one variant carries all the weight: no test across variants"
     t = beta / se
     half = float(stats.t.ppf(0.975, df)) * se
-    return RandomEffectsResult(beta, se, df, t, float(2 * stats.t.sf(abs(t), df)), beta - half, beta + half,
-                               float(np.sqrt(tau2)), len(d))
+    return RandomEffectsResult(
+        beta,
+        se,
+        df,
+        t,
+        float(2 * stats.t.sf(abs(t), df)),
+        beta - half,
+        beta + half,
+        float(np.sqrt(tau2)),
+        len(d),
+    )

@@ -6,6 +6,7 @@ p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Eac
 against scipy/statsmodels in the tests (statsmodels is only the tests' reference). Random
 effects and CR2 are in random_effects.py and cr2.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,9 @@ def zero(x: pl.Expr) -> pl.Expr:
 def welch(mean_a, var_a, n_a, mean_b, var_b, n_b, level: float = 0.95):
     """mean_a - mean_b: (difference, ci_low, ci_high, p, df). NaN where it is not estimable
     (fewer than two answers in a condition, or no variance in either)."""
-    mean_a, var_a, n_a, mean_b, var_b, n_b = map(np.asarray, (mean_a, var_a, n_a, mean_b, var_b, n_b))
+    mean_a, var_a, n_a, mean_b, var_b, n_b = map(
+        np.asarray, (mean_a, var_a, n_a, mean_b, var_b, n_b)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = mean_a - mean_b
         va, vb = var_a / n_a, var_b / n_b
@@ -40,8 +43,13 @@ def welch(mean_a, var_a, n_a, mean_b, var_b, n_b, level: float = 0.95):
         half = stats.t.ppf(0.5 + level / 2, df) * se
     ok = (n_a >= 2) & (n_b >= 2) & (se > 0)
     nan = np.full_like(diff, np.nan, dtype=float)
-    return (diff, np.where(ok, diff - half, nan), np.where(ok, diff + half, nan),
-            np.where(ok, p, nan), np.where(ok, df, nan))
+    return (
+        diff,
+        np.where(ok, diff - half, nan),
+        np.where(ok, diff + half, nan),
+        np.where(ok, p, nan),
+        np.where(ok, df, nan),
+    )
 
 
 def wilson(count, n, z: float = Z95):

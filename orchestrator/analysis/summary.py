@@ -1,5 +1,6 @@
 """`orchestrator analyze`: every registered study's tables for a run, each written as parquet,
 csv and json (`<stem>.*` in the run folder, the json naming the run)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,12 +24,19 @@ class Analysis:
 
 def _run_header(run: Run) -> dict[str, Any]:
     m = run.manifest
-    return {"campaign": m["campaign"], "runId": m["runId"], "createdAt": m["createdAt"],
-            "planHash": m["plan"]["hash"], "software": m["software"]}
+    return {
+        "campaign": m["campaign"],
+        "runId": m["runId"],
+        "createdAt": m["createdAt"],
+        "planHash": m["plan"]["hash"],
+        "software": m["software"],
+    }
 
 
 def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Path]) -> None:
-    flat = df.with_columns(pl.col(c).list.join("; ") for c, t in df.schema.items() if t == pl.List(pl.String))
+    flat = df.with_columns(
+        pl.col(c).list.join("; ") for c, t in df.schema.items() if t == pl.List(pl.String)
+    )
     for ext in ("parquet", "csv", "json"):
         path = stem.with_suffix(f".{ext}")
         if ext == "parquet":
@@ -36,8 +44,12 @@ def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Pa
         elif ext == "csv":
             flat.write_csv(path)
         else:
-            path.write_bytes(orjson.dumps({"run": _run_header(run), key: df.to_dicts()},
-                                          option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+            path.write_bytes(
+                orjson.dumps(
+                    {"run": _run_header(run), key: df.to_dicts()},
+                    option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+                )
+            )
         paths[f"{stem.name}.{ext}"] = path
 
 

@@ -1,5 +1,6 @@
 """Anthropic's Message Batches API: every request in one body, results as JSONL at results_url
 (succeeded, errored, canceled, expired)."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
@@ -15,9 +16,17 @@ from orchestrator.providers.anthropic import AnthropicProvider
 
 # An errored item carries the error response but no status: the status the online call would
 # have had, for the online classification.
-STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
-          "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-          "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
+STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
 
 
 class AnthropicBatch(BatchClient):
@@ -30,30 +39,48 @@ class AnthropicBatch(BatchClient):
         self.base = provider.base_url + "/v1/messages/batches"
 
     def line(self, task: Task) -> bytes:
-        return b'{"custom_id":' + orjson.dumps(task.task_id) + b',"params":' + self.provider.body(task) + b"}"
+        return (
+            b'{"custom_id":'
+            + orjson.dumps(task.task_id)
+            + b',"params":'
+            + self.provider.body(task)
+            + b"}"
+        )
 
-    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
-                     known: frozenset[str] = frozenset()) -> Submitted:
+    async def submit(
+        self,
+        name: str,
+        path: Path,
+        count: int,
+        on_uploaded: Callable[[str], None],
+        known: frozenset[str] = frozenset(),
+    ) -> Submitted:
         async def create() -> str:
             body = lambda: self.joined(path, b'{"requests":[', b"]}")  # noqa: E731
             return (await self.json("POST", self.base, data=body, retry=False))["id"]
+
         return Submitted(await self.create_once(create, name, count, known))
 
-    async def find(self, name: str, since: datetime, count: int,
-                   exclude: frozenset[str] = frozenset()) -> list[str]:
+    async def find(
+        self, name: str, since: datetime, count: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]:
         """Anthropic keeps no name for a batch: every batch of `count` requests created at or
         after `since`, but those in `exclude` (the run's own, already known), is a candidate.
         Several may be (two models of one size submitted together): the runner then tells them
         apart by their results' custom ids once they have ended, and submits nothing again."""
         edge, after, found = timestamp(since) - CLOCK_SKEW_S, None, []
         while True:
-            page = await self.json("GET", f"{self.base}?limit=100" + (f"&after_id={after}" if after else ""))
+            page = await self.json(
+                "GET", f"{self.base}?limit=100" + (f"&after_id={after}" if after else "")
+            )
             for batch in page.get("data") or []:
                 created = moment(batch.get("created_at"))
                 if created is not None and created < edge:
                     return found
-                if (sum((batch.get("request_counts") or {}).values()) == count
-                        and batch["id"] not in exclude):
+                if (
+                    sum((batch.get("request_counts") or {}).values()) == count
+                    and batch["id"] not in exclude
+                ):
                     found.append(batch["id"])
             if not page.get("has_more") or not page.get("data"):
                 return found

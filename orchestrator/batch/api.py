@@ -5,6 +5,7 @@ records its intent in the journal, then calls `submit`; it polls until the batch
 reads its items. Every network step may be cut short by a crash: `find` says whether a batch
 named `name` reached the provider after all, so a resumed run polls it instead of paying twice.
 """
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
@@ -18,8 +19,11 @@ from orchestrator.providers.base import Completion
 
 
 # What each provider promises (for the plan).
-TURNAROUND = {"openai": "within 24 hours", "anthropic": "within 24 hours (most within 1 hour)",
-              "gemini": "within 24 hours"}
+TURNAROUND = {
+    "openai": "within 24 hours",
+    "anthropic": "within 24 hours (most within 1 hour)",
+    "gemini": "within 24 hours",
+}
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,9 @@ class BatchLimits:
 
 @dataclass
 class Submitted:
-    batch_id: str  # the provider's id (OpenAI batch_..., Anthropic msgbatch_..., Gemini batches/...)
+    batch_id: (
+        str  # the provider's id (OpenAI batch_..., Anthropic msgbatch_..., Gemini batches/...)
+    )
     file_id: str | None = None  # OpenAI: the uploaded input file
 
 
@@ -70,16 +76,23 @@ class BatchAPI(Protocol):
         is the task id)."""
         ...
 
-    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
-                     known: frozenset[str] = frozenset()) -> Submitted:
+    async def submit(
+        self,
+        name: str,
+        path: Path,
+        count: int,
+        on_uploaded: Callable[[str], None],
+        known: frozenset[str] = frozenset(),
+    ) -> Submitted:
         """Send the `count` entries in `path` as one batch named `name` (OpenAI: upload the file,
         call on_uploaded(file id), then create the batch). `known`: the run's batches, never
         taken for this one when a failed create request is looked up. Raises Unconfirmed when
         the create request failed and a batch of this size may be it."""
         ...
 
-    async def find(self, name: str, since: datetime, count: int,
-                   exclude: frozenset[str] = frozenset()) -> list[str]:
+    async def find(
+        self, name: str, since: datetime, count: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]:
         """The ids of the batches that may be the one named `name`, created at or after `since`
         and not in `exclude`: one or none where the provider keeps the name; where it keeps
         none (Anthropic), every batch of `count` requests created since then."""

@@ -1,5 +1,6 @@
 """Gemini's batch mode with inline requests: models/{model}:batchGenerateContent, a long-running
 operation under batches/, the responses inlined in it once it has succeeded."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
@@ -14,11 +15,20 @@ from orchestrator.batch.wire import CLOCK_SKEW_S, MB, BatchClient, moment, times
 from orchestrator.plan import Task
 from orchestrator.providers.gemini import GeminiProvider
 
-ENDED = {"BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED", "BATCH_STATE_EXPIRED"}
+ENDED = {
+    "BATCH_STATE_SUCCEEDED",
+    "BATCH_STATE_FAILED",
+    "BATCH_STATE_CANCELLED",
+    "BATCH_STATE_EXPIRED",
+}
 # google.rpc.Code of an item's error -> the HTTP status the online call would have had
 HTTP_STATUS = {3: 400, 16: 401, 7: 403, 5: 404, 8: 429, 13: 500, 14: 503, 4: 504, 2: 500}
-COUNTS = {"requestCount": "total", "successfulRequestCount": "succeeded",
-          "failedRequestCount": "failed", "pendingRequestCount": "pending"}
+COUNTS = {
+    "requestCount": "total",
+    "successfulRequestCount": "succeeded",
+    "failedRequestCount": "failed",
+    "pendingRequestCount": "pending",
+}
 MAX_LIST_PAGES = 50  # the list is in no stated order: it is read whole, up to this
 
 
@@ -33,31 +43,54 @@ class GeminiBatch(BatchClient):
         self.base = provider.base_url + "/v1beta"
 
     def line(self, task: Task) -> bytes:
-        return (b'{"request":' + self.provider.body(task) + b',"metadata":{"key":'
-                + orjson.dumps(task.task_id) + b"}}")
+        return (
+            b'{"request":'
+            + self.provider.body(task)
+            + b',"metadata":{"key":'
+            + orjson.dumps(task.task_id)
+            + b"}}"
+        )
 
-    async def submit(self, name: str, path: Path, count: int, on_uploaded: Callable[[str], None],
-                     known: frozenset[str] = frozenset()) -> Submitted:
+    async def submit(
+        self,
+        name: str,
+        path: Path,
+        count: int,
+        on_uploaded: Callable[[str], None],
+        known: frozenset[str] = frozenset(),
+    ) -> Submitted:
         url = f"{self.base}/models/{quote(self.provider.model.name, safe='')}:batchGenerateContent"
-        head = b'{"batch":{"display_name":' + orjson.dumps(name) + b',"input_config":{"requests":{"requests":['
+        head = (
+            b'{"batch":{"display_name":'
+            + orjson.dumps(name)
+            + b',"input_config":{"requests":{"requests":['
+        )
 
         async def create() -> str:
             body = lambda: self.joined(path, head, b"]}}}}")  # noqa: E731
             return (await self.json("POST", url, data=body, retry=False))["name"]
+
         return Submitted(await self.create_once(create, name, count, known))
 
-    async def find(self, name: str, since: datetime, count: int,
-                   exclude: frozenset[str] = frozenset()) -> list[str]:
+    async def find(
+        self, name: str, since: datetime, count: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]:
         """By display name, over the list of batches."""
         edge, token = timestamp(since) - CLOCK_SKEW_S, None
         for _ in range(MAX_LIST_PAGES):
-            page = await self.json("GET", f"{self.base}/batches?pageSize=100"
-                                   + (f"&pageToken={quote(token)}" if token else ""))
+            page = await self.json(
+                "GET",
+                f"{self.base}/batches?pageSize=100"
+                + (f"&pageToken={quote(token)}" if token else ""),
+            )
             for op in page.get("operations") or []:
                 meta = op.get("metadata") or {}
                 created = moment(meta.get("createTime"))
-                if (meta.get("displayName") == name and (created is None or created >= edge)
-                        and op["name"] not in exclude):
+                if (
+                    meta.get("displayName") == name
+                    and (created is None or created >= edge)
+                    and op["name"] not in exclude
+                ):
                     return [op["name"]]
             token = page.get("nextPageToken")
             if not token:
@@ -71,18 +104,27 @@ class GeminiBatch(BatchClient):
         op = await self._operation(batch_id)
         meta = op.get("metadata") or {}
         state = meta.get("state", "")
-        counts = {ours: int(v) for theirs, ours in COUNTS.items()
-                  if str(v := (meta.get("batchStats") or {}).get(theirs, "")).isdigit()}
+        counts = {
+            ours: int(v)
+            for theirs, ours in COUNTS.items()
+            if str(v := (meta.get("batchStats") or {}).get(theirs, "")).isdigit()
+        }
         error = (op.get("error") or {}).get("message") if state == "BATCH_STATE_FAILED" else None
-        return Progress(state, bool(op.get("done")) or state in ENDED, counts,
-                        self.provider.scrub(error) if error else None)
+        return Progress(
+            state,
+            bool(op.get("done")) or state in ENDED,
+            counts,
+            self.provider.scrub(error) if error else None,
+        )
 
     async def items(self, batch_id: str) -> AsyncIterator[Item]:
         """The inlined responses of a batch that succeeded. One that expired, failed or was
         cancelled has none: the runner puts back every task of it that has no item. The
         operation comes as one JSON document (inline batches hold at most 20 MB of input)."""
         op = await self._operation(batch_id)
-        output = ((op.get("response") or {}).get("inlinedResponses") or {}).get("inlinedResponses") or []
+        output = ((op.get("response") or {}).get("inlinedResponses") or {}).get(
+            "inlinedResponses"
+        ) or []
         for entry in output:
             key = (entry.get("metadata") or {}).get("key")
             if not isinstance(key, str):

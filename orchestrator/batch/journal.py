@@ -14,6 +14,7 @@ A batch with an intent but no `created` line may or may not exist at the provide
 came while the request was on its way): the runner asks the provider (BatchAPI.find) before it
 decides. A torn last line (kill -9 mid-write) is skipped: an intent cut short was never sent.
 """
+
 from __future__ import annotations
 
 import os
@@ -77,19 +78,30 @@ class Journal:
             except orjson.JSONDecodeError:
                 if number == len(lines):  # torn by a crash mid-write: that step never went on
                     return
-                raise UserError(f"line {number} of the batch journal is not JSON", file=str(self.path),
-                                fix="restore the file from a copy; never edit it by hand (it records "
-                                    "which batches were paid for)") from None
+                raise UserError(
+                    f"line {number} of the batch journal is not JSON",
+                    file=str(self.path),
+                    fix="restore the file from a copy; never edit it by hand (it records "
+                    "which batches were paid for)",
+                ) from None
             if not isinstance(event, dict) or "event" not in event or "batch" not in event:
-                raise UserError(f"line {number} of the batch journal is not a journal event",
-                                file=str(self.path), fix="restore the file from a copy")
+                raise UserError(
+                    f"line {number} of the batch journal is not a journal event",
+                    file=str(self.path),
+                    fix="restore the file from a copy",
+                )
             yield event
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind, name = event["event"], event["batch"]
         if kind == "intent":
-            self.batches[name] = Batch(name, event["model"], event["tasks"],
-                                       datetime.fromisoformat(event["at"]), event["input"])
+            self.batches[name] = Batch(
+                name,
+                event["model"],
+                event["tasks"],
+                datetime.fromisoformat(event["at"]),
+                event["input"],
+            )
             return
         batch = self.batches.get(name)
         if batch is None:
@@ -147,8 +159,16 @@ class Journal:
 
     # --- the steps -------------------------------------------------------------------------
     def intent(self, name: str, model_key: str, tasks: list[str], input_file: Path) -> Batch:
-        self._append({"event": "intent", "batch": name, "model": model_key, "count": len(tasks),
-                      "input": str(input_file.relative_to(self.run_dir)), "tasks": tasks})
+        self._append(
+            {
+                "event": "intent",
+                "batch": name,
+                "model": model_key,
+                "count": len(tasks),
+                "input": str(input_file.relative_to(self.run_dir)),
+                "tasks": tasks,
+            }
+        )
         return self.batches[name]
 
     def uploaded(self, batch: Batch, file_id: str) -> None:
@@ -162,8 +182,15 @@ class Journal:
             self._append({"event": "state", "batch": batch.name, "state": state, "counts": counts})
 
     def collected(self, batch: Batch, state: str, written: int, requeued: int) -> None:
-        self._append({"event": "collected", "batch": batch.name, "state": state,
-                      "written": written, "requeued": requeued})
+        self._append(
+            {
+                "event": "collected",
+                "batch": batch.name,
+                "state": state,
+                "written": written,
+                "requeued": requeued,
+            }
+        )
         self._drop_input(batch)
 
     def abandoned(self, batch: Batch) -> None:
@@ -177,8 +204,11 @@ class Journal:
 
     # --- what it holds ---------------------------------------------------------------------
     def open_batches(self, model_key: str | None = None) -> list[Batch]:
-        return [b for b in self.batches.values()
-                if b.in_flight and (model_key is None or b.model_key == model_key)]
+        return [
+            b
+            for b in self.batches.values()
+            if b.in_flight and (model_key is None or b.model_key == model_key)
+        ]
 
     def known_ids(self) -> frozenset[str]:
         """The provider ids of the run's batches."""
@@ -200,8 +230,10 @@ def describe_in_flight(run_dir: Path, labels: dict[str, str]) -> list[str]:
     lines = []
     for b in journal.open_batches():
         counts = ", ".join(f"{n:,} {k}" for k, n in b.counts.items() if n)
-        lines.append(f"batch {b.batch_id or b.name + ' (creation not confirmed; the next run asks the provider)'}"
-                     f" of {labels.get(b.model_key, b.model_key)}: {len(b.tasks):,} tasks, {b.state}"
-                     + (f" ({counts})" if counts else "")
-                     + f", submitted {b.submitted_at:%Y-%m-%d %H:%M} UTC")
+        lines.append(
+            f"batch {b.batch_id or b.name + ' (creation not confirmed; the next run asks the provider)'}"
+            f" of {labels.get(b.model_key, b.model_key)}: {len(b.tasks):,} tasks, {b.state}"
+            + (f" ({counts})" if counts else "")
+            + f", submitted {b.submitted_at:%Y-%m-%d %H:%M} UTC"
+        )
     return lines

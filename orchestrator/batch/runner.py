@@ -8,6 +8,7 @@ the next pass (up to PASSES per run; after the last one they are recorded as fai
 later run retries). With `wait` off (run --no-wait) a pass stops after submitting, collecting
 what has already ended: a later run polls and collects the rest.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,14 @@ from orchestrator.engine.runner import parse_error_note
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import ResultWriter
 from orchestrator.plan import Plan, Task
-from orchestrator.providers.errors import Fatal, ProviderError, RateLimited, Refused, TooLong, Transient
+from orchestrator.providers.errors import (
+    Fatal,
+    ProviderError,
+    RateLimited,
+    Refused,
+    TooLong,
+    Transient,
+)
 
 PASSES = 3  # submissions of a task per run before it is recorded as failed
 # Some room under the provider's byte limit for what wraps the lines (Anthropic's and Gemini's
@@ -83,7 +91,9 @@ class BatchSide:
             # Tasks of models in batch mode neither written nor in flight: not sent this time
             # (a fatal error, the budget, passes spent on batches that never arrived).
             indices = [self._index[key] for key in self.submit]
-            self.unsent = sum(1 for _ in self.plan.tasks(indices, self.done | in_flight)) if indices else 0
+            self.unsent = (
+                sum(1 for _ in self.plan.tasks(indices, self.done | in_flight)) if indices else 0
+            )
 
     async def settle_all(self) -> None:
         """Before the run decides what goes online: batches a crash left unconfirmed are found
@@ -118,16 +128,19 @@ class BatchSide:
                     await self._round(key, api, writer, done, final)
                 if not self._requeued[key] or final or not self._may_send(key):
                     return
-                self.say(f"{self._labels[key]}: {self._requeued[key]:,} task(s) failed or expired "
-                         "in batch; sending them again")
+                self.say(
+                    f"{self._labels[key]}: {self._requeued[key]:,} task(s) failed or expired "
+                    "in batch; sending them again"
+                )
         except ProviderError as exc:  # the API itself failed (retries spent): stop this model
             self.state.fatal.setdefault(key, f"batch API: {exc}")
 
     def _may_send(self, key: str) -> bool:
         return key not in self.state.fatal and not self.state.budget_reached
 
-    async def _round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
-                     final: bool) -> None:
+    async def _round(
+        self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
+    ) -> None:
         """One look at the model's batches: settle the unconfirmed, poll the others, collect
         those that ended. Each step is safe to repeat, so a failing network or provider is
         waited out for POLL_FAILURES rounds in a row before the model stops."""
@@ -138,13 +151,15 @@ class BatchSide:
             self._poll_failures[key] += 1
             if self._poll_failures[key] >= POLL_FAILURES:
                 raise
-            self.say(f"{self._labels[key]}: the batch API failed ({exc}); trying again at the "
-                     "next poll")
+            self.say(
+                f"{self._labels[key]}: the batch API failed ({exc}); trying again at the next poll"
+            )
             return
         self._poll_failures[key] = 0
 
-    async def _submit_pending(self, key: str, api: BatchAPI, writer: ResultWriter,
-                              done: set[str]) -> None:
+    async def _submit_pending(
+        self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str]
+    ) -> None:
         skip = done | self.journal.in_flight_tasks()
         tasks = self.plan.tasks([self._index[key]], skip)
         limits = api.limits
@@ -160,8 +175,10 @@ class BatchSide:
             with open(path, "wb") as f:
                 while pending is not None:
                     line = api.line(pending)
-                    if ids and (len(ids) >= limits.max_requests
-                                or size + len(line) + 1 > limits.max_bytes - _BYTES_MARGIN):
+                    if ids and (
+                        len(ids) >= limits.max_requests
+                        or size + len(line) + 1 > limits.max_bytes - _BYTES_MARGIN
+                    ):
                         break
                     f.write(line + b"\n")
                     size += len(line) + 1
@@ -171,19 +188,27 @@ class BatchSide:
                 os.fsync(f.fileno())
             batch = self.journal.intent(name, key, ids, path)
             try:
-                submitted = await api.submit(name, path, len(ids),
-                                             lambda file_id: self.journal.uploaded(batch, file_id),
-                                             self.journal.known_ids())
+                submitted = await api.submit(
+                    name,
+                    path,
+                    len(ids),
+                    lambda file_id: self.journal.uploaded(batch, file_id),
+                    self.journal.known_ids(),
+                )
             except Unconfirmed as exc:  # in flight until its results tell (settle.py)
-                self.say(f"{self._labels[key]}: {exc}; waiting for their results to tell which "
-                         f"is {name}")
+                self.say(
+                    f"{self._labels[key]}: {exc}; waiting for their results to tell which is {name}"
+                )
                 continue
             self.journal.created(batch, submitted.batch_id)
-            self.say(f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
-                     f"task(s) ({size / 1e6:,.1f} MB)")
+            self.say(
+                f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
+                f"task(s) ({size / 1e6:,.1f} MB)"
+            )
 
-    async def _next_uncached(self, key: str, tasks: Iterator[Task], writer: ResultWriter,
-                             done: set[str]) -> Task | None:
+    async def _next_uncached(
+        self, key: str, tasks: Iterator[Task], writer: ResultWriter, done: set[str]
+    ) -> Task | None:
         """The next task to send; those the response cache answers are written as records now
         (parsed and extracted as a batch's answers are)."""
         cache = self.caches.get(key)
@@ -206,8 +231,9 @@ class BatchSide:
             if path.name not in keep:
                 path.unlink(missing_ok=True)
 
-    async def _poll_round(self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str],
-                          final: bool) -> None:
+    async def _poll_round(
+        self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
+    ) -> None:
         """Poll each open batch of the model once; collect those that ended."""
         for batch in self.journal.open_batches(key):
             if batch.batch_id is None:
@@ -215,8 +241,10 @@ class BatchSide:
             progress = await api.poll(batch.batch_id)
             if (progress.state, progress.counts) != (batch.state, batch.counts):
                 counts = ", ".join(f"{n:,} {k}" for k, n in progress.counts.items() if n)
-                self.say(f"{self._labels[key]}: batch {batch.batch_id} {progress.state}"
-                         + (f" ({counts})" if counts else ""))
+                self.say(
+                    f"{self._labels[key]}: batch {batch.batch_id} {progress.state}"
+                    + (f" ({counts})" if counts else "")
+                )
             self.journal.state(batch, progress.state, progress.counts)
             if progress.error:  # the whole batch was refused (e.g. validation): no item will do
                 self.state.fatal.setdefault(key, f"batch {batch.batch_id} failed: {progress.error}")
@@ -224,13 +252,21 @@ class BatchSide:
                 self._requeued[key] += await self._collect(batch, api, writer, done, final)
 
     # --- collecting --------------------------------------------------------------------------
-    async def _collect(self, batch: Batch, api: BatchAPI, writer: ResultWriter, done: set[str],
-                       final: bool) -> int:
+    async def _collect(
+        self, batch: Batch, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
+    ) -> int:
         """Write the batch's items as records (those not already written by an earlier
         collection cut short); the journal says collected only once they are on disk."""
         wanted = set(batch.tasks) - done
-        tasks = {t.task_id: t for t in self.plan.tasks([self._index[batch.model_key]])
-                 if t.task_id in wanted} if wanted else {}
+        tasks = (
+            {
+                t.task_id: t
+                for t in self.plan.tasks([self._index[batch.model_key]])
+                if t.task_id in wanted
+            }
+            if wanted
+            else {}
+        )
         started, written, requeue = batch.submitted_at, 0, []
         async for item in api.items(batch.batch_id):
             task = tasks.pop(item.custom_id, None)
@@ -246,15 +282,27 @@ class BatchSide:
         requeue += [(task, None) for task in tasks.values()]  # no item came back for these
         if final:  # out of passes for this run: say why, and a later run tries again
             for task, error in requeue:
-                writer.append(make_record(task, Outcome(
-                    "failed", 1, _latency_ms(started), started, now(), batch_id=batch.batch_id,
-                    error=f"batch: {error or 'no result returned for this request'}")))
+                writer.append(
+                    make_record(
+                        task,
+                        Outcome(
+                            "failed",
+                            1,
+                            _latency_ms(started),
+                            started,
+                            now(),
+                            batch_id=batch.batch_id,
+                            error=f"batch: {error or 'no result returned for this request'}",
+                        ),
+                    )
+                )
         writer.sync()
         self.journal.collected(batch, batch.state, written, len(requeue))
         return len(requeue)
 
-    async def _record(self, task: Task, item: Item, batch: Batch | None,
-                      started: datetime) -> dict[str, Any] | None:
+    async def _record(
+        self, task: Task, item: Item, batch: Batch | None, started: datetime
+    ) -> dict[str, Any] | None:
         """The item's record (of a batch, or the cache's answer without one), or None when the
         task goes back to pending."""
         finished, latency = now(), _latency_ms(started)
@@ -270,8 +318,10 @@ class BatchSide:
                 status = "failed"
             else:
                 return None
-            return make_record(task, Outcome(status, 1, latency, started, finished, error=str(error),
-                                             batch_id=batch_id))
+            return make_record(
+                task,
+                Outcome(status, 1, latency, started, finished, error=str(error), batch_id=batch_id),
+            )
         completion = item.completion
         if batch is not None and (cache := self.caches.get(task.cell.model_key)) is not None:
             cache.keep(task, completion)
@@ -279,18 +329,31 @@ class BatchSide:
         extracted_by, extra_cost = None, 0.0
         if not parsed.ok and self.extractor is not None and completion.text.strip():
             try:
-                recovered, extra_cost = await self.extractor.extract(task, completion.text, lambda: None)
+                recovered, extra_cost = await self.extractor.extract(
+                    task, completion.text, lambda: None
+                )
             except ProviderError:
                 recovered = None
             if recovered is not None and recovered.ok:
                 parsed, extracted_by = recovered, self.extractor.model.label
-        return make_record(task, Outcome(
-            "ok" if parsed.ok else "parse_error", 1, latency, started, finished, completion, parsed,
-            parse_error_note(parsed, completion), extracted_by=extracted_by, extra_cost=extra_cost,
-            batch_id=batch_id))
+        return make_record(
+            task,
+            Outcome(
+                "ok" if parsed.ok else "parse_error",
+                1,
+                latency,
+                started,
+                finished,
+                completion,
+                parsed,
+                parse_error_note(parsed, completion),
+                extracted_by=extracted_by,
+                extra_cost=extra_cost,
+                batch_id=batch_id,
+            ),
+        )
 
 
 def _latency_ms(started: datetime) -> float:
     """From submission to collection: what a batch answer took."""
     return max(0.0, (time.time() - started.timestamp()) * 1000)
-

@@ -10,6 +10,7 @@ then the intent stays open and its tasks in flight (two models of one size submi
 one size: taking the first candidate could take the other model's). No candidate at all: the
 batch never arrived, and its tasks are pending again.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,21 +26,27 @@ async def settle(journal: Journal, key: str, api: BatchAPI, say: Callable[[str],
     for batch in journal.open_batches(key):
         if batch.batch_id is not None:
             continue
-        candidates = await api.find(batch.name, batch.submitted_at, len(batch.tasks), journal.known_ids())
+        candidates = await api.find(
+            batch.name, batch.submitted_at, len(batch.tasks), journal.known_ids()
+        )
         if candidates and not api.names_batches:
             found = await _ours(batch, candidates, api)
             if found is None:  # not all ended yet
                 if batch.state != "unconfirmed":
-                    say(f"{len(candidates)} batch(es) of {len(batch.tasks):,} requests were made "
+                    say(
+                        f"{len(candidates)} batch(es) of {len(batch.tasks):,} requests were made "
                         f"since {batch.name} was sent; waiting for their results to tell which "
-                        "is it")
+                        "is it"
+                    )
                     journal.state(batch, "unconfirmed", {})
                 continue
             candidates = [found] if found else []
         if candidates:
             journal.created(batch, candidates[0])
-            say(f"found batch {candidates[0]} ({batch.name}), whose creation was not confirmed; "
-                "polling it")
+            say(
+                f"found batch {candidates[0]} ({batch.name}), whose creation was not confirmed; "
+                "polling it"
+            )
         else:
             journal.abandoned(batch)
             abandoned += len(batch.tasks)

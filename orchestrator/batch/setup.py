@@ -1,5 +1,6 @@
 """Which models of a run go through batch APIs, and what refuses batch mode before anything is
 written."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,7 @@ from orchestrator.spec.campaign import BATCH_PROVIDERS, Campaign, ModelConfig
 
 def _multi_call_kinds() -> set[str]:
     from orchestrator.studies import registered
+
     return {kind for study in registered() for kind in study.routine_kinds}
 
 
@@ -33,8 +35,13 @@ def why_online(model: ModelConfig, campaign: Campaign) -> str | None:
     if model.base_urls:
         return "it is served by an endpoint pool (base_urls), not by its provider's batch API"
     kinds = _multi_call_kinds()
-    if any(v.contract.kind in kinds for job in campaign.jobs for e in job.experiments
-           for c in e.conditions for v in c.variants):
+    if any(
+        v.contract.kind in kinds
+        for job in campaign.jobs
+        for e in job.experiments
+        for c in e.conditions
+        for v in c.variants
+    ):
         return "its jobs make several calls per task"
     return None
 
@@ -48,9 +55,12 @@ def batch_everything(campaign: Campaign, console: Console) -> None:
             console.print(f"--batch: {escape(m.label)} runs online: {why}", highlight=False)
         batched.append(m.model_copy(update={"batch": True}) if why is None else m)
     if not any(m.batch for m in batched):
-        raise UserError("--batch: no model of this campaign can run in batch mode", field="--batch",
-                        fix=f"batch mode is for providers {', '.join(BATCH_PROVIDERS)} (generated "
-                            "answers, one call per task); drop --batch")
+        raise UserError(
+            "--batch: no model of this campaign can run in batch mode",
+            field="--batch",
+            fix=f"batch mode is for providers {', '.join(BATCH_PROVIDERS)} (generated "
+            "answers, one call per task); drop --batch",
+        )
     campaign.config = campaign.config.model_copy(update={"models": batched})
 
 
@@ -61,17 +71,30 @@ def check_batchable(plan: Plan) -> None:
     for i, model in enumerate(plan.campaign.config.models):
         if not model.batch:
             continue
-        cell = next((c for c in plan.cells if c.model_index == i and c.contract.kind in kinds), None)
+        cell = next(
+            (c for c in plan.cells if c.model_index == i and c.contract.kind in kinds), None
+        )
         if cell is not None:
-            raise UserError(f"job {cell.job.id} makes several calls per task ({cell.contract.kind}), "
-                            "which a batch cannot hold", file=str(plan.campaign.source),
-                            field=f"models[{i}].batch",
-                            fix="set batch = false for this model, or run that job in another campaign")
+            raise UserError(
+                f"job {cell.job.id} makes several calls per task ({cell.contract.kind}), "
+                "which a batch cannot hold",
+                file=str(plan.campaign.source),
+                field=f"models[{i}].batch",
+                fix="set batch = false for this model, or run that job in another campaign",
+            )
 
 
-def batch_side(plan: Plan, run_dir: Path, active: dict[str, Provider], done: set[str],
-               state: RunState, console: Console, wait: bool, extractor: Extractor | None,
-               cache: RunCache) -> BatchSide | None:
+def batch_side(
+    plan: Plan,
+    run_dir: Path,
+    active: dict[str, Provider],
+    done: set[str],
+    state: RunState,
+    console: Console,
+    wait: bool,
+    extractor: Extractor | None,
+    cache: RunCache,
+) -> BatchSide | None:
     """The batch side of this run: models in batch mode, and any model with batches still in
     flight (collected even when it is now online, so that nothing is paid for twice)."""
     journal = Journal(run_dir)
@@ -84,9 +107,14 @@ def batch_side(plan: Plan, run_dir: Path, active: dict[str, Provider], done: set
     if not keys:
         return None
     from orchestrator.batch.wire import batch_api
+
     apis = {key: batch_api(active[key]) for key in keys}
     say = lambda text: console.print(escape(text), highlight=False)  # noqa: E731
-    caches = {k: p for k, p in cache.wrap({k: active[k] for k in keys}).items()
-              if isinstance(p, CachedProvider)}
-    return BatchSide(plan, run_dir, journal, apis, submit, set(done), state, say, wait, extractor,
-                     caches)
+    caches = {
+        k: p
+        for k, p in cache.wrap({k: active[k] for k in keys}).items()
+        if isinstance(p, CachedProvider)
+    }
+    return BatchSide(
+        plan, run_dir, journal, apis, submit, set(done), state, say, wait, extractor, caches
+    )

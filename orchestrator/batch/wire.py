@@ -1,6 +1,7 @@
 """What the three batch clients share: the online provider they wrap (its bodies, its reading of
 an answer, its classification of errors, its session and its key scrubbing), retries of the
 batch API's own calls, and JSONL read as it streams in. `batch_api` picks the client."""
+
 from __future__ import annotations
 
 import asyncio
@@ -71,7 +72,9 @@ class BatchClient:
 
     def unanswered(self, custom_id: str, why: str) -> Item:
         """Expired or canceled before it was processed: it goes back to pending."""
-        return Item(custom_id, error=Transient(self.provider.scrub(f"{why} (batch item {custom_id})")))
+        return Item(
+            custom_id, error=Transient(self.provider.scrub(f"{why} (batch item {custom_id})"))
+        )
 
     # --- calls, retried ------------------------------------------------------------------------
     def _wait(self, state: Any) -> float:
@@ -81,17 +84,28 @@ class BatchClient:
 
     async def retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """`call` again after a transient failure or a rate limit, a few times."""
-        async for attempt in AsyncRetrying(retry=retry_if_exception_type((Transient, RateLimited)),
-                                           stop=stop_after_attempt(self.attempts), wait=self._wait,
-                                           reraise=True):
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type((Transient, RateLimited)),
+            stop=stop_after_attempt(self.attempts),
+            wait=self._wait,
+            reraise=True,
+        ):
             with attempt:
                 return await call()
         raise AssertionError("unreachable")
 
-    async def json(self, method: str, url: str, body: Any = None, data: Any = None,
-                   headers: dict[str, str] | None = None, retry: bool = True) -> dict[str, Any]:
+    async def json(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+        retry: bool = True,
+    ) -> dict[str, Any]:
         """A JSON answer to one call, or the error the online protocol would raise for it.
         `data`: a body made anew for each attempt (a callable)."""
+
         async def once() -> dict[str, Any]:
             sent = data() if callable(data) else (orjson.dumps(body) if body is not None else None)
             status, got, payload = await self.provider.send(method, url, sent, headers)
@@ -104,10 +118,16 @@ class BatchClient:
             if not isinstance(value, dict):
                 raise self.provider.malformed(payload)
             return value
+
         return await (self.retrying(once) if retry else once())
 
-    async def create_once(self, create: Callable[[], Awaitable[str]], name: str, count: int,
-                          known: frozenset[str] = frozenset()) -> str:
+    async def create_once(
+        self,
+        create: Callable[[], Awaitable[str]],
+        name: str,
+        count: int,
+        known: frozenset[str] = frozenset(),
+    ) -> str:
         """Create a batch and return its id, never twice: after a failure the request may have
         been acted on all the same (the answer lost on the way), so the provider is asked for
         the batch (but those in `known`, the run's own) before trying again."""
@@ -120,15 +140,20 @@ class BatchClient:
                 if found and self.names_batches:
                     return found[0]
                 if found:  # one of these may be ours: only its results will tell (settle.py)
-                    raise Unconfirmed(f"the create request failed, and {len(found)} batch(es) of "
-                                      "this size were made since") from None
+                    raise Unconfirmed(
+                        f"the create request failed, and {len(found)} batch(es) of "
+                        "this size were made since"
+                    ) from None
                 if attempt == self.attempts:
                     raise
-                await asyncio.sleep(min(self.max_wait_s, exc.retry_after or self.wait_s * 2 ** (attempt - 1)))
+                await asyncio.sleep(
+                    min(self.max_wait_s, exc.retry_after or self.wait_s * 2 ** (attempt - 1))
+                )
         raise AssertionError("unreachable")
 
-    async def find(self, name: str, since: datetime, count: int,
-                   exclude: frozenset[str] = frozenset()) -> list[str]:
+    async def find(
+        self, name: str, since: datetime, count: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]:
         raise NotImplementedError
 
     async def lines(self, url: str) -> AsyncIterator[bytes]:
@@ -186,11 +211,14 @@ def batch_api(provider: HTTPProvider) -> BatchAPI:
     kind = provider.model.provider
     if kind == "openai":
         from orchestrator.batch.openai import OpenAIBatch
+
         return OpenAIBatch(provider)  # type: ignore[arg-type]
     if kind == "anthropic":
         from orchestrator.batch.anthropic import AnthropicBatch
+
         return AnthropicBatch(provider)  # type: ignore[arg-type]
     if kind == "gemini":
         from orchestrator.batch.gemini import GeminiBatch
+
         return GeminiBatch(provider)  # type: ignore[arg-type]
     raise ValueError(f"provider '{kind}' has no batch API")

@@ -6,6 +6,7 @@ for its key's rate gate, so an answer the cache holds costs no request slot, no 
 no retry. complete() and score() call the provider and keep its answer. Only answers are kept:
 an error (a refusal too) is raised before anything is stored.
 """
+
 from __future__ import annotations
 
 from orchestrator.cache.keys import cell_digest, completion_key, model_part, score_key

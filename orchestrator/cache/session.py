@@ -3,6 +3,7 @@
 A run named by date (--run-id auto, the nightly runs) never reads the cache: it exists to see
 today's model, not last week's answers. It still keeps what it pays for.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -45,8 +46,12 @@ class RunCache:
         self.store: ResponseCache | None = None
         if self.path is not None:
             # the run that paid, as campaign/run-id: run ids alone repeat across campaigns
-            self.store = ResponseCache(self.path, f"{campaign.config.name}/{campaign.config.run_id}",
-                                       read=not campaign.nightly, warn=self._warn)
+            self.store = ResponseCache(
+                self.path,
+                f"{campaign.config.name}/{campaign.config.run_id}",
+                read=not campaign.nightly,
+                warn=self._warn,
+            )
         self.models = {m.key: m for m in campaign.config.models}
 
     def _warn(self, message: str) -> None:

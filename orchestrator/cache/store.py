@@ -10,6 +10,7 @@ A cache never fails a run: the first SQLite error (a file that is not a database
 past the timeout, a full disk) is reported once through `warn` and the cache turns itself off
 for the rest of the run.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,10 @@ CREATE TABLE IF NOT EXISTS responses (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
 """
-_GET = ("SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id "
-        "FROM responses WHERE key = ?")
+_GET = (
+    "SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id "
+    "FROM responses WHERE key = ?"
+)
 _PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 Row = tuple  # (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created)
@@ -60,7 +63,9 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")  # WAL keeps the file sound; a power cut may lose the last batch
+        conn.execute(
+            "PRAGMA synchronous = NORMAL"
+        )  # WAL keeps the file sound; a power cut may lose the last batch
         conn.executescript(SCHEMA)
     except BaseException:
         conn.close()
@@ -71,10 +76,14 @@ def connect(path: Path) -> sqlite3.Connection:
 def _fix(exc: Exception, path: Path) -> str:
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return ("another process holds the cache locked; the next run uses it again (or set "
-                "`cache` to another path)")
-    return (f"delete {path} to start an empty cache, or set `cache` to another path "
-            "(run --no-cache skips it)")
+        return (
+            "another process holds the cache locked; the next run uses it again (or set "
+            "`cache` to another path)"
+        )
+    return (
+        f"delete {path} to start an empty cache, or set `cache` to another path "
+        "(run --no-cache skips it)"
+    )
 
 
 class ResponseCache:
@@ -100,9 +109,11 @@ class ResponseCache:
     def _fail(self, exc: Exception, doing: str) -> None:
         """Off for the rest of the run, said once."""
         self.failed = True
-        self._warn(f"the response cache {self.path} could not be {doing} "
-                   f"({type(exc).__name__}: {exc}); this run goes on without it\n"
-                   f"  fix: {_fix(exc, self.path)}")
+        self._warn(
+            f"the response cache {self.path} could not be {doing} "
+            f"({type(exc).__name__}: {exc}); this run goes on without it\n"
+            f"  fix: {_fix(exc, self.path)}"
+        )
         self._pending.clear()
         if self._conn is not None:
             try:
@@ -134,17 +145,33 @@ class ResponseCache:
         except ValueError:  # a row someone or something garbled: a miss, and it is paid again
             return None
         self.hits += 1
-        return Completion(text, usage=usage, served_model=served, system_fingerprint=fingerprint,
-                          finish_reason=finish, logprob=logprob, cached_from=run_id)
+        return Completion(
+            text,
+            usage=usage,
+            served_model=served,
+            system_fingerprint=fingerprint,
+            finish_reason=finish,
+            logprob=logprob,
+            cached_from=run_id,
+        )
 
     def put(self, key: bytes, completion: Completion, model: str) -> None:
         if self._conn is None:
             return
         usage = orjson.dumps(completion.usage).decode() if completion.usage is not None else None
         now = time.time()
-        self._pending[key] = (key, completion.text, usage, completion.served_model,
-                              completion.system_fingerprint, completion.finish_reason,
-                              completion.logprob, self.run_id, model, now)
+        self._pending[key] = (
+            key,
+            completion.text,
+            usage,
+            completion.served_model,
+            completion.system_fingerprint,
+            completion.finish_reason,
+            completion.logprob,
+            self.run_id,
+            model,
+            now,
+        )
         if len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._last_commit >= FLUSH_S:
             self.flush()
 
@@ -166,7 +193,9 @@ class ResponseCache:
             self._fail(exc, "written")
             return
         self._pending.clear()
-        self.stored += self._conn.total_changes - before  # an answer another run kept first is not counted
+        self.stored += (
+            self._conn.total_changes - before
+        )  # an answer another run kept first is not counted
 
     def close(self) -> None:
         self.flush()

@@ -11,6 +11,7 @@ that started the child, so it is started on the event loop's thread, which lives
 run, never on a worker thread that may end before. Replicas on a cluster we only joined are
 owned by this process, so Ray destroys them when it goes.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,10 +40,12 @@ def needs_ray() -> None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise UserError("backend = \"ray\" needs Ray, which is not installed",
-                        field="models[].server.backend",
-                        fix="install the ray extra: pip install 'bias-orchestrator[ray]' "
-                            "(in a checkout pip install -e '.[ray]')")
+        raise UserError(
+            'backend = "ray" needs Ray, which is not installed',
+            field="models[].server.backend",
+            fix="install the ray extra: pip install 'bias-orchestrator[ray]' "
+            "(in a checkout pip install -e '.[ray]')",
+        )
 
 
 class Head:
@@ -75,12 +78,26 @@ class Head:
         os.environ.update(_OWN_CLUSTER_ENV)  # before Ray is imported: it reads its token mode then
         ensure_token(self.say)  # `ray start` makes none: without one it stops at once
         port = free_port()
-        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-               f"--port={port}", f"--num-cpus={os.cpu_count() or 1}", "--include-dashboard=false",
-               "--disable-usage-stats"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT, env={**os.environ, **_OWN_CLUSTER_ENV},
-                                     preexec_fn=die_with_parent if sys.platform == "linux" else None)
+        cmd = [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            f"--num-cpus={os.cpu_count() or 1}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **_OWN_CLUSTER_ENV},
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
+        )
         self.joined = f"127.0.0.1:{port}"
 
     def _join(self) -> None:
@@ -91,24 +108,33 @@ class Head:
         from ray.exceptions import AuthenticationError
 
         try:
-            ray.init(address=self.joined, namespace=NAMESPACE, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=True)
+            ray.init(
+                address=self.joined,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level="ERROR",
+                configure_logging=True,
+            )
         except AuthenticationError as exc:
             self.stop()
-            raise UserError(f"the Ray cluster at {self.joined} refused this process: "
-                            f"{_last_line(str(exc))}", field="models[].server.address",
-                            fix=TOKEN_FIX) from None
+            raise UserError(
+                f"the Ray cluster at {self.joined} refused this process: {_last_line(str(exc))}",
+                field="models[].server.address",
+                fix=TOKEN_FIX,
+            ) from None
         except (ConnectionError, RuntimeError, ValueError) as exc:
             self.stop()
-            raise UserError(f"cannot join the Ray cluster at {self.joined}: {exc}",
-                            field="models[].server.address",
-                            fix="start the cluster first (ray start --head on one node, ray start "
-                                "--address=HEAD:PORT on the others), or remove address to run a "
-                                "cluster of this machine alone; a cluster with token "
-                                "authentication also refuses a wrong token this way (Ray's log "
-                                "then says InvalidAuthToken): set RAY_AUTH_MODE=token and give "
-                                "this process the cluster's token (RAY_AUTH_TOKEN, or "
-                                "~/.ray/auth_token)") from None
+            raise UserError(
+                f"cannot join the Ray cluster at {self.joined}: {exc}",
+                field="models[].server.address",
+                fix="start the cluster first (ray start --head on one node, ray start "
+                "--address=HEAD:PORT on the others), or remove address to run a "
+                "cluster of this machine alone; a cluster with token "
+                "authentication also refuses a wrong token this way (Ray's log "
+                "then says InvalidAuthToken): set RAY_AUTH_MODE=token and give "
+                "this process the cluster's token (RAY_AUTH_TOKEN, or "
+                "~/.ray/auth_token)",
+            ) from None
 
     def _wait_started(self) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -139,18 +165,26 @@ class Head:
 def start_failure(printed: str, timeout_s: float, *, exited: bool) -> UserError:
     """Why the run's own cluster did not start, from what `ray start` printed."""
     if "AuthenticationError" in printed or "no authentication token" in printed:
-        return UserError("the Ray cluster for this run refused to start, for want of a token: "
-                         f"{_last_line(printed)}", field="models[].server", fix=TOKEN_FIX)
+        return UserError(
+            "the Ray cluster for this run refused to start, for want of a token: "
+            f"{_last_line(printed)}",
+            field="models[].server",
+            fix=TOKEN_FIX,
+        )
     tail = "\n      ".join(printed.strip().splitlines()[-8:])
     if exited:
-        return UserError(f"the Ray cluster for this run stopped while starting:\n      {tail}",
-                         field="models[].server.backend",
-                         fix="mend what Ray says above, or start a cluster yourself (ray start "
-                             "--head) and set address = \"auto\"")
-    return UserError(f"the Ray cluster for this run did not start within {timeout_s:g} s:"
-                     f"\n      {tail}", field="models[].server.startup_timeout_s",
-                     fix="raise startup_timeout_s, or start a cluster yourself (ray start "
-                         "--head) and set address = \"auto\"")
+        return UserError(
+            f"the Ray cluster for this run stopped while starting:\n      {tail}",
+            field="models[].server.backend",
+            fix="mend what Ray says above, or start a cluster yourself (ray start "
+            '--head) and set address = "auto"',
+        )
+    return UserError(
+        f"the Ray cluster for this run did not start within {timeout_s:g} s:\n      {tail}",
+        field="models[].server.startup_timeout_s",
+        fix="raise startup_timeout_s, or start a cluster yourself (ray start "
+        '--head) and set address = "auto"',
+    )
 
 
 def _last_line(text: str) -> str:

@@ -4,6 +4,7 @@ This code runs on the cluster's nodes (the package must be installed there, and 
 must lie at the same path on each). The server is the actor's child and dies with it; if the
 server dies alone, the actor ends itself on the next address check, so that Ray restarts both.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,12 +25,18 @@ class LlamaReplica:
 
         config = LocalServerConfig(**server)
         where = "models[].server.model_path"
-        sha = check_gguf(Path(config.model_path), where, None,
-                         missing_fix="put the model file at this path on every node of the cluster")
+        sha = check_gguf(
+            Path(config.model_path),
+            where,
+            None,
+            missing_fix="put the model file at this path on every node of the cluster",
+        )
         if sha != model_sha256:  # the run's identity is this exact file
-            raise ValueError(f"{config.model_path} on node {ray.util.get_node_ip_address()} is "
-                             f"another file than the run's model (sha256 {sha[:16]}..., the run's "
-                             f"{model_sha256[:16]}...): copy the same file to every node")
+            raise ValueError(
+                f"{config.model_path} on node {ray.util.get_node_ip_address()} is "
+                f"another file than the run's model (sha256 {sha[:16]}..., the run's "
+                f"{model_sha256[:16]}...): copy the same file to every node"
+            )
         self.server = LlamaServer(config, threads, host=ray.util.get_node_ip_address(), gpu=gpu)
         self.server.spawn()
         # Ray's worker has an event loop of its own on this thread: wait on another one.

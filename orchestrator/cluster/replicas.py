@@ -7,6 +7,7 @@ new port: a watcher asks every replica for its address each WATCH_S and replaces
 endpoint when it changed. Until then calls to the dead one fail to connect and go to the others
 (providers/pool.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,20 +48,27 @@ class RayReplicas:
         """Place the replicas; their servers' base URLs once all answer."""
         self.head = await join(self.config.address, self.config.startup_timeout_s, self.say)
         where = "this machine's own Ray cluster" if self.head.own else "the Ray cluster"
-        self.say(f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {self.head.joined}")
+        self.say(
+            f"{self.model.name}: {self.config.replicas} replica(s) on {where} at {self.head.joined}"
+        )
         await anyio.to_thread.run_sync(self._place)
         with anyio.move_on_after(self.config.startup_timeout_s) as waited:
             try:
                 self.urls = list(await asyncio.gather(*(a.address.remote() for a in self.actors)))
             except Exception as exc:  # noqa: BLE001 - Ray's error wraps the replica's own
-                raise UserError(f"a replica of {self.model.name} could not start: {_cause(exc)}",
-                                field="models[].server",
-                                fix="check that the package and the model file are on every "
-                                    "node, at the same path") from None
+                raise UserError(
+                    f"a replica of {self.model.name} could not start: {_cause(exc)}",
+                    field="models[].server",
+                    fix="check that the package and the model file are on every "
+                    "node, at the same path",
+                ) from None
         if waited.cancelled_caught:
-            raise UserError(self._unplaced(), field="models[].server.startup_timeout_s",
-                            fix="raise startup_timeout_s, add nodes, or ask less of each replica "
-                                "(num_cpus, num_gpus)")
+            raise UserError(
+                self._unplaced(),
+                field="models[].server.startup_timeout_s",
+                fix="raise startup_timeout_s, add nodes, or ask less of each replica "
+                "(num_cpus, num_gpus)",
+            )
         return self.urls
 
     def _place(self) -> None:
@@ -75,20 +83,27 @@ class RayReplicas:
         for i in range(cfg.replicas):
             # Named, so that other drivers (and `ray list actors`) see whose they are: the
             # model's identity and this process.
-            self.actors.append(remote.options(
-                name=f"{self.model.name}/{self.model.key}/{os.getpid()}/{i}", num_cpus=cfg.num_cpus,
-                num_gpus=cfg.num_gpus, max_restarts=-1, max_task_retries=0,
-                scheduling_strategy="SPREAD").remote(server, self.model.model_sha256, threads,
-                                                     cfg.num_gpus > 0))
+            self.actors.append(
+                remote.options(
+                    name=f"{self.model.name}/{self.model.key}/{os.getpid()}/{i}",
+                    num_cpus=cfg.num_cpus,
+                    num_gpus=cfg.num_gpus,
+                    max_restarts=-1,
+                    max_task_retries=0,
+                    scheduling_strategy="SPREAD",
+                ).remote(server, self.model.model_sha256, threads, cfg.num_gpus > 0)
+            )
 
     def _unplaced(self) -> str:
         import ray
 
         have = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
-        return (f"the {self.config.replicas} replica(s) of {self.model.name} did not all start "
-                f"within {self.config.startup_timeout_s:g} s; each asks num_cpus = "
-                f"{self.config.num_cpus:g}, num_gpus = {self.config.num_gpus:g}, and the cluster "
-                f"has {have or 'no CPU or GPU'}")
+        return (
+            f"the {self.config.replicas} replica(s) of {self.model.name} did not all start "
+            f"within {self.config.startup_timeout_s:g} s; each asks num_cpus = "
+            f"{self.config.num_cpus:g}, num_gpus = {self.config.num_gpus:g}, and the cluster "
+            f"has {have or 'no CPU or GPU'}"
+        )
 
     def follow(self, pool: EndpointPool, make_client: Callable[[str], Provider]) -> None:
         """Keep `pool`'s endpoints at the replicas' current addresses until unfollow()."""
@@ -107,10 +122,15 @@ class RayReplicas:
                 except RayActorError as exc:
                     if i not in down:
                         down.add(i)
-                        then = ("it cannot start again" if getattr(exc, "actor_init_failed", False)
-                                else "Ray restarts it")
-                        self.say(f"{self.model.name}: replica {i} died ({_cause(exc)}); {then}, "
-                                 "the others go on meanwhile")
+                        then = (
+                            "it cannot start again"
+                            if getattr(exc, "actor_init_failed", False)
+                            else "Ray restarts it"
+                        )
+                        self.say(
+                            f"{self.model.name}: replica {i} died ({_cause(exc)}); {then}, "
+                            "the others go on meanwhile"
+                        )
                     continue
                 except Exception:  # noqa: BLE001 - slow: asked again next round
                     continue

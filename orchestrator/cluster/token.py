@@ -7,6 +7,7 @@ Ray looks, in this order, at RAY_AUTH_TOKEN, at the file RAY_AUTH_TOKEN_PATH nam
 ~/.ray/auth_token (docs.ray.io, "Ray token authentication"). A token the user gave is never
 replaced; a cluster we only join keeps its own token, so nothing is made for it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +19,11 @@ from pathlib import Path
 
 from orchestrator.errors import UserError
 
-FIX = ("give Ray the cluster's token: set RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH to a file "
-       "holding it, or put it in ~/.ray/auth_token (`ray get-auth-token` on the head prints it; "
-       "`ray get-auth-token --generate` makes one for a cluster of this machine)")
+FIX = (
+    "give Ray the cluster's token: set RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH to a file "
+    "holding it, or put it in ~/.ray/auth_token (`ray get-auth-token` on the head prints it; "
+    "`ray get-auth-token --generate` makes one for a cluster of this machine)"
+)
 
 
 def default_path() -> Path:
@@ -36,15 +39,21 @@ def ensure_token(say: Callable[[str], None]) -> None:
     named = os.environ.get("RAY_AUTH_TOKEN_PATH")
     if named:
         if not _read(Path(named)):
-            raise UserError(f"Ray's token authentication: RAY_AUTH_TOKEN_PATH names {named}, "
-                            "which is missing or empty", field="models[].server", fix=FIX)
+            raise UserError(
+                f"Ray's token authentication: RAY_AUTH_TOKEN_PATH names {named}, "
+                "which is missing or empty",
+                field="models[].server",
+                fix=FIX,
+            )
         return
     path = default_path()
     if _read(path):
         return
     _write_new(path)
-    say(f"Ray: no authentication token was found, so one was created in {path} (Ray's own "
-        "place, readable by you alone), as `ray get-auth-token --generate` would")
+    say(
+        f"Ray: no authentication token was found, so one was created in {path} (Ray's own "
+        "place, readable by you alone), as `ray get-auth-token --generate` would"
+    )
 
 
 def _read(path: Path) -> str:
@@ -69,9 +78,12 @@ def _write_new(path: Path) -> None:
             if not _read(path):  # an empty file (no token): replace it
                 os.replace(tmp, path)
     except OSError as exc:
-        raise UserError(f"Ray's token authentication needs a token, and none could be created "
-                        f"in {path}: {exc.strerror or exc}", field="models[].server",
-                        fix=FIX) from None
+        raise UserError(
+            f"Ray's token authentication needs a token, and none could be created "
+            f"in {path}: {exc.strerror or exc}",
+            field="models[].server",
+            fix=FIX,
+        ) from None
     finally:
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):

@@ -1,5 +1,6 @@
 """What the emulated model answers: valid under the request's schema when one is sent, else
 guessed from the prompt's own wording of its answer format."""
+
 from __future__ import annotations
 
 import hashlib
@@ -71,5 +72,9 @@ def echo_logprobs(prompt: str, bonus: dict[str, float]) -> dict[str, Any]:
     tokens_.append(" ok")
     offsets.append(len(prompt))
     values.append(-1.0)
-    return {"tokens": tokens_, "text_offset": offsets, "token_logprobs": values,
-            "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens_, values)]}
+    return {
+        "tokens": tokens_,
+        "text_offset": offsets,
+        "token_logprobs": values,
+        "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens_, values)],
+    }

@@ -8,6 +8,7 @@ answers every item with the same logic as the online route (Emulator.gate and an
 the job has ended. Items are drawn to fail or expire per item, from the job's own random
 stream, so a job answers the same way whenever it is looked at.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
     from orchestrator.emulator.server import (
         echoed as quote,  # server.py imports this module
     )
+
     return quote(body, key)
+
 
 DAY_S = 24 * 3600.0
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
@@ -89,7 +92,11 @@ class Job:
 def rfc3339(t: float | None) -> str | None:
     if t is None:
         return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(t, timezone.utc)
+        .isoformat(timespec="microseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def hex_id(n: int = 24) -> str:
@@ -105,32 +112,32 @@ def array_member(text: str, key: str) -> Iterator[Any]:
     skipped; a malformed text raises ValueError."""
     decode, skip = json.JSONDecoder().raw_decode, lambda i: _WS.match(text, i).end()
     i = skip(0)
-    if text[i:i + 1] != "{":
+    if text[i : i + 1] != "{":
         raise ValueError("the body is not a JSON object")
     i = skip(i + 1)
-    while text[i:i + 1] != "}":
+    while text[i : i + 1] != "}":
         name, i = decode(text, i)
         i = skip(i)
-        if text[i:i + 1] != ":":
+        if text[i : i + 1] != ":":
             raise ValueError(f"':' expected at {i}")
         i = skip(i + 1)
-        if name == key and text[i:i + 1] == "[":
+        if name == key and text[i : i + 1] == "[":
             i = skip(i + 1)
-            while text[i:i + 1] != "]":
+            while text[i : i + 1] != "]":
                 item, i = decode(text, i)
                 yield item
                 i = skip(i)
-                if text[i:i + 1] == ",":
+                if text[i : i + 1] == ",":
                     i = skip(i + 1)
-                elif text[i:i + 1] != "]":
+                elif text[i : i + 1] != "]":
                     raise ValueError(f"',' or ']' expected at {i}")
             i = skip(i + 1)
         else:
             _, i = decode(text, i)
             i = skip(i)
-        if text[i:i + 1] == ",":
+        if text[i : i + 1] == ",":
             i = skip(i + 1)
-        elif text[i:i + 1] != "}":
+        elif text[i : i + 1] != "}":
             raise ValueError(f"',' or '}}' expected at {i}")
 
 
@@ -153,10 +160,13 @@ async def read_capped(request: web.Request, cap: int) -> bytearray:
     async for chunk in request.content.iter_chunked(1 << 20):
         size += len(chunk)
         if size > cap:
-            raise Problem(413, f"Request exceeds the maximum allowed size of {cap} bytes.", "request_too_large")
+            raise Problem(
+                413,
+                f"Request exceeds the maximum allowed size of {cap} bytes.",
+                "request_too_large",
+            )
         buf += chunk
     return buf
-
 
 
 class Jobs:
@@ -184,11 +194,28 @@ class Jobs:
             self._dir = None
 
     # --- creation ------------------------------------------------------------------------------
-    def create(self, protocol: str, job_id: str, credential: str, items: Path, count: int,
-               name: str = "", **extra: Any) -> Job:
+    def create(
+        self,
+        protocol: str,
+        job_id: str,
+        credential: str,
+        items: Path,
+        count: int,
+        name: str = "",
+        **extra: Any,
+    ) -> Job:
         now = time.time()
-        job = Job(protocol, job_id, credential, count, items, now, now + self.behaviour.processing_s,
-                  name, extra)
+        job = Job(
+            protocol,
+            job_id,
+            credential,
+            count,
+            items,
+            now,
+            now + self.behaviour.processing_s,
+            name,
+            extra,
+        )
         self.jobs[job_id] = job
         log = self.emulator.log
         log.batches[protocol] += 1
@@ -197,18 +224,38 @@ class Jobs:
                 log.batch_submitted[orjson.loads(line)[0]] += 1
         return job
 
-    def failed(self, protocol: str, job_id: str, credential: str, errors: list[dict[str, Any]],
-               **extra: Any) -> Job:
+    def failed(
+        self,
+        protocol: str,
+        job_id: str,
+        credential: str,
+        errors: list[dict[str, Any]],
+        **extra: Any,
+    ) -> Job:
         """An OpenAI batch whose input did not validate: it ends at once, `failed`."""
         now = time.time()
-        job = Job(protocol, job_id, credential, 0, Path(), now, now, extra=extra, ended_at=now,
-                  failed=errors)
+        job = Job(
+            protocol,
+            job_id,
+            credential,
+            0,
+            Path(),
+            now,
+            now,
+            extra=extra,
+            ended_at=now,
+            failed=errors,
+        )
         self.jobs[job_id] = job
         return job
 
     def listed(self, protocol: str, credential: str) -> list[Job]:
         """The credential's jobs of one protocol, newest first, each brought up to date."""
-        jobs = [j for j in reversed(self.jobs.values()) if j.protocol == protocol and j.credential == credential]
+        jobs = [
+            j
+            for j in reversed(self.jobs.values())
+            if j.protocol == protocol and j.credential == credential
+        ]
         for job in jobs:
             self.settle(job)
         return jobs
@@ -227,8 +274,15 @@ class Jobs:
             return
         # Seeded by the job's place among the emulator's jobs, not its (random) id: the same
         # draws on every run.
-        b, rng = self.behaviour, random.Random(f"{self.emulator.config.seed}/{list(self.jobs).index(job.id)}")
-        if job.protocol == "gemini" and b.expire > 0 and any(rng.random() < b.expire for _ in range(job.count)):
+        b, rng = (
+            self.behaviour,
+            random.Random(f"{self.emulator.config.seed}/{list(self.jobs).index(job.id)}"),
+        )
+        if (
+            job.protocol == "gemini"
+            and b.expire > 0
+            and any(rng.random() < b.expire for _ in range(job.count))
+        ):
             job.expired, job.ended_at = True, time.time()
             return
         expire = b.expire if job.protocol != "gemini" else 0.0
@@ -255,7 +309,9 @@ class Jobs:
                     if status != 200 and self.emulator.config.echo_key and job.credential:
                         reply = echoed(reply, job.credential)
                     job.counts["succeeded" if status == 200 else "errored"] += 1
-                    (out if status == 200 else err).write(write.answered(custom_id, status, reply) + b"\n")
+                    (out if status == 200 else err).write(
+                        write.answered(custom_id, status, reply) + b"\n"
+                    )
         finally:
             out.close()
             if err is not out:
@@ -281,8 +337,12 @@ class Jobs:
             job.output = self.path(f"{secrets.token_hex(8)}.out")
             with open(job.input, "rb") as src, open(job.output, "wb") as out:
                 for line in src:
-                    out.write(orjson.dumps({"custom_id": orjson.loads(line)[0],
-                                            "result": {"type": "canceled"}}) + b"\n")
+                    out.write(
+                        orjson.dumps(
+                            {"custom_id": orjson.loads(line)[0], "result": {"type": "canceled"}}
+                        )
+                        + b"\n"
+                    )
             job.counts["canceled"] = job.count
 
 
@@ -292,14 +352,25 @@ class OpenAIWriter:
 
     @staticmethod
     def answered(custom_id: str, status: int, body: dict[str, Any]) -> bytes:
-        return orjson.dumps({"id": f"batch_req_{hex_id()}", "custom_id": custom_id,
-                             "response": {"status_code": status, "request_id": hex_id(32), "body": body},
-                             "error": None})
+        return orjson.dumps(
+            {
+                "id": f"batch_req_{hex_id()}",
+                "custom_id": custom_id,
+                "response": {"status_code": status, "request_id": hex_id(32), "body": body},
+                "error": None,
+            }
+        )
 
     @staticmethod
     def expired(custom_id: str) -> bytes:
-        return orjson.dumps({"id": f"batch_req_{hex_id()}", "custom_id": custom_id, "response": None,
-                             "error": {"code": "batch_expired", "message": EXPIRED_MESSAGE}})
+        return orjson.dumps(
+            {
+                "id": f"batch_req_{hex_id()}",
+                "custom_id": custom_id,
+                "response": None,
+                "error": {"code": "batch_expired", "message": EXPIRED_MESSAGE},
+            }
+        )
 
 
 class AnthropicWriter:
@@ -307,8 +378,11 @@ class AnthropicWriter:
 
     @staticmethod
     def answered(custom_id: str, status: int, body: dict[str, Any]) -> bytes:
-        result = ({"type": "succeeded", "message": body} if status == 200
-                  else {"type": "errored", "error": body})
+        result = (
+            {"type": "succeeded", "message": body}
+            if status == 200
+            else {"type": "errored", "error": body}
+        )
         return orjson.dumps({"custom_id": custom_id, "result": result})
 
     @staticmethod
@@ -326,8 +400,11 @@ class GeminiWriter:
 
     @staticmethod
     def answered(custom_id: str, status: int, body: dict[str, Any]) -> bytes:
-        out = ({"response": body} if status == 200 else
-               {"error": {"code": GRPC_CODE.get(status, 2), "message": body["error"]["message"]}})
+        out = (
+            {"response": body}
+            if status == 200
+            else {"error": {"code": GRPC_CODE.get(status, 2), "message": body["error"]["message"]}}
+        )
         return orjson.dumps({**out, "metadata": {"key": custom_id}})
 
     @staticmethod

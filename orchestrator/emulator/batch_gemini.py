@@ -1,5 +1,6 @@
 """Gemini's batch mode on the emulator: inline requests to models/{model}:batchGenerateContent,
 a long-running operation under batches/ that holds the responses once it has succeeded."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,20 +41,42 @@ class GeminiRoutes:
         job = self.jobs.create("gemini", job_id, credential, items, count, name, model=model)
         return answer(self._gemini_operation(job, state="BATCH_STATE_PENDING"))
 
-    def _gemini_operation(self, job: Job, state: str | None = None, with_output: bool = False) -> bytes:
+    def _gemini_operation(
+        self, job: Job, state: str | None = None, with_output: bool = False
+    ) -> bytes:
         """The long-running operation of the job; once it has succeeded and `with_output`, with
         its inlined responses (read from the results file, as the list leaves them out)."""
         if state is None:
-            state = ("BATCH_STATE_RUNNING" if not job.ended else "BATCH_STATE_CANCELLED" if job.cancelled_at
-                     else "BATCH_STATE_EXPIRED" if job.expired else "BATCH_STATE_SUCCEEDED")
+            state = (
+                "BATCH_STATE_RUNNING"
+                if not job.ended
+                else "BATCH_STATE_CANCELLED"
+                if job.cancelled_at
+                else "BATCH_STATE_EXPIRED"
+                if job.expired
+                else "BATCH_STATE_SUCCEEDED"
+            )
         c = job.counts
-        stats = {"requestCount": str(job.count), "pendingRequestCount": str(0 if job.ended else job.count)}
+        stats = {
+            "requestCount": str(job.count),
+            "pendingRequestCount": str(0 if job.ended else job.count),
+        }
         if job.ended:
-            stats |= {"successfulRequestCount": str(c["succeeded"]), "failedRequestCount": str(c["errored"])}
+            stats |= {
+                "successfulRequestCount": str(c["succeeded"]),
+                "failedRequestCount": str(c["errored"]),
+            }
         name = f"batches/{job.id}"
-        meta = {"@type": GEMINI_BATCH, "model": f"models/{job.extra['model']}", "displayName": job.name,
-                "createTime": rfc3339(job.created), "updateTime": rfc3339(job.ended_at or job.created),
-                "batchStats": stats, "state": state, "name": name}
+        meta = {
+            "@type": GEMINI_BATCH,
+            "model": f"models/{job.extra['model']}",
+            "displayName": job.name,
+            "createTime": rfc3339(job.created),
+            "updateTime": rfc3339(job.ended_at or job.created),
+            "batchStats": stats,
+            "state": state,
+            "name": name,
+        }
         if job.ended:
             meta["endTime"] = rfc3339(job.ended_at)
         op: dict[str, Any] = {"name": name, "metadata": meta}
@@ -66,8 +89,14 @@ class GeminiRoutes:
             return head
         with open(job.output, "rb") as f:
             lines = b",".join(line.rstrip(b"\n") for line in f)
-        return (head[:-1] + b',"response":{"@type":"' + GEMINI_OUTPUT.encode()
-                + b'","inlinedResponses":{"inlinedResponses":[' + lines + b"]}}}")
+        return (
+            head[:-1]
+            + b',"response":{"@type":"'
+            + GEMINI_OUTPUT.encode()
+            + b'","inlinedResponses":{"inlinedResponses":['
+            + lines
+            + b"]}}}"
+        )
 
     async def gemini_get(self, request: web.Request, credential: str) -> web.Response:
         job = self._job("gemini", request.match_info["id"], credential)
@@ -77,7 +106,7 @@ class GeminiRoutes:
         jobs, q = self.jobs.listed("gemini", credential), request.query
         size = max(1, min(1000, int(q.get("pageSize", 50))))
         start = int(q.get("pageToken") or 0)
-        page = b",".join(self._gemini_operation(j) for j in jobs[start:start + size])
+        page = b",".join(self._gemini_operation(j) for j in jobs[start : start + size])
         token = b',"nextPageToken":"%d"' % (start + size) if start + size < len(jobs) else b""
         return answer(b'{"operations":[' + page + b"]" + token + b"}")
 

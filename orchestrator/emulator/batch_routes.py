@@ -1,6 +1,7 @@
 """The three batch APIs on the emulator's port, in each provider's own shapes: OpenAI's files and
 batches, Anthropic's message batches, Gemini's batch mode (inline requests). The jobs
 themselves live in batch.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,18 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from orchestrator.emulator.batch import (DAY_S, Job, Jobs, Problem, answer, array_member, echoed,
-                                         hex_id, read_capped, rfc3339)
+from orchestrator.emulator.batch import (
+    DAY_S,
+    Job,
+    Jobs,
+    Problem,
+    answer,
+    array_member,
+    echoed,
+    hex_id,
+    read_capped,
+    rfc3339,
+)
 from orchestrator.emulator.batch_gemini import GeminiRoutes
 from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, bearer, google_key
 
@@ -48,9 +59,16 @@ class BatchRoutes(GeminiRoutes):
         r.add_post("/v1/messages/batches", self._route(a, "create", self.anthropic_create))
         r.add_get("/v1/messages/batches", self._route(a, "list", self.anthropic_list))
         r.add_get("/v1/messages/batches/{id}", self._route(a, "poll", self.anthropic_get))
-        r.add_get("/v1/messages/batches/{id}/results", self._route(a, "results", self.anthropic_results))
-        r.add_post("/v1/messages/batches/{id}/cancel", self._route(a, "cancel", self.anthropic_cancel))
-        r.add_post("/v1beta/models/{model}:batchGenerateContent", self._route(g, "create", self.gemini_create))
+        r.add_get(
+            "/v1/messages/batches/{id}/results", self._route(a, "results", self.anthropic_results)
+        )
+        r.add_post(
+            "/v1/messages/batches/{id}/cancel", self._route(a, "cancel", self.anthropic_cancel)
+        )
+        r.add_post(
+            "/v1beta/models/{model}:batchGenerateContent",
+            self._route(g, "create", self.gemini_create),
+        )
         r.add_get("/v1beta/batches", self._route(g, "list", self.gemini_list))
         r.add_get("/v1beta/batches/{id}", self._route(g, "poll", self.gemini_get))
         r.add_post("/v1beta/batches/{id}:cancel", self._route(g, "cancel", self.gemini_cancel))
@@ -59,8 +77,11 @@ class BatchRoutes(GeminiRoutes):
         proto = getattr(self, protocol)
 
         async def route(request: web.Request) -> web.StreamResponse:
-            credential = {"openai": bearer, "anthropic": lambda r: r.headers.get("x-api-key", ""),
-                          "gemini": google_key}[protocol](request)
+            credential = {
+                "openai": bearer,
+                "anthropic": lambda r: r.headers.get("x-api-key", ""),
+                "gemini": google_key,
+            }[protocol](request)
             keys = self.emulator.config.keys
             try:
                 if keys is not None and credential not in keys:
@@ -84,6 +105,7 @@ class BatchRoutes(GeminiRoutes):
                 request.transport.close()
                 return web.Response()
             return response
+
         return route
 
     def _job(self, protocol: str, job_id: str, credential: str) -> Job:
@@ -106,15 +128,27 @@ class BatchRoutes(GeminiRoutes):
                     while chunk := await part.read_chunk(1 << 20):
                         size += len(chunk)
                         if size > OPENAI_MAX[1]:
-                            raise Problem(400, f"File exceeds the maximum size of {OPENAI_MAX[1] // MB} MB "
-                                               "for purpose 'batch'.")
+                            raise Problem(
+                                400,
+                                f"File exceeds the maximum size of {OPENAI_MAX[1] // MB} MB "
+                                "for purpose 'batch'.",
+                            )
                         out.write(chunk)
         if purpose is None or size == 0:
             raise Problem(400, "'file' and 'purpose' are required")
-        self.jobs.files[file_id] = {"id": file_id, "object": "file", "bytes": size, "created_at": int(time.time()),
-                                    "filename": filename, "purpose": purpose, "status": "processed",
-                                    "status_details": None, "expires_at": None, "_path": path,
-                                    "_owner": credential}
+        self.jobs.files[file_id] = {
+            "id": file_id,
+            "object": "file",
+            "bytes": size,
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+            "status_details": None,
+            "expires_at": None,
+            "_path": path,
+            "_owner": credential,
+        }
         self.emulator.log.uploads.append((file_id, size))
         return answer(self._file_object(file_id, credential))
 
@@ -130,17 +164,27 @@ class BatchRoutes(GeminiRoutes):
     async def content(self, request: web.Request, credential: str) -> web.StreamResponse:
         file_id = request.match_info["id"]
         self._file_object(file_id, credential)
-        return web.FileResponse(self.jobs.files[file_id]["_path"],
-                                headers={"Content-Type": "application/octet-stream"})
+        return web.FileResponse(
+            self.jobs.files[file_id]["_path"], headers={"Content-Type": "application/octet-stream"}
+        )
 
     def _output_file(self, job: Job, path: Path | None, purpose: str) -> str | None:
         if path is None or not path.exists() or path.stat().st_size == 0:
             return None
         file_id = f"file-{hex_id()}"
-        self.jobs.files[file_id] = {"id": file_id, "object": "file", "bytes": path.stat().st_size,
-                                    "created_at": int(time.time()), "filename": f"{job.id}_{purpose}.jsonl",
-                                    "purpose": purpose, "status": "processed", "status_details": None,
-                                    "expires_at": None, "_path": path, "_owner": job.credential}
+        self.jobs.files[file_id] = {
+            "id": file_id,
+            "object": "file",
+            "bytes": path.stat().st_size,
+            "created_at": int(time.time()),
+            "filename": f"{job.id}_{purpose}.jsonl",
+            "purpose": purpose,
+            "status": "processed",
+            "status_details": None,
+            "expires_at": None,
+            "_path": path,
+            "_owner": job.credential,
+        }
         return file_id
 
     # --- OpenAI: batches -----------------------------------------------------------------------
@@ -162,8 +206,15 @@ class BatchRoutes(GeminiRoutes):
             items.unlink(missing_ok=True)
             job = self.jobs.failed("openai", job_id, credential, errors, **extra)
         else:
-            job = self.jobs.create("openai", job_id, credential, items, count,
-                                   metadata.get("bias_orchestrator", ""), **extra)
+            job = self.jobs.create(
+                "openai",
+                job_id,
+                credential,
+                items,
+                count,
+                metadata.get("bias_orchestrator", ""),
+                **extra,
+            )
         return answer(self._openai_view(job, status="failed" if errors else "validating"))
 
     @staticmethod
@@ -186,7 +237,11 @@ class BatchRoutes(GeminiRoutes):
                     error("invalid_json_line", "This line is not parseable as valid JSON.", n)
                     continue
                 if entry.get("url") != endpoint or entry.get("method") != "POST":
-                    error("mismatched_endpoint", f"The url of this request does not match {endpoint}.", n)
+                    error(
+                        "mismatched_endpoint",
+                        f"The url of this request does not match {endpoint}.",
+                        n,
+                    )
                 if custom_id in seen:
                     error("duplicate_custom_id", f"The custom_id {custom_id!r} is not unique.", n)
                 seen.add(custom_id)
@@ -194,13 +249,18 @@ class BatchRoutes(GeminiRoutes):
                 if len(errors) >= 10:
                     break
         if len(seen) > OPENAI_MAX[0]:
-            error("too_many_requests", f"A batch may hold at most {OPENAI_MAX[0]} requests; this "
-                                       f"file has {len(seen)}.", None)
+            error(
+                "too_many_requests",
+                f"A batch may hold at most {OPENAI_MAX[0]} requests; this file has {len(seen)}.",
+                None,
+            )
         if not seen and not errors:
             error("empty_file", "The input file holds no requests.", None)
         return errors, len(seen)
 
-    def _openai_view(self, job: Job, status: str | None = None, advance: bool = True) -> dict[str, Any]:
+    def _openai_view(
+        self, job: Job, status: str | None = None, advance: bool = True
+    ) -> dict[str, Any]:
         """The Batch object. `finalizing` shows once, on the first look after the job ended."""
         if status is None:
             if job.failed is not None:
@@ -220,20 +280,34 @@ class BatchRoutes(GeminiRoutes):
         final = status in ("completed", "expired", "cancelled", "failed")
         at = lambda t: int(t) if t is not None else None  # noqa: E731
         c = job.counts
-        return {"id": job.id, "object": "batch", "endpoint": job.extra["endpoint"],
-                "errors": {"object": "list", "data": job.failed} if job.failed else None,
-                "input_file_id": job.extra["input_file_id"], "completion_window": "24h", "status": status,
-                "output_file_id": job.extra.get("output_file_id") if final else None,
-                "error_file_id": job.extra.get("error_file_id") if final else None,
-                "created_at": at(job.created), "in_progress_at": at(job.created) if job.failed is None else None,
-                "expires_at": at(job.created + DAY_S),
-                "finalizing_at": at(job.ended_at) if job.ended and not job.failed and not job.cancelled_at else None,
-                "completed_at": at(job.ended_at) if status == "completed" else None,
-                "failed_at": at(job.ended_at) if status == "failed" else None,
-                "expired_at": at(job.ended_at) if status == "expired" else None,
-                "cancelling_at": at(job.cancelled_at), "cancelled_at": at(job.cancelled_at) if final else None,
-                "request_counts": {"total": job.count, "completed": c["succeeded"], "failed": c["errored"]},
-                "metadata": job.extra["metadata"]}
+        return {
+            "id": job.id,
+            "object": "batch",
+            "endpoint": job.extra["endpoint"],
+            "errors": {"object": "list", "data": job.failed} if job.failed else None,
+            "input_file_id": job.extra["input_file_id"],
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": job.extra.get("output_file_id") if final else None,
+            "error_file_id": job.extra.get("error_file_id") if final else None,
+            "created_at": at(job.created),
+            "in_progress_at": at(job.created) if job.failed is None else None,
+            "expires_at": at(job.created + DAY_S),
+            "finalizing_at": at(job.ended_at)
+            if job.ended and not job.failed and not job.cancelled_at
+            else None,
+            "completed_at": at(job.ended_at) if status == "completed" else None,
+            "failed_at": at(job.ended_at) if status == "failed" else None,
+            "expired_at": at(job.ended_at) if status == "expired" else None,
+            "cancelling_at": at(job.cancelled_at),
+            "cancelled_at": at(job.cancelled_at) if final else None,
+            "request_counts": {
+                "total": job.count,
+                "completed": c["succeeded"],
+                "failed": c["errored"],
+            },
+            "metadata": job.extra["metadata"],
+        }
 
     async def openai_get(self, request: web.Request, credential: str) -> web.Response:
         return answer(self._openai_view(self._job("openai", request.match_info["id"], credential)))
@@ -243,10 +317,17 @@ class BatchRoutes(GeminiRoutes):
         limit = max(1, min(100, int(request.query.get("limit", 20))))
         if after := request.query.get("after"):
             ids = [j.id for j in jobs]
-            jobs = jobs[ids.index(after) + 1:] if after in ids else []
+            jobs = jobs[ids.index(after) + 1 :] if after in ids else []
         page = [self._openai_view(j, advance=False) for j in jobs[:limit]]
-        return answer({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-                     "last_id": page[-1]["id"] if page else None, "has_more": len(jobs) > limit})
+        return answer(
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(jobs) > limit,
+            }
+        )
 
     async def openai_cancel(self, request: web.Request, credential: str) -> web.Response:
         job = self._job("openai", request.match_info["id"], credential)
@@ -263,12 +344,19 @@ class BatchRoutes(GeminiRoutes):
                 for n, entry in enumerate(array_member(text, "requests")):
                     custom_id, params = entry["custom_id"], entry["params"]
                     if not isinstance(custom_id, str) or not _CUSTOM_ID.fullmatch(custom_id):
-                        raise Problem(400, f"requests.{n}.custom_id: String should match pattern "
-                                           "'^[a-zA-Z0-9_-]{1,64}$'")
+                        raise Problem(
+                            400,
+                            f"requests.{n}.custom_id: String should match pattern "
+                            "'^[a-zA-Z0-9_-]{1,64}$'",
+                        )
                     if custom_id in seen:
-                        raise Problem(400, f"requests.{n}.custom_id: duplicate custom_id {custom_id!r}")
+                        raise Problem(
+                            400, f"requests.{n}.custom_id: duplicate custom_id {custom_id!r}"
+                        )
                     if n >= ANTHROPIC_MAX[0]:
-                        raise Problem(400, f"requests: a batch may hold at most {ANTHROPIC_MAX[0]} requests")
+                        raise Problem(
+                            400, f"requests: a batch may hold at most {ANTHROPIC_MAX[0]} requests"
+                        )
                     self.anthropic.read(params, credential)
                     seen.add(custom_id)
                     out.write(orjson.dumps([custom_id, params]) + b"\n")
@@ -281,23 +369,44 @@ class BatchRoutes(GeminiRoutes):
             items.unlink(missing_ok=True)
             raise
         del text
-        return answer(self._anthropic_view(self.jobs.create("anthropic", job_id, credential, items, len(seen)),
-                                         request))
+        return answer(
+            self._anthropic_view(
+                self.jobs.create("anthropic", job_id, credential, items, len(seen)), request
+            )
+        )
 
-    def _anthropic_view(self, job: Job, request: web.Request, canceling: bool = False) -> dict[str, Any]:
+    def _anthropic_view(
+        self, job: Job, request: web.Request, canceling: bool = False
+    ) -> dict[str, Any]:
         c = job.counts
         url = f"{request.scheme}://{request.host}/v1/messages/batches/{job.id}/results"
-        return {"id": job.id, "type": "message_batch",
-                "processing_status": "canceling" if canceling else ("ended" if job.ended else "in_progress"),
-                "request_counts": {"processing": 0 if job.ended else job.count, "succeeded": c["succeeded"],
-                                   "errored": c["errored"], "canceled": c["canceled"], "expired": c["expired"]},
-                "ended_at": rfc3339(job.ended_at), "created_at": rfc3339(job.created),
-                "expires_at": rfc3339(job.created + DAY_S), "archived_at": None,
-                "cancel_initiated_at": rfc3339(job.cancelled_at),
-                "results_url": url if job.ended and not canceling else None}
+        return {
+            "id": job.id,
+            "type": "message_batch",
+            "processing_status": "canceling"
+            if canceling
+            else ("ended" if job.ended else "in_progress"),
+            "request_counts": {
+                "processing": 0 if job.ended else job.count,
+                "succeeded": c["succeeded"],
+                "errored": c["errored"],
+                "canceled": c["canceled"],
+                "expired": c["expired"],
+            },
+            "ended_at": rfc3339(job.ended_at),
+            "created_at": rfc3339(job.created),
+            "expires_at": rfc3339(job.created + DAY_S),
+            "archived_at": None,
+            "cancel_initiated_at": rfc3339(job.cancelled_at),
+            "results_url": url if job.ended and not canceling else None,
+        }
 
     async def anthropic_get(self, request: web.Request, credential: str) -> web.Response:
-        return answer(self._anthropic_view(self._job("anthropic", request.match_info["id"], credential), request))
+        return answer(
+            self._anthropic_view(
+                self._job("anthropic", request.match_info["id"], credential), request
+            )
+        )
 
     async def anthropic_results(self, request: web.Request, credential: str) -> web.StreamResponse:
         job = self._job("anthropic", request.match_info["id"], credential)
@@ -310,16 +419,22 @@ class BatchRoutes(GeminiRoutes):
         limit = max(1, min(1000, int(q.get("limit", 20))))
         ids = [j.id for j in jobs]
         if (after := q.get("after_id")) is not None:
-            jobs = jobs[ids.index(after) + 1:] if after in ids else []
+            jobs = jobs[ids.index(after) + 1 :] if after in ids else []
             more, jobs = len(jobs) > limit, jobs[:limit]
         elif (before := q.get("before_id")) is not None:
-            jobs = jobs[:ids.index(before)] if before in ids else []
+            jobs = jobs[: ids.index(before)] if before in ids else []
             more, jobs = len(jobs) > limit, jobs[-limit:]
         else:
             more, jobs = len(jobs) > limit, jobs[:limit]
         page = [self._anthropic_view(j, request) for j in jobs]
-        return answer({"data": page, "has_more": more, "first_id": page[0]["id"] if page else None,
-                     "last_id": page[-1]["id"] if page else None})
+        return answer(
+            {
+                "data": page,
+                "has_more": more,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+            }
+        )
 
     async def anthropic_cancel(self, request: web.Request, credential: str) -> web.Response:
         job = self._job("anthropic", request.match_info["id"], credential)

@@ -1,4 +1,5 @@
 """Server-side limits: sliding windows of requests and tokens per credential, as providers keep."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """The three wire formats the emulator speaks: how a call is read and how answers are written."""
+
 from __future__ import annotations
 
 import time
@@ -45,33 +46,68 @@ class OpenAI:
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
         return Call(credential, body["model"], "".join(texts), max_tokens, schema, texts[-1])
 
-    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
-                refused: bool, thoughts: int = 0) -> dict[str, Any]:
+    def success(
+        self,
+        call: Call,
+        text: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        refused: bool,
+        thoughts: int = 0,
+    ) -> dict[str, Any]:
         message = {"role": "assistant", "content": None if refused else text, "refusal": None}
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
-                "created": int(time.time()), "model": call.model,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": "content_filter" if refused else "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": call.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "content_filter" if refused else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
 
-    def error(self, status: int, message: str, retry_after: str | None = None,
-              code: str | None = None) -> dict[str, Any]:
-        kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                429: "rate_limit_exceeded"}.get(status, "server_error")
+    def error(
+        self, status: int, message: str, retry_after: str | None = None, code: str | None = None
+    ) -> dict[str, Any]:
+        kind = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            404: "not_found_error",
+            429: "rate_limit_exceeded",
+        }.get(status, "server_error")
         return {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
 
     def too_long(self, prompt_tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
-        body = self.error(400, f"This model's maximum context length is {limit} tokens. However, "
-                               f"your messages resulted in {prompt_tokens} tokens. Please reduce "
-                               "the length of the messages.", code="context_length_exceeded")
+        body = self.error(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, "
+            f"your messages resulted in {prompt_tokens} tokens. Please reduce "
+            "the length of the messages.",
+            code="context_length_exceeded",
+        )
         body["error"]["param"] = "messages"
         return 400, body
 
     def quota(self) -> tuple[int, dict[str, Any]]:
-        return 429, {"error": {"message": "You exceeded your current quota, please check your plan "
-                               "and billing details.", "type": "insufficient_quota",
-                               "param": None, "code": "insufficient_quota"}}
+        return 429, {
+            "error": {
+                "message": "You exceeded your current quota, please check your plan "
+                "and billing details.",
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+        }
 
 
 class OpenAICompletions(OpenAI):
@@ -85,18 +121,43 @@ class OpenAICompletions(OpenAI):
         prompt = body["prompt"]
         if not isinstance(prompt, str):
             raise ValueError("prompt must be a string")
-        return Call(credential, body["model"], prompt,
-                    int(body.get("max_tokens") or 16), None, prompt,
-                    echo=bool(body.get("echo")) and body.get("logprobs") is not None)
+        return Call(
+            credential,
+            body["model"],
+            prompt,
+            int(body.get("max_tokens") or 16),
+            None,
+            prompt,
+            echo=bool(body.get("echo")) and body.get("logprobs") is not None,
+        )
 
-    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
-                refused: bool, thoughts: int = 0) -> dict[str, Any]:
-        choice = {"text": (call.prompt if call.echo else "") + " ok", "index": 0,
-                  "logprobs": call.logprobs, "finish_reason": "length"}
-        return {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion",
-                "created": int(time.time()), "model": call.model, "choices": [choice],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
-                          "total_tokens": prompt_tokens + 1}}
+    def success(
+        self,
+        call: Call,
+        text: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        refused: bool,
+        thoughts: int = 0,
+    ) -> dict[str, Any]:
+        choice = {
+            "text": (call.prompt if call.echo else "") + " ok",
+            "index": 0,
+            "logprobs": call.logprobs,
+            "finish_reason": "length",
+        }
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": call.model,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": 1,
+                "total_tokens": prompt_tokens + 1,
+            },
+        }
 
 
 class Anthropic:
@@ -109,27 +170,49 @@ class Anthropic:
 
     def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
         texts = [_text(body.get("system"))] + [_text(m["content"]) for m in body["messages"]]
-        return Call(credential, body["model"], "".join(texts), int(body["max_tokens"]), None,
-                    texts[-1])
+        return Call(
+            credential, body["model"], "".join(texts), int(body["max_tokens"]), None, texts[-1]
+        )
 
-    def success(self, call: Call, text: str, prompt_tokens: int, completion_tokens: int,
-                refused: bool, thoughts: int = 0) -> dict[str, Any]:
-        return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
-                "model": call.model, "content": [] if refused else [{"type": "text", "text": text}],
-                "stop_reason": "refusal" if refused else "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
+    def success(
+        self,
+        call: Call,
+        text: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        refused: bool,
+        thoughts: int = 0,
+    ) -> dict[str, Any]:
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": call.model,
+            "content": [] if refused else [{"type": "text", "text": text}],
+            "stop_reason": "refusal" if refused else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+        }
 
     def error(self, status: int, message: str, retry_after: str | None = None) -> dict[str, Any]:
-        kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+        kind = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            404: "not_found_error",
+            429: "rate_limit_error",
+            529: "overloaded_error",
+        }.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
 
     def too_long(self, prompt_tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
         return 400, self.error(400, f"prompt is too long: {prompt_tokens} tokens > {limit} maximum")
 
     def quota(self) -> tuple[int, dict[str, Any]]:  # Anthropic says so with a 400
-        return 400, self.error(400, "Your credit balance is too low to access the Anthropic API. "
-                                    "Please go to Plans & Billing to upgrade or purchase credits.")
+        return 400, self.error(
+            400,
+            "Your credit balance is too low to access the Anthropic API. "
+            "Please go to Plans & Billing to upgrade or purchase credits.",
+        )
 
 
 def google_key(request: web.Request) -> str:
@@ -149,15 +232,31 @@ class Gemini:
         system = _text((body.get("systemInstruction") or {}).get("parts"))
         texts = [_text(c.get("parts")) for c in body["contents"]]
         config = body.get("generationConfig") or {}
-        return Call(credential, model or "", system + "".join(texts),
-                    int(config.get("maxOutputTokens") or 256), config.get("responseSchema"), texts[-1])
+        return Call(
+            credential,
+            model or "",
+            system + "".join(texts),
+            int(config.get("maxOutputTokens") or 256),
+            config.get("responseSchema"),
+            texts[-1],
+        )
 
-    def success(self, call: Call, text: str | None, prompt_tokens: int, completion_tokens: int,
-                refused: bool, thoughts: int = 0) -> dict[str, Any]:
+    def success(
+        self,
+        call: Call,
+        text: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        refused: bool,
+        thoughts: int = 0,
+    ) -> dict[str, Any]:
         """`thoughts`: tokens spent thinking, within maxOutputTokens; no `text`: they left no room
         for an answer, so the candidate has no parts and finishes MAX_TOKENS."""
-        usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens,
-                 "totalTokenCount": prompt_tokens + completion_tokens + thoughts}
+        usage = {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": completion_tokens,
+            "totalTokenCount": prompt_tokens + completion_tokens + thoughts,
+        }
         if thoughts:
             usage["thoughtsTokenCount"] = thoughts
         if refused:  # a blocked answer comes without content
@@ -167,33 +266,56 @@ class Gemini:
             del usage["candidatesTokenCount"]
             usage["totalTokenCount"] = prompt_tokens + thoughts
         else:
-            candidate = {"index": 0, "finishReason": "STOP",
-                         "content": {"role": "model", "parts": [{"text": text}]}}
+            candidate = {
+                "index": 0,
+                "finishReason": "STOP",
+                "content": {"role": "model", "parts": [{"text": text}]},
+            }
         return {"candidates": [candidate], "modelVersion": call.model, "usageMetadata": usage}
 
     def error(self, status: int, message: str, retry_after: str | None = None) -> dict[str, Any]:
         """`retry_after`: the RetryInfo detail's retryDelay, verbatim ("17s")."""
-        code = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND",
-                429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
+        code = {
+            400: "INVALID_ARGUMENT",
+            401: "UNAUTHENTICATED",
+            404: "NOT_FOUND",
+            429: "RESOURCE_EXHAUSTED",
+            503: "UNAVAILABLE",
+        }.get(status, "INTERNAL")
         error: dict[str, Any] = {"code": status, "message": message, "status": code}
         if retry_after is not None:
-            error["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                                 "retryDelay": retry_after}]
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_after}
+            ]
         return {"error": error}
 
     def too_long(self, prompt_tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
-        return 400, self.error(400, f"The input token count ({prompt_tokens}) exceeds the maximum "
-                                    f"number of tokens allowed ({limit}).")
+        return 400, self.error(
+            400,
+            f"The input token count ({prompt_tokens}) exceeds the maximum "
+            f"number of tokens allowed ({limit}).",
+        )
 
     def quota(self) -> tuple[int, dict[str, Any]]:
         """A daily quota used up: the retryDelay that comes with it is only until the next try."""
-        body = self.error(429, "You exceeded your current quota, please check your plan and "
-                               "billing details.", retry_after="43s")
-        body["error"]["details"].insert(0, {
-            "@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
-                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
-                "quotaValue": "250"}]})
+        body = self.error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            retry_after="43s",
+        )
+        body["error"]["details"].insert(
+            0,
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                        "quotaValue": "250",
+                    }
+                ],
+            },
+        )
         return 429, body
 
 

@@ -1,5 +1,6 @@
 """The emulator's HTTP server: OpenAI chat completions, Anthropic Messages and Gemini
 generateContent on one loopback port, with real limit headers and injectable faults."""
+
 from __future__ import annotations
 
 import asyncio
@@ -138,22 +139,40 @@ class Emulator:
 
     def _fault(self) -> str:
         roll, f = self.rng.random(), self.config.faults
-        for kind in ("rate_limited", "server_error", "overloaded", "dropped", "slow", "malformed", "refusal",
-                     "quota"):
+        for kind in (
+            "rate_limited",
+            "server_error",
+            "overloaded",
+            "dropped",
+            "slow",
+            "malformed",
+            "refusal",
+            "quota",
+        ):
             p = getattr(f, kind)
             if roll < p:
                 return kind
             roll -= p
         return "ok"
 
-    def _reply(self, proto: Protocol, call: Call, status: int, body: dict[str, Any],
-               headers: dict[str, str] | None = None) -> web.Response:
+    def _reply(
+        self,
+        proto: Protocol,
+        call: Call,
+        status: int,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
         self.log.statuses[(proto.name, status)] += 1
         self.log.replies.append((time.monotonic(), proto.name, status))
         if status >= 400 and self.config.echo_key and call.credential:
             body = echoed(body, call.credential)
-        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json",
-                            headers={**(headers or {}), **self.config.headers})
+        return web.Response(
+            status=status,
+            body=orjson.dumps(body),
+            content_type="application/json",
+            headers={**(headers or {}), **self.config.headers},
+        )
 
     def _limit_headers(self, proto: Protocol, window: Window) -> dict[str, str]:
         req_left, req_reset, tok_left, tok_reset = window.remaining()
@@ -162,23 +181,33 @@ class Emulator:
         if proto.name == "openai":
             h = {}
             if c.rpm is not None:
-                h |= {"x-ratelimit-limit-requests": str(round(c.rpm * per_minute)), "x-ratelimit-remaining-requests": str(req_left),
-                      "x-ratelimit-reset-requests": f"{req_reset * 1000:.0f}ms"}
+                h |= {
+                    "x-ratelimit-limit-requests": str(round(c.rpm * per_minute)),
+                    "x-ratelimit-remaining-requests": str(req_left),
+                    "x-ratelimit-reset-requests": f"{req_reset * 1000:.0f}ms",
+                }
             if c.tpm is not None:
-                h |= {"x-ratelimit-limit-tokens": str(round(c.tpm * per_minute)), "x-ratelimit-remaining-tokens": str(tok_left),
-                      "x-ratelimit-reset-tokens": f"{tok_reset * 1000:.0f}ms"}
+                h |= {
+                    "x-ratelimit-limit-tokens": str(round(c.tpm * per_minute)),
+                    "x-ratelimit-remaining-tokens": str(tok_left),
+                    "x-ratelimit-reset-tokens": f"{tok_reset * 1000:.0f}ms",
+                }
             return h
         if proto.name == "anthropic":
             at = lambda s: (datetime.now(timezone.utc) + timedelta(seconds=s)).isoformat()  # noqa: E731
             h = {}
             if c.rpm is not None:
-                h |= {"anthropic-ratelimit-requests-limit": str(round(c.rpm * per_minute)),
-                      "anthropic-ratelimit-requests-remaining": str(req_left),
-                      "anthropic-ratelimit-requests-reset": at(req_reset)}
+                h |= {
+                    "anthropic-ratelimit-requests-limit": str(round(c.rpm * per_minute)),
+                    "anthropic-ratelimit-requests-remaining": str(req_left),
+                    "anthropic-ratelimit-requests-reset": at(req_reset),
+                }
             if c.tpm is not None:
-                h |= {"anthropic-ratelimit-tokens-limit": str(round(c.tpm * per_minute)),
-                      "anthropic-ratelimit-tokens-remaining": str(tok_left),
-                      "anthropic-ratelimit-tokens-reset": at(tok_reset)}
+                h |= {
+                    "anthropic-ratelimit-tokens-limit": str(round(c.tpm * per_minute)),
+                    "anthropic-ratelimit-tokens-remaining": str(tok_left),
+                    "anthropic-ratelimit-tokens-reset": at(tok_reset),
+                }
             return h
         return {}  # Gemini reports limits only in its 429 body
 
@@ -187,7 +216,9 @@ class Emulator:
         try:
             call = proto.parse(request, orjson.loads(raw))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            return self._reply(proto, Call("", "", "", 0, None), 400, proto.error(400, f"bad request: {exc}"))
+            return self._reply(
+                proto, Call("", "", "", 0, None), 400, proto.error(400, f"bad request: {exc}")
+            )
         self.log.arrivals.append((time.monotonic(), proto.name, call.model))
         self.log.bodies.append(orjson.loads(raw))  # a copy: the respondent reads it as sent
         keys = self.config.keys
@@ -200,7 +231,9 @@ class Emulator:
         verdict = window.admit(prompt_tokens + call.max_tokens)
         if not verdict.admitted:
             return self._too_many(proto, call, window, verdict.retry_after_s)
-        self.log.admitted_tokens.append((time.monotonic(), proto.name, prompt_tokens + call.max_tokens))
+        self.log.admitted_tokens.append(
+            (time.monotonic(), proto.name, prompt_tokens + call.max_tokens)
+        )
         kind = self._fault()
         self.log.served[kind] += 1
         if self.config.latency_s:
@@ -213,8 +246,13 @@ class Emulator:
         if kind == "server_error":
             return self._reply(proto, call, 500, proto.error(500, "internal error"))
         if kind == "overloaded":
-            return self._reply(proto, call, proto.overload_status, proto.error(proto.overload_status, "overloaded"),
-                               {"retry-after": f.retry_after or f"{f.retry_after_s:.3f}"})
+            return self._reply(
+                proto,
+                call,
+                proto.overload_status,
+                proto.error(proto.overload_status, "overloaded"),
+                {"retry-after": f.retry_after or f"{f.retry_after_s:.3f}"},
+            )
         if kind == "dropped":
             request.transport.close()
             return web.Response()
@@ -239,13 +277,17 @@ class Emulator:
             return proto.too_long(prompt_tokens, self.config.context_tokens)
         return None
 
-    def answer(self, proto: Protocol, call: Call, request: dict[str, Any],
-               kind: str = "ok") -> tuple[dict[str, Any], int]:
+    def answer(
+        self, proto: Protocol, call: Call, request: dict[str, Any], kind: str = "ok"
+    ) -> tuple[dict[str, Any], int]:
         """The 200 body answering `call` (its request body as sent: what the respondent hook
         reads), and the tokens it used (prompt + completion, thinking included)."""
         hook = self.config.respondent
-        text = ((hook(proto.name, request) if hook else None) or self._scripted(call.prompt)
-                or answer(call.user_prompt, call.schema, self.rng))
+        text = (
+            (hook(proto.name, request) if hook else None)
+            or self._scripted(call.prompt)
+            or answer(call.user_prompt, call.schema, self.rng)
+        )
         if call.echo:
             call.logprobs = echo_logprobs(call.prompt, self.config.logprob_bonus)
         if kind == "malformed":
@@ -253,18 +295,27 @@ class Emulator:
             self.log.malformed_texts.add(text)
         prompt_tokens = self.prompt_tokens(call)
         completion_tokens = round(tokens(text) * self.config.token_ratio)
-        thoughts = min(self.config.thoughts_tokens, call.max_tokens) if proto.name == "gemini" else 0
+        thoughts = (
+            min(self.config.thoughts_tokens, call.max_tokens) if proto.name == "gemini" else 0
+        )
         if thoughts and thoughts + completion_tokens > call.max_tokens:
             text, completion_tokens = None, 0  # thinking left no room for any answer (MAX_TOKENS)
         served = dataclasses.replace(call, model=self.config.served_as.get(call.model, call.model))
-        body = proto.success(served, text, prompt_tokens, completion_tokens, refused=kind == "refusal",
-                             thoughts=thoughts)
+        body = proto.success(
+            served,
+            text,
+            prompt_tokens,
+            completion_tokens,
+            refused=kind == "refusal",
+            thoughts=thoughts,
+        )
         if proto.name == "openai" and self.config.system_fingerprint:
             body["system_fingerprint"] = self.config.system_fingerprint
         return body, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens)
 
-    def _too_many(self, proto: Protocol, call: Call, window: Window, wait: float,
-                  verbatim: str | None = None) -> web.Response:
+    def _too_many(
+        self, proto: Protocol, call: Call, window: Window, wait: float, verbatim: str | None = None
+    ) -> web.Response:
         """A 429 asking for `wait` seconds, or for whatever `verbatim` says (in Retry-After or
         Gemini's retryDelay)."""
         headers = {"retry-after": verbatim or f"{wait:.3f}", **self._limit_headers(proto, window)}
@@ -283,6 +334,7 @@ class Emulator:
     def _handler(self, proto: Protocol):
         async def handler(request: web.Request) -> web.StreamResponse:
             return await self.handle(request, proto)
+
         return handler
 
     async def start(self, port: int = 0, host: str = "127.0.0.1") -> None:
@@ -311,4 +363,3 @@ class Emulator:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
         self.batch.jobs.close()
-

@@ -4,6 +4,7 @@ the engine gives it a `Caller`. Every call still passes the key's rate gate and 
 calls.py, and the caller sums usage and attempts over them, so the task's record counts and
 prices them all. A routine returns its status and the fields it adds to the record's response.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,13 +32,22 @@ class Helper:
     provider: Provider
     gate: KeyController | None = None
 
-    async def ask(self, task: Task, messages: Messages, on_retry: Callable[[], None],
-                  contract: ResponseContract | None = None) -> tuple[Completion, float]:
+    async def ask(
+        self,
+        task: Task,
+        messages: Messages,
+        on_retry: Callable[[], None],
+        contract: ResponseContract | None = None,
+    ) -> tuple[Completion, float]:
         """Its answer to these messages about a task (under `contract` if given: another answer
         format than the task's), and what it cost (USD at its own price; 0 without one)."""
         cell = task.cell
-        changes: dict[str, Any] = {"model": self.model, "model_key": self.model.key,
-                                   "messages": messages, "cacheable": False}
+        changes: dict[str, Any] = {
+            "model": self.model,
+            "model_key": self.model.key,
+            "messages": messages,
+            "cacheable": False,
+        }
         if contract is not None:
             changes["variant"] = cell.variant.model_copy(update={"contract": contract})
         asked = Task(task.task_id, dataclasses.replace(cell, **changes), task.sample)
@@ -82,14 +92,18 @@ class Caller:
     paid: int = 0  # calls this run paid for (model and screener): cached only while none was
     log: dict[str, Any] = field(default_factory=dict)  # the routine's record fields so far
 
-
     def completion(self, text: str | None) -> Completion | None:
         """The task's completion for its record: the last text, with every call's usage."""
         if text is None and not self.calls:
             return None
-        return Completion(text, usage=self.usage, served_model=self.served,
-                          system_fingerprint=self.fingerprint, endpoint=self.endpoint,
-                          cached_from=None if self.paid else self.cached_from)
+        return Completion(
+            text,
+            usage=self.usage,
+            served_model=self.served,
+            system_fingerprint=self.fingerprint,
+            endpoint=self.endpoint,
+            cached_from=None if self.paid else self.cached_from,
+        )
 
     def _count(self, completion: Completion) -> None:
         self.cached_from = completion.cached_from or self.cached_from
@@ -97,10 +111,18 @@ class Caller:
 
     async def ask(self, messages: Messages) -> Completion:
         """The task's model on these messages (the task's own, or a retry's)."""
-        task = Task(self.task.task_id, dataclasses.replace(self.task.cell, messages=messages,
-                                                           cacheable=False), self.task.sample)
-        completion, attempts = await call_with_retries(self.provider, self.gate, task, self.on_retry)
-        self.usage, self.attempts = add_usage(self.usage, completion.usage), self.attempts + attempts
+        task = Task(
+            self.task.task_id,
+            dataclasses.replace(self.task.cell, messages=messages, cacheable=False),
+            self.task.sample,
+        )
+        completion, attempts = await call_with_retries(
+            self.provider, self.gate, task, self.on_retry
+        )
+        self.usage, self.attempts = (
+            add_usage(self.usage, completion.usage),
+            self.attempts + attempts,
+        )
         self.served, self.calls = completion.served_model or self.served, self.calls + 1
         self.fingerprint = completion.system_fingerprint or self.fingerprint
         self.endpoint = completion.endpoint or self.endpoint

@@ -1,5 +1,6 @@
 """One task's call: the attempts under its key's rate gate, retried with backoff (tenacity),
 and the parse of the answer that never fails. The runner and the extractor both call here."""
+
 from __future__ import annotations
 
 import functools
@@ -7,8 +8,13 @@ import random
 from collections.abc import Awaitable, Callable
 
 import anyio
-from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt,
-                      wait_random_exponential)
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from orchestrator.cache.provider import CachedProvider
 from orchestrator.engine.limits import KeyController
@@ -31,8 +37,12 @@ def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:
     return wait
 
 
-async def _attempt(provider: Provider, gate: KeyController, task: Task,
-                   call: Callable[[], Awaitable[Completion]] | None) -> Completion:
+async def _attempt(
+    provider: Provider,
+    gate: KeyController,
+    task: Task,
+    call: Callable[[], Awaitable[Completion]] | None,
+) -> Completion:
     # The per-attempt timeout is the provider's (aiohttp's own timer is the cheapest there is);
     # providers raise Transient when it expires.
     entry = await gate.acquire(task.cell.est_tokens)
@@ -50,15 +60,21 @@ async def _attempt(provider: Provider, gate: KeyController, task: Task,
 def _too_long_a_pause(exc: RateLimited, cfg: LimitConfig) -> Fatal:
     """A server asking for a longer pause than max_pause_s will not be back soon (a quota gone for
     the day): every task of the model would wait or fail the same way, so the model stops."""
-    return Fatal(f"{exc}\n  the server asks for a pause of {exc.retry_after:,.0f} s, more than "
-                 f"max_pause_s = {cfg.max_pause_s:g}\n  fix: run again later to resume, or raise "
-                 "max_pause_s in this model's [limits] table")
+    return Fatal(
+        f"{exc}\n  the server asks for a pause of {exc.retry_after:,.0f} s, more than "
+        f"max_pause_s = {cfg.max_pause_s:g}\n  fix: run again later to resume, or raise "
+        "max_pause_s in this model's [limits] table"
+    )
 
 
-async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
-                            on_retry: Callable[[], None],
-                            call: Callable[[], Awaitable[Completion]] | None = None,
-                            scored: tuple[str, str] | None = None) -> tuple[Completion, int]:
+async def call_with_retries(
+    provider: Provider,
+    gate: KeyController,
+    task: Task,
+    on_retry: Callable[[], None],
+    call: Callable[[], Awaitable[Completion]] | None = None,
+    scored: tuple[str, str] | None = None,
+) -> tuple[Completion, int]:
     """The completion and the number of attempts it took; raises the last error if none worked.
     The call is the task's completion, or the scoring of `scored` (text, continuation), or
     `call`. An answer the response cache holds is returned first, as one attempt: it waits for
@@ -78,9 +94,14 @@ async def call_with_retries(provider: Provider, gate: KeyController, task: Task,
     except (RateLimited, Transient) as exc:
         replay: BaseException | None = exc
     cfg, attempts = gate.config, 1
-    retrying = AsyncRetrying(stop=stop_after_attempt(cfg.max_attempts), wait=_wait_strategy(cfg),
-                             retry=retry_if_exception_type((RateLimited, Transient)),
-                             before_sleep=lambda _: on_retry(), sleep=anyio.sleep, reraise=True)
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(cfg.max_attempts),
+        wait=_wait_strategy(cfg),
+        retry=retry_if_exception_type((RateLimited, Transient)),
+        before_sleep=lambda _: on_retry(),
+        sleep=anyio.sleep,
+        reraise=True,
+    )
     async for attempt in retrying:
         with attempt:
             if replay is not None:

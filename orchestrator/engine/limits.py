@@ -14,6 +14,7 @@
   A slot that falls inside a pause is void: whoever held one takes a fresh slot after the pause,
   so the workers that waited do not all fire at its end. The same goes for a wait for tokens.
 """
+
 from __future__ import annotations
 
 import random
@@ -91,8 +92,9 @@ class KeyController:
     def __init__(self, config: LimitConfig) -> None:
         self.config = config
         # Charges expire a little later here than at the server, for the same reason as above.
-        self.tokens = (TokenWindow(config.tpm, config.period_s * SAFETY + JITTER_S)
-                       if config.tpm else None)
+        self.tokens = (
+            TokenWindow(config.tpm, config.period_s * SAFETY + JITTER_S) if config.tpm else None
+        )
         self.cap = float(config.max_in_flight)
         self.in_flight = 0
         self._freed = anyio.Event()
@@ -139,8 +141,12 @@ class KeyController:
             self._freed.set()
             self._freed = anyio.Event()
 
-    def release(self, entry: list[float] | None, completion: Completion | None = None,
-                error: BaseException | None = None) -> None:
+    def release(
+        self,
+        entry: list[float] | None,
+        completion: Completion | None = None,
+        error: BaseException | None = None,
+    ) -> None:
         self._leave()
         if completion is not None:
             self._on_success(entry, completion)
@@ -169,7 +175,9 @@ class KeyController:
             self.rate = min(ceiling, self.rate + ceiling * 0.01) if ceiling else None
         usage = completion.usage or {}
         if entry is not None and self.tokens is not None and usage.get("prompt_tokens") is not None:
-            self.tokens.settle(entry, (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0))
+            self.tokens.settle(
+                entry, (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+            )
         if completion.rate is not None:
             self._respect(completion.rate)
 
@@ -186,8 +194,11 @@ class KeyController:
         now, longest = time.monotonic(), self.config.max_pause_s
         if rate.remaining_requests == 0 and rate.reset_requests_s:
             self._pause(now + min(rate.reset_requests_s, longest))
-        if (rate.remaining_tokens is not None and rate.reset_tokens_s
-                and rate.remaining_tokens < self.config.min_tokens_left):
+        if (
+            rate.remaining_tokens is not None
+            and rate.reset_tokens_s
+            and rate.remaining_tokens < self.config.min_tokens_left
+        ):
             self._pause(now + min(rate.reset_tokens_s, longest))
 
     def _pause(self, until: float) -> None:
@@ -213,4 +224,3 @@ class KeyController:
             self.rate = ceiling
         elif ceiling is not None:  # unknown limit: multiplicative decrease
             self.rate = max(ceiling * 0.02, (self.rate or ceiling) / 2)
-

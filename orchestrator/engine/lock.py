@@ -4,6 +4,7 @@ The kernel drops a flock when its holder dies, kill -9 included, so a lock can n
 stale: the file may stay behind, but nobody holds it. The holder writes who it is (pid, host,
 start time) into the file so that a refused second run can name it.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -45,8 +46,11 @@ class RunLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise UserError(f"cannot open the run's lock file: {exc.strerror}", file=str(self.path),
-                            fix="make the run folder writable (a run writes its results there)") from None
+            raise UserError(
+                f"cannot open the run's lock file: {exc.strerror}",
+                file=str(self.path),
+                fix="make the run folder writable (a run writes its results there)",
+            ) from None
         try:
             told = False
             while True:
@@ -55,14 +59,18 @@ class RunLock:
                     break
                 except OSError as exc:
                     if not isinstance(exc, BlockingIOError):
-                        raise UserError(f"cannot lock the run folder: {exc.strerror}",
-                                        file=str(self.path.parent),
-                                        fix="keep runs on a local file system that supports flock") from None
+                        raise UserError(
+                            f"cannot lock the run folder: {exc.strerror}",
+                            file=str(self.path.parent),
+                            fix="keep runs on a local file system that supports flock",
+                        ) from None
                     if not wait:
                         raise RunLockedError(
-                            f"this run is in use by {self.holder()}", file=str(self.path.parent),
+                            f"this run is in use by {self.holder()}",
+                            file=str(self.path.parent),
                             fix="wait for that run to finish (or stop it), or add --wait to "
-                                "start as soon as it ends") from None
+                            "start as soon as it ends",
+                        ) from None
                     if not told and on_wait is not None:
                         on_wait(self.holder())
                         told = True
@@ -70,8 +78,11 @@ class RunLock:
         except BaseException:
             os.close(fd)
             raise
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(me), 0)
         self._fd = fd
@@ -98,8 +109,11 @@ def _process_start(pid: int) -> float | None:
     """When a process started (Unix time), from /proc; None where there is no /proc."""
     try:
         ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
     except (OSError, ValueError, IndexError, StopIteration):
         return None
     return boot + ticks / os.sysconf("SC_CLK_TCK")

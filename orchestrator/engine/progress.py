@@ -1,13 +1,20 @@
 """Progress per model: done/total, rate, ETA, retries and failures (rich on a terminal; off one,
 as in cron mails and CI logs, a plain line per model every `log_every_s`)."""
+
 from __future__ import annotations
 
 import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 from orchestrator.engine.state import RunState
@@ -20,17 +27,30 @@ class RateColumn(ProgressColumn):
 
 
 class RunProgress:
-    def __init__(self, console: Console, models: dict[str, tuple[str, int, int]],
-                 state: RunState, log_every_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        console: Console,
+        models: dict[str, tuple[str, int, int]],
+        state: RunState,
+        log_every_s: float = 15.0,
+    ) -> None:
         """models: model key -> (label, total tasks, tasks already done)."""
         self.console, self.state, self.log_every_s = console, state, log_every_s
         self.live = console.is_terminal
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 RateColumn(), TimeRemainingColumn(),
-                                 TextColumn("retries {task.fields[retries]}  failed {task.fields[failed]}"),
-                                 console=console, disable=not self.live)
-        self.ids = {key: self.progress.add_task(label, total=total, completed=done, retries=0, failed=0)
-                    for key, (label, total, done) in models.items()}
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            RateColumn(),
+            TimeRemainingColumn(),
+            TextColumn("retries {task.fields[retries]}  failed {task.fields[failed]}"),
+            console=console,
+            disable=not self.live,
+        )
+        self.ids = {
+            key: self.progress.add_task(label, total=total, completed=done, retries=0, failed=0)
+            for key, (label, total, done) in models.items()
+        }
         self.failed = dict.fromkeys(models, 0)
         self.models = models
         self.done = {key: done for key, (_, _, done) in models.items()}
@@ -49,8 +69,12 @@ class RunProgress:
             self.failed[key] += 1
         else:
             self.done[key] += 1
-        self.progress.update(self.ids[key], advance=rec["status"] != "failed",
-                             retries=self.state.retries[key], failed=self.failed[key])
+        self.progress.update(
+            self.ids[key],
+            advance=rec["status"] != "failed",
+            retries=self.state.retries[key],
+            failed=self.failed[key],
+        )
         if not self.live and time.monotonic() - self._last_log >= self.log_every_s:
             self._last_log = time.monotonic()
             for line in self.lines():
@@ -64,9 +88,13 @@ class RunProgress:
             done = self.done[key]
             rate = (done - done_before) / elapsed
             left = total - done
-            eta = "done" if left <= 0 else f"ETA {_clock(left / rate)}" if rate > 0 else "ETA unknown"
-            out.append(f"progress {label}: {done:,}/{total:,} done, {rate:,.1f}/s, {eta}, "
-                       f"retries {self.state.retries[key]:,}, failed {self.failed[key]:,}")
+            eta = (
+                "done" if left <= 0 else f"ETA {_clock(left / rate)}" if rate > 0 else "ETA unknown"
+            )
+            out.append(
+                f"progress {label}: {done:,}/{total:,} done, {rate:,.1f}/s, {eta}, "
+                f"retries {self.state.retries[key]:,}, failed {self.failed[key]:,}"
+            )
         return out
 
 

@@ -1,4 +1,5 @@
 """One result record per finished task: the seed-000 fields plus the product's own."""
+
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,6 @@ from orchestrator.pricing import usage_cost
 from orchestrator.providers.base import Completion
 
 
-
 @dataclass(slots=True)
 class Outcome:
     status: str
@@ -24,7 +24,9 @@ class Outcome:
     parsed: Parsed | None = None
     error: str | None = None
     extracted_by: str | None = None  # the extractor model that stated the answer, if one did
-    extra_cost: float = 0.0  # USD for a helper model's calls (extractor, screener), part of the cost
+    extra_cost: float = (
+        0.0  # USD for a helper model's calls (extractor, screener), part of the cost
+    )
     response: dict[str, Any] | None = None  # fields a study's own routine adds to the response
     batch_id: str | None = None  # the provider's batch it came back in (batch mode)
 
@@ -37,19 +39,29 @@ def now() -> datetime:
 def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     """The parts of a record that are the same for every sample of a cell (built once)."""
     model = cell.model
-    head = {"modelKey": cell.model_key,
-            "caseId": f"{cell.experiment.slug}:{cell.condition.index}",
-            "experimentSlug": cell.experiment.slug,
-            "conditionIndex": cell.condition.index}
-    model_fields = {"provider": model.provider, "name": model.name, "version": model.version,
-                    "temperature": model.temperature, "topP": model.top_p, "date": None,
-                    "maxTokens": model.max_tokens, "seed": model.seed,
-                    "structuredOutput": model.structured_output}
+    head = {
+        "modelKey": cell.model_key,
+        "caseId": f"{cell.experiment.slug}:{cell.condition.index}",
+        "experimentSlug": cell.experiment.slug,
+        "conditionIndex": cell.condition.index,
+    }
+    model_fields = {
+        "provider": model.provider,
+        "name": model.name,
+        "version": model.version,
+        "temperature": model.temperature,
+        "topP": model.top_p,
+        "date": None,
+        "maxTokens": model.max_tokens,
+        "seed": model.seed,
+        "structuredOutput": model.structured_output,
+    }
     return head, model_fields
 
 
-def task_cost(cell: Cell, completion: Completion | None, extra: float,
-              batch: bool = False) -> float | None:
+def task_cost(
+    cell: Cell, completion: Completion | None, extra: float, batch: bool = False
+) -> float | None:
     """USD of the task's calls, at the batch price when it came back in a batch; an answer from
     the response cache was paid in another run."""
     if completion is not None and completion.cached_from is not None:

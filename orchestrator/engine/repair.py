@@ -7,6 +7,7 @@ replaced, through a temporary file and os.replace, by the lines that are records
 any point leaves the old results file, or the new one; at worst a second repair appends the
 same rejected lines again.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,11 @@ def repair_results(path: Path) -> Repair:
     check_results_path(path)
     done = Repair(path.with_name(REJECTED))
     if done.rejected.exists() and not done.rejected.is_file():
-        raise UserError(f"{REJECTED} is a folder, not a file", file=str(done.rejected),
-                        fix="move it away, then run repair again")
+        raise UserError(
+            f"{REJECTED} is a folder, not a file",
+            file=str(done.rejected),
+            fix="move it away, then run repair again",
+        )
     if not path.exists():
         return done
     tmp = path.with_name(RESULTS + ".repair.tmp")

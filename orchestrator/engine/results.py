@@ -15,6 +15,7 @@ report and export all read through here. Two things pass differently:
 
 snapshot.py hands a checked file to polars.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,12 @@ def json_fields(line: bytes) -> tuple[str, str, str] | None:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if (isinstance(rec, dict) and isinstance(rec.get("taskId"), str) and isinstance(rec.get("status"), str)
-            and isinstance(rec.get("modelKey", ""), str)):
+    if (
+        isinstance(rec, dict)
+        and isinstance(rec.get("taskId"), str)
+        and isinstance(rec.get("status"), str)
+        and isinstance(rec.get("modelKey", ""), str)
+    ):
         return rec["taskId"], rec["status"], rec.get("modelKey", "")
     return None
 
@@ -74,9 +79,12 @@ def why_not(line: bytes) -> str:
 
 def check_results_path(path: Path) -> None:
     if path.exists() and not path.is_file():
-        raise UserError(f"{path.name} is a folder (or another non-file), not the results file",
-                        file=str(path), fix=f"move it out of {path.parent}: results.ndjson is "
-                                            "written by 'orchestrator run' only")
+        raise UserError(
+            f"{path.name} is a folder (or another non-file), not the results file",
+            file=str(path),
+            fix=f"move it out of {path.parent}: results.ndjson is "
+            "written by 'orchestrator run' only",
+        )
 
 
 @dataclass
@@ -106,15 +114,23 @@ class ResultLines:
         offset = count = 0
         with f:
             for number, line in enumerate(f, 1):
-                if line[:_ID_START] == _PREFIX and line[_ID_END:_STATUS_AT] == _STATUS_KEY \
-                        and line[-2:] == b"}\n":
+                if (
+                    line[:_ID_START] == _PREFIX
+                    and line[_ID_END:_STATUS_AT] == _STATUS_KEY
+                    and line[-2:] == b"}\n"
+                ):
                     end = line.find(b'"', _STATUS_AT)
                     k = end + len(_MODEL_KEY)
                     k_end = line.find(b'"', k) if line[end:k] == _MODEL_KEY else -1
                     if k_end != -1:
                         count += 1
-                        yield (line[_ID_START:_ID_END].decode(), line[_STATUS_AT:end].decode(),
-                               line[k:k_end].decode(), offset, line)
+                        yield (
+                            line[_ID_START:_ID_END].decode(),
+                            line[_STATUS_AT:end].decode(),
+                            line[k:k_end].decode(),
+                            offset,
+                            line,
+                        )
                         offset += len(line)
                         continue
                 got = json_fields(line)
@@ -138,8 +154,11 @@ class ResultLines:
                 size = 0
                 for number, line in enumerate(f, 1):
                     size += len(line)
-                    if ((line[:_ID_START] != _PREFIX or line[_ID_END:_STATUS_AT] != _STATUS_KEY
-                         or line[-2:] != b"}\n") and json_fields(line) is None):
+                    if (
+                        line[:_ID_START] != _PREFIX
+                        or line[_ID_END:_STATUS_AT] != _STATUS_KEY
+                        or line[-2:] != b"}\n"
+                    ) and json_fields(line) is None:
                         self._reject(number, line)
                     else:
                         self.lines += 1
@@ -168,8 +187,10 @@ class ResultLines:
 def torn_note(path: Path, nbytes: int) -> str | None:
     if not nbytes:
         return None
-    return (f"ignored a torn last line of {path} ({nbytes} bytes, no newline: a write cut short, "
-            "or one still being written); 'orchestrator run' cuts it and runs that task again")
+    return (
+        f"ignored a torn last line of {path} ({nbytes} bytes, no newline: a write cut short, "
+        "or one still being written); 'orchestrator run' cuts it and runs that task again"
+    )
 
 
 def torn_bytes(path: Path) -> int:
@@ -197,9 +218,12 @@ def bad_lines_error(path: Path, bad: list[tuple[int, str]], count: int) -> UserE
     named = ", ".join(f"line {n} ({why})" for n, why in bad)
     more = f" and {count - len(bad):,} more" if count > len(bad) else ""
     what = "is not a result record" if count == 1 else f"are not result records ({count:,} lines)"
-    return UserError(f"{named}{more} {what}", file=str(path),
-                     fix=f"run 'orchestrator repair {path.parent}': it moves such lines to "
-                         f"{REJECTED} beside it (nothing is deleted); then run this again")
+    return UserError(
+        f"{named}{more} {what}",
+        file=str(path),
+        fix=f"run 'orchestrator repair {path.parent}': it moves such lines to "
+        f"{REJECTED} beside it (nothing is deleted); then run this again",
+    )
 
 
 def unparsable(path: Path) -> UserError | None:

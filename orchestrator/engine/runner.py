@@ -10,6 +10,7 @@ honouring Retry-After up to `max_pause_s`. Errors have a scope: a request the se
 hint beyond `max_pause_s`, a host that cannot be reached through a whole task's retries) stops
 that model's tasks only.
 """
+
 from __future__ import annotations
 
 import signal
@@ -33,8 +34,15 @@ from orchestrator.engine.state import RunState
 from orchestrator.parse import Parsed
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
-from orchestrator.providers.errors import (Fatal, ProviderError, RateLimited, Refused, TooLong,
-                                          Transient, Unreachable)
+from orchestrator.providers.errors import (
+    Fatal,
+    ProviderError,
+    RateLimited,
+    Refused,
+    TooLong,
+    Transient,
+    Unreachable,
+)
 
 
 FLUSH_EVERY_S = 0.2  # the most a crash can lose; those tasks simply run again on resume
@@ -68,8 +76,14 @@ class Shared:
     routines: dict[str, Routine] = field(default_factory=dict)
 
 
-async def _answer(provider: Provider, gate: KeyController, task: Task, shared: Shared,
-                  on_retry: Callable[[], None], started: datetime) -> Outcome:
+async def _answer(
+    provider: Provider,
+    gate: KeyController,
+    task: Task,
+    shared: Shared,
+    on_retry: Callable[[], None],
+    started: datetime,
+) -> Outcome:
     """A generated or scored answer, parsed (and stated by the extractor when its JSON is lost)."""
     if task.cell.scored:
         completion, attempts = await score_task(provider, gate, task, shared.premises, on_retry)
@@ -85,20 +99,39 @@ async def _answer(provider: Provider, gate: KeyController, task: Task, shared: S
             recovered = None  # the original parse error stands
         if recovered is not None and recovered.ok:
             parsed, extracted_by = recovered, extractor.model.label
-    return Outcome("ok" if parsed.ok else "parse_error", attempts, 0.0, started, started,
-                   completion, parsed, parse_error_note(parsed, completion),
-                   extracted_by=extracted_by, extra_cost=extra_cost)
+    return Outcome(
+        "ok" if parsed.ok else "parse_error",
+        attempts,
+        0.0,
+        started,
+        started,
+        completion,
+        parsed,
+        parse_error_note(parsed, completion),
+        extracted_by=extracted_by,
+        extra_cost=extra_cost,
+    )
 
 
 async def _routine(routine: Routine, caller: Caller, started: datetime) -> Outcome:
     """A task whose study makes its calls itself (caller.py)."""
     result = await routine(caller)
-    return Outcome(result.status, caller.attempts, 0.0, started, started, caller.completion(result.text),
-                   error=result.error, extra_cost=caller.extra_cost, response=result.response)
+    return Outcome(
+        result.status,
+        caller.attempts,
+        0.0,
+        started,
+        started,
+        caller.completion(result.text),
+        error=result.error,
+        extra_cost=caller.extra_cost,
+        response=result.response,
+    )
 
 
-async def run_one(provider: Provider, gate: KeyController, task: Task, state: RunState,
-                  shared: Shared) -> dict[str, Any]:
+async def run_one(
+    provider: Provider, gate: KeyController, task: Task, state: RunState, shared: Shared
+) -> dict[str, Any]:
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -109,16 +142,26 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
         state.retries[model_key] += 1
 
     routine = shared.routines.get(task.cell.contract.kind)
-    caller = Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
+    caller = (
+        Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
+    )
 
     def errored(status: str, error: str) -> Outcome:
         """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
         record counts them (a resumed task pays again, and the spend says so)."""
         if caller is None:
             return Outcome(status, retries + 1, 0.0, started, started, error=error)
-        return Outcome(status, caller.attempts + 1, 0.0, started, started,
-                       caller.completion("") if caller.calls else None, error=error,
-                       extra_cost=caller.extra_cost, response=caller.log or None)
+        return Outcome(
+            status,
+            caller.attempts + 1,
+            0.0,
+            started,
+            started,
+            caller.completion("") if caller.calls else None,
+            error=error,
+            extra_cost=caller.extra_cost,
+            response=caller.log or None,
+        )
 
     try:
         if caller is not None:
@@ -138,8 +181,14 @@ async def run_one(provider: Provider, gate: KeyController, task: Task, state: Ru
     return make_record(task, outcome)
 
 
-async def _work(providers: dict[str, Provider], gate: KeyController, state: RunState,
-                tasks: Iterator[Task], writer: ResultWriter, shared: Shared) -> None:
+async def _work(
+    providers: dict[str, Provider],
+    gate: KeyController,
+    state: RunState,
+    tasks: Iterator[Task],
+    writer: ResultWriter,
+    shared: Shared,
+) -> None:
     """Workers of one key share its task iterator: next() never awaits, so no two collide."""
     for task in tasks:
         if task.cell.model_key in state.fatal:
@@ -147,8 +196,12 @@ async def _work(providers: dict[str, Provider], gate: KeyController, state: RunS
         writer.append(await run_one(providers[task.cell.model_key], gate, task, state, shared))
 
 
-async def _watch_signals(scope: anyio.CancelScope, state: RunState,
-                         *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED) -> None:
+async def _watch_signals(
+    scope: anyio.CancelScope,
+    state: RunState,
+    *,
+    task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """The first SIGINT/SIGTERM stops the work; later ones are absorbed until the shutdown
     (flushing results, stopping servers) is over, so a second Ctrl-C cannot cut it short."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -169,9 +222,17 @@ async def _start_all(providers: list[Provider]) -> None:
         raise group.exceptions[0] from None
 
 
-def _start_key(workers: anyio.abc.TaskGroup, plan: Plan, gate: KeyController,
-               model_indices: list[int], skip: set[str], providers: dict[str, Provider],
-               state: RunState, writer: ResultWriter, shared: Shared) -> None:
+def _start_key(
+    workers: anyio.abc.TaskGroup,
+    plan: Plan,
+    gate: KeyController,
+    model_indices: list[int],
+    skip: set[str],
+    providers: dict[str, Provider],
+    state: RunState,
+    writer: ResultWriter,
+    shared: Shared,
+) -> None:
     """One limit key: `max_in_flight` workers sharing the key's slice of the plan."""
     tasks = plan.tasks(model_indices, skip)
     for _ in range(gate.config.max_in_flight):
@@ -191,13 +252,22 @@ def _gates(plan: Plan, keys: Iterable[str], helpers: list[Helper]) -> dict[str, 
 
 def _routines() -> dict[str, Routine]:
     from orchestrator.studies import registered  # the studies' readers import the planner
+
     return {kind: study.routine(kind) for study in registered() for kind in study.routine_kinds}
 
 
-async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[str, Provider],
-                  on_record: Callable[[dict[str, Any]], None], state: RunState | None = None,
-                  handle_signals: bool = False, extractor: Extractor | None = None,
-                  screener: Helper | None = None, batch: BatchWork | None = None) -> RunState:
+async def execute(
+    plan: Plan,
+    store: RunStore,
+    skip: set[str],
+    providers: dict[str, Provider],
+    on_record: Callable[[dict[str, Any]], None],
+    state: RunState | None = None,
+    handle_signals: bool = False,
+    extractor: Extractor | None = None,
+    screener: Helper | None = None,
+    batch: BatchWork | None = None,
+) -> RunState:
     """Run every task of the plan not in `skip` (those of `batch`'s models through their batch
     APIs, batch/runner.py); returns when all are written or on a signal."""
     state = state or RunState()
@@ -238,8 +308,17 @@ async def execute(plan: Plan, store: RunStore, skip: set[str], providers: dict[s
                             with online:
                                 async with anyio.create_task_group() as keys:
                                     for key, model_indices in groups.items():
-                                        _start_key(keys, plan, gates[key], model_indices, skip,
-                                                   providers, state, writer, shared)
+                                        _start_key(
+                                            keys,
+                                            plan,
+                                            gates[key],
+                                            model_indices,
+                                            skip,
+                                            providers,
+                                            state,
+                                            writer,
+                                            shared,
+                                        )
                         running.cancel_scope.cancel()
             finally:
                 # The signal watcher still listens here, so a second signal is absorbed.

@@ -8,6 +8,7 @@ premise score depends only on the model and the option's words, so each is asked
 and shared by all tasks (a task waiting for one another task is computing waits for it, so no
 two pay for it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
@@ -46,8 +47,13 @@ class Premises:
         return self._known[key], None, 0
 
 
-async def score_task(provider: Provider, gate: KeyController, task: Task, premises: Premises,
-                     on_retry: Callable[[], None]) -> tuple[Completion, int]:
+async def score_task(
+    provider: Provider,
+    gate: KeyController,
+    task: Task,
+    premises: Premises,
+    on_retry: Callable[[], None],
+) -> tuple[Completion, int]:
     """The scored answer as a completion whose text is the chosen option, with every option's
     scores; the attempts of all its calls."""
     cell = task.cell
@@ -57,22 +63,43 @@ async def score_task(provider: Provider, gate: KeyController, task: Task, premis
     endpoint = None  # the pool's server of the last call (a scored answer makes several)
     cached_from, paid_any = None, False  # from the cache only if every call it made was
     for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
+
         def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
             return call_with_retries(provider, gate, task, on_retry, scored=(ANSWER_CUE, c))
+
         premise, paid, n = await premises.get((cell.model_key, continuation), premise_call)
         if paid is not None:
             usage, attempts = add_usage(usage, paid.usage), attempts + n
-            cached_from, paid_any = paid.cached_from or cached_from, paid_any or not paid.cached_from
-        completion, n = await call_with_retries(provider, gate, task, on_retry, scored=(text, continuation))
+            cached_from, paid_any = (
+                paid.cached_from or cached_from,
+                paid_any or not paid.cached_from,
+            )
+        completion, n = await call_with_retries(
+            provider, gate, task, on_retry, scored=(text, continuation)
+        )
         usage, attempts = add_usage(usage, completion.usage), attempts + n
         cached_from = completion.cached_from or cached_from
         paid_any = paid_any or not completion.cached_from
         served, rate = completion.served_model or served, completion.rate or rate
         fingerprint = completion.system_fingerprint or fingerprint
         endpoint = completion.endpoint or endpoint
-        scores.append({"option": option, "role": role, "logp": round(completion.logprob, 6),
-                       "premise": round(premise, 6), "pmi": round(completion.logprob - premise, 6)})
+        scores.append(
+            {
+                "option": option,
+                "role": role,
+                "logp": round(completion.logprob, 6),
+                "premise": round(premise, 6),
+                "pmi": round(completion.logprob - premise, 6),
+            }
+        )
     best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
-    return Completion(text=scores[best]["option"], usage=usage, served_model=served, rate=rate,
-                      system_fingerprint=fingerprint, scores=tuple(scores), endpoint=endpoint,
-                      cached_from=None if paid_any else cached_from), attempts
+    return Completion(
+        text=scores[best]["option"],
+        usage=usage,
+        served_model=served,
+        rate=rate,
+        system_fingerprint=fingerprint,
+        scores=tuple(scores),
+        endpoint=endpoint,
+        cached_from=None if paid_any else cached_from,
+    ), attempts

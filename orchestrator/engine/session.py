@@ -1,4 +1,5 @@
 """One `run` invocation: check everything, open the run directory, execute, summarise."""
+
 from __future__ import annotations
 
 import shlex
@@ -59,15 +60,19 @@ def make_extractor(campaign: Campaign) -> Extractor | None:
     if model is None:
         return None
     limit = campaign.config.limit_for(model.limit_key)
-    return Extractor(model, make_provider(model, limit, campaign.config.run_id))  # the engine gives it its key's controller
+    return Extractor(
+        model, make_provider(model, limit, campaign.config.run_id)
+    )  # the engine gives it its key's controller
 
 
 def make_screener(campaign: Campaign) -> Helper | None:
     model = campaign.config.screener
     if model is None:
         return None
-    return Helper(model, make_provider(model, campaign.config.limit_for(model.limit_key),
-                                       campaign.config.run_id))
+    return Helper(
+        model,
+        make_provider(model, campaign.config.limit_for(model.limit_key), campaign.config.run_id),
+    )
 
 
 def run_dir_for(campaign: Campaign) -> Path:
@@ -83,8 +88,11 @@ def campaign_of_run(run_dir: Path) -> Campaign:
     manifest = RunStore(run_dir).read_manifest()
     where = run_dir / "manifest.json"
     config = validate(CampaignConfig, manifest["config"], where)
-    jobs = ([validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
-            if "jobs" in manifest else None)  # older manifests: read the job files again
+    jobs = (
+        [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
+        if "jobs" in manifest
+        else None
+    )  # older manifests: read the job files again
     source = Path(manifest["configPath"]) if manifest.get("configPath") else None
     campaign = build_campaign(config, source if source and source.exists() else None, jobs)
     campaign.run_dir = run_dir
@@ -93,15 +101,20 @@ def campaign_of_run(run_dir: Path) -> Campaign:
 
 
 def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
-    return {"campaign": campaign.config.name, "runId": campaign.config.run_id,
-            "createdAt": datetime.now(timezone.utc).isoformat(), "software": __version__,
-            "configPath": str(campaign.source.resolve()) if campaign.source else None,
-            "config": campaign.config.model_dump(mode="json"), "plan": plan.fingerprint(),
-            # The job definitions themselves, so analysis never depends on files that may move.
-            "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
-            "models": {m.key: m.label for m in campaign.config.models},
-            # only when set, so other manifests stay as they were
-            **({"namedByDate": True} if campaign.nightly else {})}
+    return {
+        "campaign": campaign.config.name,
+        "runId": campaign.config.run_id,
+        "createdAt": datetime.now(timezone.utc).isoformat(),
+        "software": __version__,
+        "configPath": str(campaign.source.resolve()) if campaign.source else None,
+        "config": campaign.config.model_dump(mode="json"),
+        "plan": plan.fingerprint(),
+        # The job definitions themselves, so analysis never depends on files that may move.
+        "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
+        "models": {m.key: m.label for m in campaign.config.models},
+        # only when set, so other manifests stay as they were
+        **({"namedByDate": True} if campaign.nightly else {}),
+    }
 
 
 def resume_command(campaign: Campaign | None = None, collect: bool = False) -> str:
@@ -114,23 +127,31 @@ def resume_command(campaign: Campaign | None = None, collect: bool = False) -> s
     return " ".join(shlex.quote(a) for a in ["orchestrator", *args])
 
 
-def check_budget(campaign: Campaign, plan: Plan, done_by_model: dict[str, int], spent: float,
-                 budget: float) -> None:
+def check_budget(
+    campaign: Campaign, plan: Plan, done_by_model: dict[str, int], spent: float, budget: float
+) -> None:
     """Refuse a plan estimated above the budget, and a budget that could not be kept because a
     paid model has no price (its spend would count as nothing)."""
     from orchestrator.estimate import remaining, total_cost
+
     models = [("models", m) for m in campaign.config.models]
     models += campaign.config.helpers()
     for where, m in models:
         if m.price is None and m.provider not in FREE_PROVIDERS:
-            raise UserError(f"model {m.label} ({where}) has no price, so --budget cannot count its spend",
-                            file=str(campaign.source), field=f"{where}.price",
-                            fix='add it to configs/prices.toml or set price = {input = ..., output = ...}')
+            raise UserError(
+                f"model {m.label} ({where}) has no price, so --budget cannot count its spend",
+                file=str(campaign.source),
+                field=f"{where}.price",
+                fix="add it to configs/prices.toml or set price = {input = ..., output = ...}",
+            )
     estimated = total_cost(remaining(plan, done_by_model))
     if spent + estimated > budget:
-        raise UserError(f"the plan is estimated at ${estimated:,.4f} more (already spent ${spent:,.4f}), "
-                        f"over the budget of ${budget:,.4f}", field="--budget",
-                        fix="raise --budget, or lower samples, models or max_tokens (see orchestrator plan)")
+        raise UserError(
+            f"the plan is estimated at ${estimated:,.4f} more (already spent ${spent:,.4f}), "
+            f"over the budget of ${budget:,.4f}",
+            field="--budget",
+            fix="raise --budget, or lower samples, models or max_tokens (see orchestrator plan)",
+        )
 
 
 def name_run(campaign: Campaign) -> None:
@@ -142,9 +163,15 @@ def name_run(campaign: Campaign) -> None:
         campaign.named_by_date = campaign.nightly = True
 
 
-def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = True,
-                 budget: float | None = None, wait: bool = False, batch: bool = False,
-                 wait_for_batches: bool = True) -> RunOutcome:
+def run_campaign(
+    campaign: Campaign,
+    console: Console,
+    handle_signals: bool = True,
+    budget: float | None = None,
+    wait: bool = False,
+    batch: bool = False,
+    wait_for_batches: bool = True,
+) -> RunOutcome:
     """`batch`: every model with a batch API runs in batch mode (run --batch);
     `wait_for_batches` off: submit batches and return (run --no-wait)."""
     check_credentials(campaign)
@@ -154,15 +181,19 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     plan = Plan(campaign)
     check_batchable(plan)
     if not wait_for_batches and not any(m.batch for m in campaign.config.models):
-        console.print("--no-wait is for batch mode, and no model of this campaign runs in it: "
-                      "the run goes on as usual")
+        console.print(
+            "--no-wait is for batch mode, and no model of this campaign runs in it: "
+            "the run goes on as usual"
+        )
+
     # Providers are built first: a missing API key must fail before anything is written.
     def say(text: str) -> None:  # what endpoint pools and replicas report
         console.print(text, markup=False, highlight=False)
 
     providers: dict[str, Provider] = {
         m.key: make_provider(m, campaign.config.limit_for(m.limit_key), campaign.config.run_id, say)
-        for m in campaign.config.models}
+        for m in campaign.config.models
+    }
     store = RunStore(run_dir_for(campaign))
     manifest, hint = manifest_for(campaign, plan), "orchestrator run CONFIG --run-id NEW_ID"
     store.check(manifest, hint)  # a changed plan is refused before anything is written
@@ -174,15 +205,38 @@ def run_campaign(campaign: Campaign, console: Console, handle_signals: bool = Tr
     # From here until the writer closes, this process owns the run: two runs of one folder
     # would both call every pending task and pay for it twice.
     with RunLock(store.path) as lock:
-        lock.acquire(wait, on_wait=lambda who: console.print(
-            f"this run is in use by {who}; waiting for it to finish (Ctrl-C stops waiting)"))
-        return _run_locked(campaign, plan, providers, store, manifest, hint, console,
-                           handle_signals, budget, wait_for_batches)
+        lock.acquire(
+            wait,
+            on_wait=lambda who: console.print(
+                f"this run is in use by {who}; waiting for it to finish (Ctrl-C stops waiting)"
+            ),
+        )
+        return _run_locked(
+            campaign,
+            plan,
+            providers,
+            store,
+            manifest,
+            hint,
+            console,
+            handle_signals,
+            budget,
+            wait_for_batches,
+        )
 
 
-def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], store: RunStore,
-                manifest: dict[str, Any], hint: str, console: Console, handle_signals: bool,
-                budget: float | None, wait_for_batches: bool) -> RunOutcome:
+def _run_locked(
+    campaign: Campaign,
+    plan: Plan,
+    providers: dict[str, Provider],
+    store: RunStore,
+    manifest: dict[str, Any],
+    hint: str,
+    console: Console,
+    handle_signals: bool,
+    budget: float | None,
+    wait_for_batches: bool,
+) -> RunOutcome:
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scan = scan_results(store.results)
     spent = spent_so_far(store.results) if budget is not None else 0.0
@@ -193,8 +247,10 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         check_budget(campaign, plan, scan.done_by_model, spent, budget)
     existed = store.open(manifest, hint)
     if scan.repaired_bytes:
-        console.print(f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
-                      "that task runs again[/]")
+        console.print(
+            f"[yellow]repaired a torn last line ({scan.repaired_bytes} bytes); "
+            "that task runs again[/]"
+        )
     pending = plan.total - len(scan.done)
     state = RunState(budget=budget, spend=spent)
     if existed:
@@ -204,14 +260,23 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
     per_model = plan.per_model()
     for m in campaign.config.models:
         if m.provider == "local" and per_model[m.key] > scan.done_by_model.get(m.key, 0):
-            servers = (f"{m.server.replicas} replica(s) on Ray" if m.server.backend == "ray"
-                       else f"{m.server.slots} llama.cpp server(s)")
-            console.print(f"starting {servers} for {m.name} ({m.version}); the first call "
-                          "waits for the model to load")
-    models = {key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
-              for m in campaign.config.models for key in [m.key]}
+            servers = (
+                f"{m.server.replicas} replica(s) on Ray"
+                if m.server.backend == "ray"
+                else f"{m.server.slots} llama.cpp server(s)"
+            )
+            console.print(
+                f"starting {servers} for {m.name} ({m.version}); the first call "
+                "waits for the model to load"
+            )
+    models = {
+        key: (m.label, per_model[key], scan.done_by_model.get(key, 0))
+        for m in campaign.config.models
+        for key in [m.key]
+    }
     by_status: Counter = Counter()
     with run_cache(campaign, console) as cache, RunProgress(console, models, state) as progress:
+
         def on_record(rec: dict[str, Any]) -> None:
             by_status[rec["status"]] += 1
             progress.on_record(rec)
@@ -219,15 +284,34 @@ def _run_locked(campaign: Campaign, plan: Plan, providers: dict[str, Provider], 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
         extractor = cache.helper(make_extractor(campaign))
-        side = batch_side(plan, store.path, active, scan.done, state, console, wait_for_batches,
-                          extractor, cache)
+        side = batch_side(
+            plan, store.path, active, scan.done, state, console, wait_for_batches, extractor, cache
+        )
         # A model switched back online runs online, but for its tasks in batches in flight,
         # which the batch side collects (requeued ones run online in the next run).
         if side is not None:
             anyio.run(side.settle_all)
         online = {k: p for k, p in active.items() if side is None or k not in side.submit}
         skip = scan.done | side.journal.in_flight_tasks() if side is not None else scan.done
-        anyio.run(execute, plan, store, skip, cache.wrap(online), on_record, state, handle_signals,
-                  extractor, cache.helper(make_screener(campaign)), side)
-    return RunOutcome(store.path, False, by_status, state, pending,
-                      side.in_flight if side is not None else 0, side.unsent if side is not None else 0)
+        anyio.run(
+            execute,
+            plan,
+            store,
+            skip,
+            cache.wrap(online),
+            on_record,
+            state,
+            handle_signals,
+            extractor,
+            cache.helper(make_screener(campaign)),
+            side,
+        )
+    return RunOutcome(
+        store.path,
+        False,
+        by_status,
+        state,
+        pending,
+        side.in_flight if side is not None else 0,
+        side.unsent if side is not None else 0,
+    )

@@ -5,6 +5,7 @@ So polars reads the file itself when its last line is complete, and else a tempo
 its complete lines; the run's own file is never changed. A run may append while a reader
 reads (its flushes end mid-line): a parse that fails then is done again on a fresh copy.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,11 @@ def parse_failure(path: Path) -> UserError | None:
     if (problem := unparsable(path)) is not None:
         return problem
     if torn_bytes(path):
-        return UserError("the results file changed while it was read: a run is appending to it",
-                         file=str(path), fix="run this again, or once the run is done")
+        return UserError(
+            "the results file changed while it was read: a run is appending to it",
+            file=str(path),
+            fix="run this again, or once the run is done",
+        )
     return None
 
 
@@ -49,7 +53,9 @@ def parse_checked(lines: ResultLines, read: Callable[[Path], T]) -> T:
     try:
         return read(source.path)
     except pl.exceptions.ComputeError:
-        raise parse_failure(lines.path) or RuntimeError(f"polars cannot read {lines.path}") from None
+        raise parse_failure(lines.path) or RuntimeError(
+            f"polars cannot read {lines.path}"
+        ) from None
 
 
 def check_and_parse(path: Path, read: Callable[[Path], T]) -> tuple[ResultLines, T]:

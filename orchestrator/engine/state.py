@@ -1,4 +1,5 @@
 """What a run shares with whoever watches it (progress display, CLI, budget)."""
+
 from __future__ import annotations
 
 from collections import defaultdict

@@ -7,6 +7,7 @@ task's final record is its first terminal one (ok, parse_error, refused, too_lon
 last `failed` one (a resume retried it and it failed again). Tasks are counted by their final
 records; retries and spend by every line, since every attempt that was paid for counts.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,13 @@ from orchestrator.engine.results import ResultLines
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 
-_SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
-           "attempts": pl.Int64, "costUsd": pl.Float64}
+_SCHEMA = {
+    "taskId": pl.String,
+    "status": pl.String,
+    "modelKey": pl.String,
+    "attempts": pl.Int64,
+    "costUsd": pl.Float64,
+}
 
 
 def _counts(df: pl.DataFrame) -> pl.DataFrame:
@@ -30,27 +36,42 @@ def _counts(df: pl.DataFrame) -> pl.DataFrame:
     # a failed record and a terminal one of the same task get different keys
     key = pl.when(failed).then(~pl.col("id")).otherwise(pl.col("id"))
     retried = df.filter(failed)["id"]  # usually few; only these are looked up among the rest
-    finished = (df.filter(~failed & pl.col("id").is_in(retried.implode()))["id"]
-                if retried.len() else retried)
-    final = (pl.when(failed).then(key.is_last_distinct() & ~pl.col("id").is_in(finished.implode()))
-             .otherwise(key.is_first_distinct()))
+    finished = (
+        df.filter(~failed & pl.col("id").is_in(retried.implode()))["id"]
+        if retried.len()
+        else retried
+    )
+    final = (
+        pl.when(failed)
+        .then(key.is_last_distinct() & ~pl.col("id").is_in(finished.implode()))
+        .otherwise(key.is_first_distinct())
+    )
     return df.lazy().filter(final).group_by("modelKey", "status").agg(pl.len()).collect()
 
 
 def _paid(df: pl.DataFrame) -> pl.DataFrame:
     """Retries and spend per model over every line: a superseded attempt was paid for too."""
-    return (df.lazy().group_by("modelKey")
-            .agg((pl.col("attempts").fill_null(1) - 1).sum(), pl.col("costUsd").sum()).collect())
+    return (
+        df.lazy()
+        .group_by("modelKey")
+        .agg((pl.col("attempts").fill_null(1) - 1).sum(), pl.col("costUsd").sum())
+        .collect()
+    )
 
 
 def _read(path: Path) -> pl.DataFrame:
     # Task ids as 64-bit hashes: an eighth of the memory, and two of a million ids share one
     # with a chance of 3e-8 (one task would then count as a duplicate of the other).
-    return (pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
-            .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId")).collect())
+    return (
+        pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
+        .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId"))
+        .collect()
+    )
 
 
-def tally(path: Path) -> tuple[dict[tuple[str, str], int], dict[str, tuple[int, float]], str | None]:
+def tally(
+    path: Path,
+) -> tuple[dict[tuple[str, str], int], dict[str, tuple[int, float]], str | None]:
     """{(modelKey, final status): tasks}, {modelKey: (retries, spend USD)} of a results file,
     and a note about a torn last line it skipped."""
     if not path.is_file() or path.stat().st_size == 0:
@@ -68,28 +89,48 @@ def run_status(run_dir: Path) -> tuple[Table, str]:
     per_model: dict[str, int] = manifest["plan"]["per_model"]
     labels: dict[str, str] = manifest.get("models", {})
     counts, paid, note = tally(store.results)
-    table = Table(title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})")
+    table = Table(
+        title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})"
+    )
     # `too_long` (the server would not take that request) is final like the first three, but
     # holds no answer; so is `skipped` (a task its study recorded without a call: a trace too
     # short to audit), shown only when there is one; `failed` runs again on resume, so it
     # stays pending.
-    shown = ["ok", "parse_error", "refused", "too_long",
-             *(["skipped"] if any(s == "skipped" for _, s in counts) else []), "failed"]
+    shown = [
+        "ok",
+        "parse_error",
+        "refused",
+        "too_long",
+        *(["skipped"] if any(s == "skipped" for _, s in counts) else []),
+        "failed",
+    ]
     for col in ("model", "tasks", *shown, "pending", "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     total_pending = 0
     for key, total in per_model.items():
         c = {s: n for (k, s), n in counts.items() if k == key}
         retries, spend = paid.get(key, (0, 0.0))
-        done = sum(n for s, n in c.items() if s != "failed")  # as resume counts (store.scan_results)
+        done = sum(
+            n for s, n in c.items() if s != "failed"
+        )  # as resume counts (store.scan_results)
         total_pending += total - done
-        table.add_row(escape(f"{labels.get(key, key)} [{key}]"), f"{total:,}",
-                      *(f"{c.get(s, 0):,}" for s in shown),
-                      f"{total - done:,}", f"{retries:,}", f"{spend:,.4f}")
-    state = "complete" if total_pending == 0 else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
+        table.add_row(
+            escape(f"{labels.get(key, key)} [{key}]"),
+            f"{total:,}",
+            *(f"{c.get(s, 0):,}" for s in shown),
+            f"{total - done:,}",
+            f"{retries:,}",
+            f"{spend:,.4f}",
+        )
+    state = (
+        "complete"
+        if total_pending == 0
+        else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
+    )
     spent = sum(usd for _, usd in paid.values())
     summary = f"{state}; spent ${spent:,.4f}; results: {store.results}"
     from orchestrator.batch.journal import describe_in_flight
+
     batches = describe_in_flight(run_dir, labels)
     if batches:  # their tasks are among the pending; the next run collects them
         summary += f"\n{len(batches)} batch(es) in flight:\n  " + "\n  ".join(batches)

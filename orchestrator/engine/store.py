@@ -1,4 +1,5 @@
 """The run directory: manifest.json, and results.ndjson written once per task by one writer."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,11 @@ def scan_results(path: Path) -> Scan:
     if lines.torn_bytes:
         with open(path, "r+b") as f:
             if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:
-                raise UserError("the results file grew while it was read", file=str(path),
-                                fix="make sure no other process writes to this run, then run again")
+                raise UserError(
+                    "the results file grew while it was read",
+                    file=str(path),
+                    fix="make sure no other process writes to this run, then run again",
+                )
             f.truncate(lines.complete_bytes)
         scan.repaired_bytes = lines.torn_bytes
     return scan
@@ -54,20 +58,43 @@ def spent_so_far(path: Path) -> float:
     if not path.exists() or path.stat().st_size == 0:
         return 0.0
     import polars as pl
-    total = (pl.scan_ndjson(path, schema={"costUsd": pl.Float64}, ignore_errors=True)
-             .select(pl.col("costUsd").sum()).collect().item())
+
+    total = (
+        pl.scan_ndjson(path, schema={"costUsd": pl.Float64}, ignore_errors=True)
+        .select(pl.col("costUsd").sum())
+        .collect()
+        .item()
+    )
     return float(total or 0.0)
 
 
 # What the readers of a manifest rely on. `jobs` and `models` are missing in runs made by older
 # versions (their readers say so); "*" is every value of an object or item of a list.
-_REQUIRED = (("campaign", str), ("runId", str), ("createdAt", str), ("config", dict), ("plan", dict),
-             ("plan.hash", str), ("plan.jobs", list), ("plan.models", list), ("plan.models.*", dict),
-             ("plan.per_model", dict), ("plan.per_model.*", int), ("plan.samples", dict),
-             ("plan.samples.*", int))
-_OPTIONAL = (("jobs", dict), ("jobs.*", dict), ("models", dict), ("plan.strategies", dict),
-             ("plan.prompts", dict), ("plan.samples_by_model", dict),
-             ("plan.samples_by_model.*", dict), ("plan.samples_by_model.*.*", int))
+_REQUIRED = (
+    ("campaign", str),
+    ("runId", str),
+    ("createdAt", str),
+    ("config", dict),
+    ("plan", dict),
+    ("plan.hash", str),
+    ("plan.jobs", list),
+    ("plan.models", list),
+    ("plan.models.*", dict),
+    ("plan.per_model", dict),
+    ("plan.per_model.*", int),
+    ("plan.samples", dict),
+    ("plan.samples.*", int),
+)
+_OPTIONAL = (
+    ("jobs", dict),
+    ("jobs.*", dict),
+    ("models", dict),
+    ("plan.strategies", dict),
+    ("plan.prompts", dict),
+    ("plan.samples_by_model", dict),
+    ("plan.samples_by_model.*", dict),
+    ("plan.samples_by_model.*.*", int),
+)
 _MISSING = object()
 _TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a whole number"}
 
@@ -79,9 +106,17 @@ def _values(doc: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, 
         return
     head, rest = parts[0], parts[1:]
     if head == "*":
-        items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+        items = (
+            doc.items()
+            if isinstance(doc, dict)
+            else enumerate(doc)
+            if isinstance(doc, list)
+            else ()
+        )
         for k, v in items:
-            yield from _values(v, rest, f"{where}.{k}" if isinstance(doc, dict) else f"{where}[{k}]")
+            yield from _values(
+                v, rest, f"{where}.{k}" if isinstance(doc, dict) else f"{where}[{k}]"
+            )
     elif isinstance(doc, dict):
         yield from _values(doc.get(head, _MISSING), rest, f"{where}.{head}" if where else head)
 
@@ -109,35 +144,55 @@ class RunStore:
 
     def _check_folder(self) -> None:
         if self.path.exists() and not self.path.is_dir():
-            raise UserError("this is a file, not a run folder", file=str(self.path),
-                            fix="point to the run folder runs/<campaign>/<run-id>/ as printed by "
-                                "'orchestrator run' (the folder holding manifest.json)")
+            raise UserError(
+                "this is a file, not a run folder",
+                file=str(self.path),
+                fix="point to the run folder runs/<campaign>/<run-id>/ as printed by "
+                "'orchestrator run' (the folder holding manifest.json)",
+            )
 
     def read_manifest(self) -> dict[str, Any]:
         self._check_folder()
-        fix = ("restore manifest.json from a copy of this run folder (it is written once, when the "
-               "run starts), or start a new run with --run-id")
+        fix = (
+            "restore manifest.json from a copy of this run folder (it is written once, when the "
+            "run starts), or start a new run with --run-id"
+        )
         try:
             raw = self.manifest_path.read_bytes()
         except FileNotFoundError:
-            raise UserError("not a run directory (no manifest.json)", file=str(self.path),
-                            fix="point to runs/<campaign>/<run-id>/ as printed by 'orchestrator run'") from None
+            raise UserError(
+                "not a run directory (no manifest.json)",
+                file=str(self.path),
+                fix="point to runs/<campaign>/<run-id>/ as printed by 'orchestrator run'",
+            ) from None
         except OSError as exc:  # a folder named manifest.json, no permission, ...
-            raise UserError(f"manifest.json cannot be read ({exc.strerror})", file=str(self.manifest_path),
-                            fix=fix) from None
+            raise UserError(
+                f"manifest.json cannot be read ({exc.strerror})",
+                file=str(self.manifest_path),
+                fix=fix,
+            ) from None
         if raw.startswith(b"\xef\xbb\xbf"):
-            raise UserError("manifest.json starts with a UTF-8 byte-order mark (BOM), which JSON does "
-                            "not allow", file=str(self.manifest_path),
-                            fix="save it as UTF-8 without a BOM (the first three bytes EF BB BF removed)")
+            raise UserError(
+                "manifest.json starts with a UTF-8 byte-order mark (BOM), which JSON does "
+                "not allow",
+                file=str(self.manifest_path),
+                fix="save it as UTF-8 without a BOM (the first three bytes EF BB BF removed)",
+            )
         try:
             manifest = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise UserError(f"manifest.json is corrupt: {exc}", file=str(self.manifest_path), fix=fix) from None
+            raise UserError(
+                f"manifest.json is corrupt: {exc}", file=str(self.manifest_path), fix=fix
+            ) from None
         problem = _shape_error(manifest)
         if problem:
             where, what = problem
-            raise UserError(f"manifest.json is not a run manifest: {what}", file=str(self.manifest_path),
-                            field=where or None, fix=fix)
+            raise UserError(
+                f"manifest.json is not a run manifest: {what}",
+                file=str(self.manifest_path),
+                field=where or None,
+                fix=fix,
+            )
         return manifest
 
     def check(self, manifest: dict[str, Any], resume_hint: str) -> bool:
@@ -150,8 +205,10 @@ class RunStore:
         if changes:
             raise PlanChangedError(
                 "the plan differs from the one this run was started with:\n    "
-                + "\n    ".join(changes), file=str(self.path),
-                fix=f"undo the config change to resume, or start a new run: {resume_hint}")
+                + "\n    ".join(changes),
+                file=str(self.path),
+                fix=f"undo the config change to resume, or start a new run: {resume_hint}",
+            )
         return True
 
     def open(self, manifest: dict[str, Any], resume_hint: str) -> bool:

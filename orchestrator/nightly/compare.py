@@ -7,6 +7,7 @@ system fingerprints. Each finding that deserves a person's attention is a flag (
 exit code says whether any flag of the kinds asked for (--fail-on) was raised, so cron and CI
 can alert. Reads the two runs; writes only the comparison, beside the runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,18 +47,28 @@ def _effect_flags(effects: pl.DataFrame) -> pl.DataFrame:
     same Benjamini-Hochberg family, a comparison of two nights that differ by chance alone
     raises a flag with probability about ALPHA."""
     changed = (pl.col("q") < ALPHA).fill_null(False)
-    sig_a, sig_b = pl.col("significant_a").fill_null(False), pl.col("significant_b").fill_null(False)
+    sig_a, sig_b = (
+        pl.col("significant_a").fill_null(False),
+        pl.col("significant_b").fill_null(False),
+    )
     opposite = pl.col("effect_a").sign() * pl.col("effect_b").sign() < 0
     # No test (no spread: a model at temperature 0, or every answer alike in both runs): any
     # change beyond rounding is one the model made, shown as such and never called significant.
     untested = pl.col("p_change").is_null() & (pl.col("change") != 0).fill_null(False)
     flip = (changed & sig_a & sig_b & opposite) | (untested & opposite.fill_null(False))
-    named = [(changed, "effect_changed"), (flip, "sign_flip"),
-             (changed & sig_b & ~sig_a, "newly_significant"), (changed & sig_a & ~sig_b, "vanished"),
-             (untested, "untested_change")]
-    return effects.with_columns(flags=pl.concat_list(
-        pl.when(cond).then(pl.lit([name])).otherwise(pl.lit([], dtype=pl.List(pl.String)))
-        for cond, name in named))
+    named = [
+        (changed, "effect_changed"),
+        (flip, "sign_flip"),
+        (changed & sig_b & ~sig_a, "newly_significant"),
+        (changed & sig_a & ~sig_b, "vanished"),
+        (untested, "untested_change"),
+    ]
+    return effects.with_columns(
+        flags=pl.concat_list(
+            pl.when(cond).then(pl.lit([name])).otherwise(pl.lit([], dtype=pl.List(pl.String)))
+            for cond, name in named
+        )
+    )
 
 
 def _served(a: RunEffects, b: RunEffects) -> pl.DataFrame:
@@ -65,16 +76,28 @@ def _served(a: RunEffects, b: RunEffects) -> pl.DataFrame:
     that the earlier run never named for that model, in any experiment. Providers rotate
     backends within a night, so a fingerprint seen before is no news; one never seen is. A run
     made before fingerprints were recorded named none: that is no change."""
+
     def new(col: str) -> pl.Expr:
-        return (pl.when(pl.col(f"{col}_a").list.len() > 0)
-                .then(pl.col(f"{col}_b").list.set_difference(f"{col}_a").list.sort())
-                .otherwise(pl.lit([], pl.List(pl.String))).alias(f"new_{col}"))
+        return (
+            pl.when(pl.col(f"{col}_a").list.len() > 0)
+            .then(pl.col(f"{col}_b").list.set_difference(f"{col}_a").list.sort())
+            .otherwise(pl.lit([], pl.List(pl.String)))
+            .alias(f"new_{col}")
+        )
+
     before = a.served_by_model().rename({"served": "served_a", "fingerprints": "fingerprints_a"})
     names = b.run.models | a.run.models
-    return (b.calls.select("modelKey", "experimentSlug", served_b="served", fingerprints_b="fingerprints")
-            .join(before, on="modelKey")
-            .with_columns(new("served"), new("fingerprints"),
-                          model=pl.col("modelKey").replace_strict(names, default=pl.col("modelKey"))))
+    return (
+        b.calls.select(
+            "modelKey", "experimentSlug", served_b="served", fingerprints_b="fingerprints"
+        )
+        .join(before, on="modelKey")
+        .with_columns(
+            new("served"),
+            new("fingerprints"),
+            model=pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")),
+        )
+    )
 
 
 def _flag_rows(c: Comparison) -> list[dict[str, Any]]:
@@ -82,25 +105,50 @@ def _flag_rows(c: Comparison) -> list[dict[str, Any]]:
     for r in c.effects.filter(pl.col("flags").list.len() > 0).iter_rows(named=True):
         what = {k: r[k] for k in ("study", "measure", "experiment", "strategy", "model")}
         for name in r["flags"]:
-            flags.append({"flag": name, **what, "detail": f"{_num(r['effect_a'])} -> {_num(r['effect_b'])} "
-                          f"(change {_num(r['change'])}, q = {_num(r['q'])})"})
+            flags.append(
+                {
+                    "flag": name,
+                    **what,
+                    "detail": f"{_num(r['effect_a'])} -> {_num(r['effect_b'])} "
+                    f"(change {_num(r['change'])}, q = {_num(r['q'])})",
+                }
+            )
     for r in c.rates.filter(pl.col("q") < ALPHA).iter_rows(named=True):
-        flags.append({"flag": "parse_error_rate" if r["rate"] == "parse errors" else "refusal_rate",
-                      "model": r["model"], "detail": f"{r['count_a']}/{r['of_a']} -> {r['count_b']}/"
-                      f"{r['of_b']} (q = {_num(r['q'])})"})
+        flags.append(
+            {
+                "flag": "parse_error_rate" if r["rate"] == "parse errors" else "refusal_rate",
+                "model": r["model"],
+                "detail": f"{r['count_a']}/{r['of_a']} -> {r['count_b']}/"
+                f"{r['of_b']} (q = {_num(r['q'])})",
+            }
+        )
     every = c.served.group_by("modelKey").agg(pl.len())  # experiments per model in the later run
     for name, col in (("served_model", "served"), ("fingerprint", "fingerprints")):
         # one flag per model and new string, naming the experiments that saw it
-        moved = (c.served.filter(pl.col(f"new_{col}").list.len() > 0)
-                 .with_columns(old=pl.col(f"{col}_a").list.sort().list.join(", "),
-                               new=pl.col(f"new_{col}").list.join(", "))
-                 .group_by("modelKey", "model", "old", "new", maintain_order=True)
-                 .agg(pl.col("experimentSlug").sort()).join(every, on="modelKey"))
+        moved = (
+            c.served.filter(pl.col(f"new_{col}").list.len() > 0)
+            .with_columns(
+                old=pl.col(f"{col}_a").list.sort().list.join(", "),
+                new=pl.col(f"new_{col}").list.join(", "),
+            )
+            .group_by("modelKey", "model", "old", "new", maintain_order=True)
+            .agg(pl.col("experimentSlug").sort())
+            .join(every, on="modelKey")
+        )
         for r in moved.iter_rows(named=True):
-            where = ("all experiments" if len(r["experimentSlug"]) == r["len"]
-                     else ", ".join(r["experimentSlug"]))
-            flags.append({"flag": name, "experiment": where, "model": r["model"],
-                          "detail": f"new {r['new']} (before: {r['old']})"})
+            where = (
+                "all experiments"
+                if len(r["experimentSlug"]) == r["len"]
+                else ", ".join(r["experimentSlug"])
+            )
+            flags.append(
+                {
+                    "flag": name,
+                    "experiment": where,
+                    "model": r["model"],
+                    "detail": f"new {r['new']} (before: {r['old']})",
+                }
+            )
     for side in (c.a, c.b):
         if why := side.unfinished():
             flags.append({"flag": "incomplete", "detail": why})
@@ -130,8 +178,12 @@ def _same_models(a: RunEffects, b: RunEffects) -> RunEffects:
     if not renamed:
         return b
     key = pl.col("modelKey").replace(renamed)
-    return dataclasses.replace(b, effects=b.effects.with_columns(key), calls=b.calls.with_columns(key),
-                               models=b.models.with_columns(key))
+    return dataclasses.replace(
+        b,
+        effects=b.effects.with_columns(key),
+        calls=b.calls.with_columns(key),
+        models=b.models.with_columns(key),
+    )
 
 
 def compare(a: RunEffects, b: RunEffects) -> Comparison:
@@ -141,8 +193,11 @@ def compare(a: RunEffects, b: RunEffects) -> Comparison:
     rates = rate_changes(a.models, b.models, names)
     effects, rates = adjust(effects, rates)
     plan_a, plan_b = a.run.manifest["plan"], b.run.manifest["plan"]
-    plan = [] if plan_a["hash"] == plan_b["hash"] else (describe_changes(plan_a, plan_b)
-                                                        or ["the task plans differ"])
+    plan = (
+        []
+        if plan_a["hash"] == plan_b["hash"]
+        else (describe_changes(plan_a, plan_b) or ["the task plans differ"])
+    )
     c = Comparison(a, b, _effect_flags(effects), rates, _served(a, b), only_a, only_b, plan)
     c.flags = _flag_rows(c)
     return c
@@ -150,15 +205,29 @@ def compare(a: RunEffects, b: RunEffects) -> Comparison:
 
 def _side(r: RunEffects) -> dict[str, Any]:
     m = r.run.manifest
-    return {"path": str(r.run.path), "campaign": m["campaign"], "runId": m["runId"],
-            "createdAt": m["createdAt"], "planHash": m["plan"]["hash"], "software": m["software"]}
+    return {
+        "path": str(r.run.path),
+        "campaign": m["campaign"],
+        "runId": m["runId"],
+        "createdAt": m["createdAt"],
+        "planHash": m["plan"]["hash"],
+        "software": m["software"],
+    }
 
 
 def as_json(c: Comparison, fail_on: set[str], exit_code: int) -> dict[str, Any]:
     counts = {name: sum(f["flag"] == name for f in c.flags) for name in FLAGS}
-    return {"schema": SCHEMA, "a": _side(c.a), "b": _side(c.b),
-            "plan": {"same": not c.plan_changes, "changes": c.plan_changes},
-            "effects": c.effects.to_dicts(), "rates": c.rates.to_dicts(),
-            "served": c.served.to_dicts(),
-            "unshared": {"only_a": c.only_a.to_dicts(), "only_b": c.only_b.to_dicts()},
-            "flags": c.flags, "counts": counts, "fail_on": sorted(fail_on), "exit_code": exit_code}
+    return {
+        "schema": SCHEMA,
+        "a": _side(c.a),
+        "b": _side(c.b),
+        "plan": {"same": not c.plan_changes, "changes": c.plan_changes},
+        "effects": c.effects.to_dicts(),
+        "rates": c.rates.to_dicts(),
+        "served": c.served.to_dicts(),
+        "unshared": {"only_a": c.only_a.to_dicts(), "only_b": c.only_b.to_dicts()},
+        "flags": c.flags,
+        "counts": counts,
+        "fail_on": sorted(fail_on),
+        "exit_code": exit_code,
+    }

@@ -2,6 +2,7 @@
 and, per model and experiment, how the calls went and which model served them. Computed
 afresh from the results; nothing is written into the run folder (a finished night stays as
 it was)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,9 +14,15 @@ from orchestrator.analysis.effects import EFFECT_SCHEMA, empty
 from orchestrator.analysis.load import Run, open_run
 from orchestrator.analysis.summary import study_outputs
 
-CALL_SCHEMA = {"status": pl.String, "modelKey": pl.String, "experimentSlug": pl.String,
-               "latencyMs": pl.Float64, "costUsd": pl.Float64, "servedModel": pl.String,
-               "systemFingerprint": pl.String}
+CALL_SCHEMA = {
+    "status": pl.String,
+    "modelKey": pl.String,
+    "experimentSlug": pl.String,
+    "latencyMs": pl.Float64,
+    "costUsd": pl.Float64,
+    "servedModel": pl.String,
+    "systemFingerprint": pl.String,
+}
 TERMINAL = ["ok", "parse_error", "refused", "too_long", "skipped"]
 
 
@@ -39,8 +46,16 @@ class RunEffects:
     def served_by_model(self) -> pl.DataFrame:
         """Per model: the served model strings and the fingerprints it named in any experiment
         (lists, sorted)."""
+
         def union(column: str) -> pl.Expr:
-            return pl.col(column).explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().sort()
+            return (
+                pl.col(column)
+                .explode(keep_nulls=False, empty_as_null=False)
+                .drop_nulls()
+                .unique()
+                .sort()
+            )
+
         return self.calls.group_by("modelKey").agg(union("served"), union("fingerprints"))
 
     def unfinished(self) -> str | None:
@@ -48,8 +63,9 @@ class RunEffects:
         if not self.pending and not (self.holder or "").startswith("running"):
             return None
         planned = self.run.manifest["plan"]["tasks"]
-        return (f"{self.name}: {planned - self.pending:,} of {planned:,} tasks done"
-                + (f" ({self.holder})" if self.holder else ""))
+        return f"{self.name}: {planned - self.pending:,} of {planned:,} tasks done" + (
+            f" ({self.holder})" if self.holder else ""
+        )
 
 
 def study_effects(run: Run) -> pl.DataFrame:
@@ -61,18 +77,24 @@ def study_effects(run: Run) -> pl.DataFrame:
             frames.append(found.select(list(EFFECT_SCHEMA)))
     effects = pl.concat(frames) if frames else empty()
     # a model at temperature 0 answers one draw: its effects have no spread to test against
-    return effects.with_columns(deterministic=pl.col("modelKey").replace_strict(
-        run.deterministic, default=False, return_dtype=pl.Boolean))
+    return effects.with_columns(
+        deterministic=pl.col("modelKey").replace_strict(
+            run.deterministic, default=False, return_dtype=pl.Boolean
+        )
+    )
 
 
 def _tallies(status: pl.Expr, answered: pl.Expr) -> list[pl.Expr]:
-    return [status.is_in(TERMINAL).sum().alias("records"), answered.sum().alias("answered"),
-            (status == "parse_error").sum().alias("parse_errors"),
-            (status == "refused").sum().alias("refusals"),
-            (status == "failed").sum().alias("failed_lines"),
-            pl.col("latencyMs").filter(answered).quantile(0.5, "linear").alias("latency_p50"),
-            pl.col("latencyMs").filter(answered).quantile(0.95, "linear").alias("latency_p95"),
-            pl.col("costUsd").filter(status.is_in(TERMINAL)).mean().alias("cost_per_call")]
+    return [
+        status.is_in(TERMINAL).sum().alias("records"),
+        answered.sum().alias("answered"),
+        (status == "parse_error").sum().alias("parse_errors"),
+        (status == "refused").sum().alias("refusals"),
+        (status == "failed").sum().alias("failed_lines"),
+        pl.col("latencyMs").filter(answered).quantile(0.5, "linear").alias("latency_p50"),
+        pl.col("latencyMs").filter(answered).quantile(0.95, "linear").alias("latency_p95"),
+        pl.col("costUsd").filter(status.is_in(TERMINAL)).mean().alias("cost_per_call"),
+    ]
 
 
 def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -84,11 +106,15 @@ def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     status = pl.col("status")
     answered = status.is_in(["ok", "parse_error", "refused"])
     lf = lf.filter(status.is_in(TERMINAL) | (status == "failed"))
-    per_experiment = (lf.group_by("modelKey", "experimentSlug")
-                      .agg(*_tallies(status, answered),
-                           served=pl.col("servedModel").drop_nulls().unique().sort(),
-                           fingerprints=pl.col("systemFingerprint").drop_nulls().unique().sort())
-                      .sort("modelKey", "experimentSlug"))
+    per_experiment = (
+        lf.group_by("modelKey", "experimentSlug")
+        .agg(
+            *_tallies(status, answered),
+            served=pl.col("servedModel").drop_nulls().unique().sort(),
+            fingerprints=pl.col("systemFingerprint").drop_nulls().unique().sort(),
+        )
+        .sort("modelKey", "experimentSlug")
+    )
     per_model = lf.group_by("modelKey").agg(*_tallies(status, answered)).sort("modelKey")
     calls, models = pl.collect_all([per_experiment, per_model])
     return calls, models
@@ -96,5 +122,6 @@ def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def run_effects(run_dir: Path) -> RunEffects:
     from orchestrator.engine.lock import lock_state
+
     run = open_run(run_dir)
     return RunEffects(run, study_effects(run), *call_summary(run), holder=lock_state(run_dir))

@@ -6,6 +6,7 @@ find the run "in use" and refuse. Whether a run is going is read from what its l
 wrote into `.lock` (engine/lock.py; emptied on release) and whether that process still lives.
 Nothing is written into a run folder (a finished night stays as it was).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,38 +21,73 @@ import typer
 from orchestrator.engine.lock import lock_state
 from orchestrator.errors import UserError
 
-SCHEMA = {"run": pl.String, "started": pl.Datetime("us", "UTC"), "last_result": pl.Datetime("us", "UTC"),
-          "status": pl.String, "tasks": pl.Int64, "done": pl.Int64, "failed": pl.Int64,
-          "parse_errors": pl.Int64, "refusals": pl.Int64, "spend_usd": pl.Float64,
-          "served_models": pl.List(pl.String), "fingerprints": pl.List(pl.String),
-          "software": pl.String, "plan": pl.String, "log": pl.String}
-HEADERS = {"last_result": "last\nresult", "parse_errors": "parse\nerrors", "refusals": "refused",
-           "spend_usd": "spend $", "served_models": "served model (fingerprint)", "software": "version"}
-_SERVED = {"modelKey": pl.String, "servedModel": pl.String, "systemFingerprint": pl.String,
-           "finishedAt": pl.String}
+SCHEMA = {
+    "run": pl.String,
+    "started": pl.Datetime("us", "UTC"),
+    "last_result": pl.Datetime("us", "UTC"),
+    "status": pl.String,
+    "tasks": pl.Int64,
+    "done": pl.Int64,
+    "failed": pl.Int64,
+    "parse_errors": pl.Int64,
+    "refusals": pl.Int64,
+    "spend_usd": pl.Float64,
+    "served_models": pl.List(pl.String),
+    "fingerprints": pl.List(pl.String),
+    "software": pl.String,
+    "plan": pl.String,
+    "log": pl.String,
+}
+HEADERS = {
+    "last_result": "last\nresult",
+    "parse_errors": "parse\nerrors",
+    "refusals": "refused",
+    "spend_usd": "spend $",
+    "served_models": "served model (fingerprint)",
+    "software": "version",
+}
+_SERVED = {
+    "modelKey": pl.String,
+    "servedModel": pl.String,
+    "systemFingerprint": pl.String,
+    "finishedAt": pl.String,
+}
 
 
 def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str], datetime | None]:
     """Per model: the served model strings and system fingerprints seen, and the last result's
     time. A torn last line (a run writing right now) is left out: polars stops at it."""
     from orchestrator.engine.snapshot import Readable
+
     if not results.is_file() or results.stat().st_size == 0:
         return [], [], None
-    for attempt in range(2):  # a run appending mid-read: once more, from a copy of its complete lines
+    for attempt in range(
+        2
+    ):  # a run appending mid-read: once more, from a copy of its complete lines
         source = Readable.snapshot(results)  # kept: a torn file's copy lives as long as this
         try:
-            df = (pl.scan_ndjson(source.path, schema=_SERVED, ignore_errors=True).group_by("modelKey")
-                  .agg(served=pl.col("servedModel").drop_nulls().unique().sort(),
-                       fps=pl.col("systemFingerprint").drop_nulls().unique().sort(),
-                       last=pl.col("finishedAt").max())  # ISO times in UTC sort as text
-                  .collect())
+            df = (
+                pl.scan_ndjson(source.path, schema=_SERVED, ignore_errors=True)
+                .group_by("modelKey")
+                .agg(
+                    served=pl.col("servedModel").drop_nulls().unique().sort(),
+                    fps=pl.col("systemFingerprint").drop_nulls().unique().sort(),
+                    last=pl.col("finishedAt").max(),
+                )  # ISO times in UTC sort as text
+                .collect()
+            )
             break
         except pl.exceptions.ComputeError:
             if attempt:
-                raise UserError("polars cannot read the results", file=str(results),
-                                fix=f"see orchestrator status {results.parent}") from None
+                raise UserError(
+                    "polars cannot read the results",
+                    file=str(results),
+                    fix=f"see orchestrator status {results.parent}",
+                ) from None
     served, fps = [], []
-    for r in sorted(df.iter_rows(named=True), key=lambda r: names.get(r["modelKey"], r["modelKey"])):
+    for r in sorted(
+        df.iter_rows(named=True), key=lambda r: names.get(r["modelKey"], r["modelKey"])
+    ):
         name = names.get(r["modelKey"], r["modelKey"])
         served += [f"{name}: {', '.join(r['served'])}"] if r["served"] else []
         fps += [f"{name}: {', '.join(r['fps'])}"] if r["fps"] else []
@@ -63,6 +99,7 @@ def run_row(run_dir: Path, campaign_dir: Path) -> dict[str, Any]:
     from orchestrator.analysis.names import model_names
     from orchestrator.engine.status import tally
     from orchestrator.engine.store import RunStore
+
     store = RunStore(run_dir)
     log = campaign_dir / "logs" / f"{run_dir.name}.log"
     row: dict[str, Any] = {"run": run_dir.name, "log": str(log) if log.is_file() else None}
@@ -83,16 +120,26 @@ def run_row(run_dir: Path, campaign_dir: Path) -> dict[str, Any]:
         state = f"interrupted, {pending}" if tasks > done else lock
     else:
         state = lock or ("no results" if not counts else "complete" if tasks == done else pending)
-    return row | {"started": datetime.fromisoformat(manifest["createdAt"]), "last_result": last,
-                  "status": state, "tasks": tasks, "done": done, "failed": final["failed"],
-                  "parse_errors": final["parse_error"], "refusals": final["refused"],
-                  "spend_usd": sum(usd for _, usd in paid.values()), "served_models": served,
-                  "fingerprints": fps, "software": manifest.get("software"),
-                  "plan": manifest["plan"]["hash"][:8]}
+    return row | {
+        "started": datetime.fromisoformat(manifest["createdAt"]),
+        "last_result": last,
+        "status": state,
+        "tasks": tasks,
+        "done": done,
+        "failed": final["failed"],
+        "parse_errors": final["parse_error"],
+        "refusals": final["refused"],
+        "spend_usd": sum(usd for _, usd in paid.values()),
+        "served_models": served,
+        "fingerprints": fps,
+        "software": manifest.get("software"),
+        "plan": manifest["plan"]["hash"][:8],
+    }
 
 
 def campaign_history(campaign_dir: Path) -> pl.DataFrame:
     from orchestrator.nightly.runs import nights
+
     runs = nights(campaign_dir, "history")
     return pl.DataFrame([run_row(r, campaign_dir) for r in runs], schema=SCHEMA)
 
@@ -143,24 +190,49 @@ def history_table(frame: pl.DataFrame, campaign_dir: Path):
     from rich import box
     from rich.markup import escape
     from rich.table import Table
+
     shown = [c for c in SCHEMA if c != "fingerprints"]  # shown with the served models
     logs = f"logs: {campaign_dir / 'logs'}/RUN.log" if frame["log"].is_not_null().any() else None
-    table = Table(title=f"history of {campaign_dir} (times UTC)", title_justify="left",
-                  caption=logs, caption_justify="left",
-                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    table = Table(
+        title=f"history of {campaign_dir} (times UTC)",
+        title_justify="left",
+        caption=logs,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
     for column in shown:  # only these wrap; the rest keep their width
         wraps = column in ("status", "served_models")
-        table.add_column(HEADERS.get(column, column), no_wrap=not wraps, overflow="fold",
-                         justify="right" if SCHEMA[column] in (pl.Int64, pl.Float64) else "left")
+        table.add_column(
+            HEADERS.get(column, column),
+            no_wrap=not wraps,
+            overflow="fold",
+            justify="right" if SCHEMA[column] in (pl.Int64, pl.Float64) else "left",
+        )
     for row in frame.iter_rows(named=True):
-        table.add_row(*(escape(served_cell(row) if c == "served_models" else cell(row, c)) for c in shown))
+        table.add_row(
+            *(escape(served_cell(row) if c == "served_models" else cell(row, c)) for c in shown)
+        )
     return table
 
 
 def add(app: typer.Typer) -> None:
     @app.command()
-    def history(campaign_dir: Annotated[Path, typer.Argument(help="A campaign folder: runs/<campaign>/, the folder holding one folder per run.")],
-                out: Annotated[Optional[Path], typer.Option(help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR.")] = None) -> None:
+    def history(
+        campaign_dir: Annotated[
+            Path,
+            typer.Argument(
+                help="A campaign folder: runs/<campaign>/, the folder holding one folder per run."
+            ),
+        ],
+        out: Annotated[
+            Optional[Path],
+            typer.Option(
+                help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR."
+            ),
+        ] = None,
+    ) -> None:
         """One row per run of a campaign folder, oldest first: a table here, and the
         same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
         Reads only: takes no lock, writes nothing into a run folder, calls no model.
@@ -185,6 +257,7 @@ def add(app: typer.Typer) -> None:
         """
         from orchestrator.cli import console, fail
         from orchestrator.nightly.runs import output_folder
+
         try:
             if out is not None:
                 output_folder(out, "history.csv and history.parquet")

@@ -4,6 +4,7 @@ The log lives beside the runs, at runs/<campaign>/logs/<run-id>.log, not in the 
 a run refused before it starts (a missing key, a bad config) writes no run folder, yet its
 reason must reach the log cron or systemd keeps.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,16 +50,29 @@ def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
         return campaign_dir / "logs" / f"{run_id}.log"
     path = Path(given)
     if path.is_dir():
-        raise UserError("--log names a folder, not a file", file=given, field="--log",
-                        fix="give a file, e.g. --log nightly.log, or --log auto")
+        raise UserError(
+            "--log names a folder, not a file",
+            file=given,
+            field="--log",
+            fix="give a file, e.g. --log nightly.log, or --log auto",
+        )
     if not path.parent.is_dir():
-        raise UserError("--log's folder does not exist", file=given, field="--log",
-                        fix=f"create {path.parent} first, or use --log auto")
+        raise UserError(
+            "--log's folder does not exist",
+            file=given,
+            field="--log",
+            fix=f"create {path.parent} first, or use --log auto",
+        )
     from orchestrator.engine.store import MANIFEST
+
     for folder in path.resolve().parents:  # a run folder holds its run alone (its results...)
         if (folder / MANIFEST).is_file():
-            raise UserError(f"--log is inside the run folder {folder}", file=given, field="--log",
-                            fix="use --log auto (runs/<campaign>/logs/), or a file outside the runs")
+            raise UserError(
+                f"--log is inside the run folder {folder}",
+                file=given,
+                field="--log",
+                fix="use --log auto (runs/<campaign>/logs/), or a file outside the runs",
+            )
     return path
 
 
@@ -74,8 +88,10 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
         log.write(f"== {stamp} {command}\n")
         code = "1"
         try:
-            yield (Console(file=Tee(sys.stdout, log), width=width, soft_wrap=True),
-                   Console(file=Tee(sys.stderr, log), width=width, soft_wrap=True))
+            yield (
+                Console(file=Tee(sys.stdout, log), width=width, soft_wrap=True),
+                Console(file=Tee(sys.stderr, log), width=width, soft_wrap=True),
+            )
             code = "0"
         except SystemExit as exc:
             code = str(exc.code)
@@ -93,6 +109,7 @@ def run_logged(campaign, given: str, options: dict) -> None:
     (named after the run, so a run started with --run-id auto is named first)."""
     from orchestrator import cli
     from orchestrator.engine.session import name_run, resume_command, run_dir_for
+
     name_run(campaign)
     where = run_dir_for(campaign)
     try:

@@ -1,5 +1,6 @@
 """The runs of one campaign folder (runs/<campaign>/): naming a new one by date (--run-id auto),
 the `latest` pointer, and listing them in the order they were started."""
+
 from __future__ import annotations
 
 import os
@@ -20,12 +21,20 @@ def output_folder(folder: Path, what: str) -> Path:
     """An output folder for `what` (history, comparison, trend), refused when it is a file, a
     run folder or inside one: a night is never written to, and a run folder holds only its run."""
     if folder.exists() and not folder.is_dir():
-        raise UserError("--out is a file, not a folder", file=str(folder), field="--out",
-                        fix=f"give a folder for the {what} (it is created if missing)")
+        raise UserError(
+            "--out is a file, not a folder",
+            file=str(folder),
+            field="--out",
+            fix=f"give a folder for the {what} (it is created if missing)",
+        )
     for parent in (folder.resolve(), *folder.resolve().parents):
         if (parent / MANIFEST).is_file():
-            raise UserError(f"--out is inside the run folder {parent}", file=str(folder), field="--out",
-                            fix=f"write the {what} beside the runs: leave out --out, or give another folder")
+            raise UserError(
+                f"--out is inside the run folder {parent}",
+                file=str(folder),
+                field="--out",
+                fix=f"write the {what} beside the runs: leave out --out, or give another folder",
+            )
     return folder
 
 
@@ -33,6 +42,7 @@ def _done(results: Path) -> int:
     """Tasks with a final record, read without changing the file (scan_results would cut a
     torn last line, and this run does not own the night yet)."""
     from orchestrator.engine.results import ResultLines
+
     if not results.is_file():
         return 0
     return len({task for task, status, *_ in ResultLines(results).records() if status != "failed"})
@@ -45,6 +55,7 @@ def _open(run_dir: Path, plan: Callable[[], dict]) -> bool:
     another plan (the config changed, as the run's own plan check sees it) is closed to it."""
     from orchestrator.engine.lock import lock_state
     from orchestrator.plan_changes import describe_changes
+
     if not (run_dir / MANIFEST).is_file():
         return True  # made, but refused before it started: nothing in it to keep
     try:
@@ -80,8 +91,11 @@ def point_latest(campaign_dir: Path, run_id: str) -> None:
     relative, so the campaign folder can be moved."""
     link = campaign_dir / LATEST
     if link.exists() and not link.is_symlink():
-        raise UserError(f"{link} exists and is not the `latest` link", file=str(link),
-                        fix="move it away: the campaign folder's `latest` names its newest run")
+        raise UserError(
+            f"{link} exists and is not the `latest` link",
+            file=str(link),
+            fix="move it away: the campaign folder's `latest` names its newest run",
+        )
     tmp = campaign_dir / f".{LATEST}.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_id)
@@ -99,10 +113,16 @@ def campaign_runs(campaign_dir: Path) -> list[Path]:
     """The run folders (those holding a manifest) of a campaign folder, oldest first by their
     start time, then name; the `latest` link is not a run of its own."""
     if not campaign_dir.is_dir():
-        raise UserError("not a campaign folder", file=str(campaign_dir),
-                        fix="give runs/<campaign>/, the folder that holds one folder per run")
-    runs = [p for p in campaign_dir.iterdir()
-            if p.name != LATEST and p.is_dir() and (p / MANIFEST).is_file()]
+        raise UserError(
+            "not a campaign folder",
+            file=str(campaign_dir),
+            fix="give runs/<campaign>/, the folder that holds one folder per run",
+        )
+    runs = [
+        p
+        for p in campaign_dir.iterdir()
+        if p.name != LATEST and p.is_dir() and (p / MANIFEST).is_file()
+    ]
     return sorted(runs, key=lambda p: (_started(p), p.name))
 
 
@@ -110,13 +130,19 @@ def nights(campaign_dir: Path, command: str) -> list[Path]:
     """campaign_runs, refusing a run folder given in the campaign folder's place (for
     `orchestrator COMMAND`) and a campaign folder that holds no run yet."""
     if (campaign_dir / MANIFEST).is_file():
-        raise UserError("this is a run folder, not a campaign folder", file=str(campaign_dir),
-                        fix=f"give the folder that holds the runs: orchestrator {command} {campaign_dir.parent}")
+        raise UserError(
+            "this is a run folder, not a campaign folder",
+            file=str(campaign_dir),
+            fix=f"give the folder that holds the runs: orchestrator {command} {campaign_dir.parent}",
+        )
     runs = campaign_runs(campaign_dir)
     if not runs:
-        raise UserError("the campaign folder holds no runs", file=str(campaign_dir),
-                        fix="give runs/<campaign>/ of a campaign that has run "
-                            "(orchestrator run CONFIG --run-id auto starts one)")
+        raise UserError(
+            "the campaign folder holds no runs",
+            file=str(campaign_dir),
+            fix="give runs/<campaign>/ of a campaign that has run "
+            "(orchestrator run CONFIG --run-id auto starts one)",
+        )
     return runs
 
 
@@ -133,6 +159,9 @@ def previous_run(run_dir: Path) -> Path:
     runs = campaign_runs(run_dir.parent)
     here = [p.resolve() for p in runs].index(run_dir.resolve())
     if here == 0:
-        raise UserError("no run was started before this one in its campaign folder",
-                        file=str(run_dir), fix="give the two runs to compare: orchestrator compare RUN_A RUN_B")
+        raise UserError(
+            "no run was started before this one in its campaign folder",
+            file=str(run_dir),
+            fix="give the two runs to compare: orchestrator compare RUN_A RUN_B",
+        )
     return runs[here - 1]

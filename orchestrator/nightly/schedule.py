@@ -6,6 +6,7 @@ given in, so the runs land where they would if the user ran it there: each night
 folder named by the UTC date, the run lock, a log under runs/<campaign>/logs/, a non-zero exit
 on failure. A test runs the exact command printed (tests/test_schedule.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,11 @@ class Schedule:
 
 def parse_at(text: str) -> tuple[int, int]:
     if not (m := AT.fullmatch(text.strip())):
-        raise UserError(f"'{text}' is not a time of day", field="--at",
-                        fix="give the local time as HH:MM on a 24-hour clock, e.g. --at 02:00")
+        raise UserError(
+            f"'{text}' is not a time of day",
+            field="--at",
+            fix="give the local time as HH:MM on a 24-hour clock, e.g. --at 02:00",
+        )
     return int(m[1]), int(m[2])
 
 
@@ -73,21 +77,35 @@ def make_schedule(config: Path, at: str, budget: float | None) -> Schedule:
     """Check everything first (the config as `run` would load it, --at, --budget): a bad
     schedule fails tonight, unseen, so it is refused here with nothing written."""
     from orchestrator.spec.build import load_campaign
+
     hour, minute = parse_at(at)
     if budget is not None and not (math.isfinite(budget) and budget >= 0):
-        raise UserError(f"must be a finite number >= 0, not {budget}", field="--budget",
-                        fix="give the USD each night may spend, e.g. --budget 5")
+        raise UserError(
+            f"must be a finite number >= 0, not {budget}",
+            field="--budget",
+            fix="give the USD each night may spend, e.g. --budget 5",
+        )
     if config.is_dir():
-        raise UserError("schedule takes a campaign config, not a run folder", file=str(config),
-                        fix="give the config (TOML): each night starts a new run of it")
+        raise UserError(
+            "schedule takes a campaign config, not a run folder",
+            file=str(config),
+            fix="give the config (TOML): each night starts a new run of it",
+        )
     campaign = load_campaign(config)
     name, workdir = campaign.config.name, Path.cwd()
     argv = [*orchestrator_argv(), "run", str(config.resolve()), "--run-id", "auto", "--log", "auto"]
     if budget is not None:
         argv += ["--budget", repr(budget)]
-    return Schedule(name, hour, minute, workdir, argv, key_variables(campaign),
-                    Path.home() / ".config" / "orchestrator" / f"{name}.env",
-                    workdir / campaign.config.output_dir / name / "logs")
+    return Schedule(
+        name,
+        hour,
+        minute,
+        workdir,
+        argv,
+        key_variables(campaign),
+        Path.home() / ".config" / "orchestrator" / f"{name}.env",
+        workdir / campaign.config.output_dir / name / "logs",
+    )
 
 
 def cron_command(s: Schedule) -> str:
@@ -98,7 +116,9 @@ def cron_command(s: Schedule) -> str:
 
 
 def crontab_line(s: Schedule) -> str:
-    return f"{s.minute} {s.hour} * * * " + cron_command(s).replace("%", "\\%")  # cron: % is a newline
+    return f"{s.minute} {s.hour} * * * " + cron_command(s).replace(
+        "%", "\\%"
+    )  # cron: % is a newline
 
 
 def _systemd(text: str) -> str:
@@ -107,15 +127,19 @@ def _systemd(text: str) -> str:
 
 def service_unit(s: Schedule) -> str:
     env = f"EnvironmentFile=%h/.config/orchestrator/{s.campaign}.env\n" if s.keys else ""
-    return (f"[Unit]\nDescription=orchestrator: nightly run of campaign {s.campaign}\n\n"
-            f"[Service]\nType=oneshot\nWorkingDirectory={_systemd(str(s.workdir))}\n{env}"
-            f"ExecStart={_systemd(shlex.join(s.argv))}\n")
+    return (
+        f"[Unit]\nDescription=orchestrator: nightly run of campaign {s.campaign}\n\n"
+        f"[Service]\nType=oneshot\nWorkingDirectory={_systemd(str(s.workdir))}\n{env}"
+        f"ExecStart={_systemd(shlex.join(s.argv))}\n"
+    )
 
 
 def timer_unit(s: Schedule) -> str:
     # Persistent: a night missed (machine off) runs at the next boot.
-    return (f"[Unit]\nDescription=orchestrator: campaign {s.campaign} every night at {s.at}\n\n"
-            f"[Timer]\nOnCalendar=*-*-* {s.at}:00\nPersistent=true\n\n[Install]\nWantedBy=timers.target\n")
+    return (
+        f"[Unit]\nDescription=orchestrator: campaign {s.campaign} every night at {s.at}\n\n"
+        f"[Timer]\nOnCalendar=*-*-* {s.at}:00\nPersistent=true\n\n[Install]\nWantedBy=timers.target\n"
+    )
 
 
 def unit_dir() -> Path:
@@ -132,25 +156,36 @@ def next_start(s: Schedule, now: datetime | None = None) -> datetime:
 def explain(s: Schedule) -> str:
     start = next_start(s)
     utc = start.astimezone(timezone.utc)
-    lines = [f"# campaign {s.campaign}: every night at {s.at}, this machine's local time "
-             f"(UTC{start.isoformat()[-6:]} then).",
-             f"# The run id is the UTC date at the start: the next run, {start:%Y-%m-%d %H:%M} local "
-             f"({utc:%H:%M} UTC), will be {s.log_dir.parent / f'{utc:%Y-%m-%d}'} (-2 if that day has one).",
-             f"# Each run's log: {s.log_dir}/<run-id>.log; {EXITS}.", "#"]
+    lines = [
+        f"# campaign {s.campaign}: every night at {s.at}, this machine's local time "
+        f"(UTC{start.isoformat()[-6:]} then).",
+        f"# The run id is the UTC date at the start: the next run, {start:%Y-%m-%d %H:%M} local "
+        f"({utc:%H:%M} UTC), will be {s.log_dir.parent / f'{utc:%Y-%m-%d}'} (-2 if that day has one).",
+        f"# Each run's log: {s.log_dir}/<run-id>.log; {EXITS}.",
+        "#",
+    ]
     if s.keys:
         there = "" if s.env_file.is_file() else " (not there yet)"
-        lines += [f"# API keys: the runs need {', '.join(s.keys)}. cron and systemd do not see your shell's",
-                  f"# environment: put one NAME=value line each in {s.env_file}{there},",
-                  "# then chmod 600 it. Both schedules below read that file; this tool never writes a key.", "#"]
-    lines += ["# 1. cron (crontab -e). cron mails what the run writes to stderr (its errors) to MAILTO,",
-              "#    if a MAILTO=you@example.com line stands above this one:",
-              crontab_line(s), "#",
-              "# 2. a systemd user timer (orchestrator schedule ... --install sets it up):",
-              f"# {unit_dir() / (s.unit + '.service')}", service_unit(s).rstrip(),
-              f"# {unit_dir() / (s.unit + '.timer')}", timer_unit(s).rstrip(),
-              f"# then: systemctl --user daemon-reload && systemctl --user enable --now {s.unit}.timer",
-              "# To run while you are logged out: loginctl enable-linger $USER. The runs: "
-              f"systemctl --user list-timers; journalctl --user -u {s.unit}.service"]
+        lines += [
+            f"# API keys: the runs need {', '.join(s.keys)}. cron and systemd do not see your shell's",
+            f"# environment: put one NAME=value line each in {s.env_file}{there},",
+            "# then chmod 600 it. Both schedules below read that file; this tool never writes a key.",
+            "#",
+        ]
+    lines += [
+        "# 1. cron (crontab -e). cron mails what the run writes to stderr (its errors) to MAILTO,",
+        "#    if a MAILTO=you@example.com line stands above this one:",
+        crontab_line(s),
+        "#",
+        "# 2. a systemd user timer (orchestrator schedule ... --install sets it up):",
+        f"# {unit_dir() / (s.unit + '.service')}",
+        service_unit(s).rstrip(),
+        f"# {unit_dir() / (s.unit + '.timer')}",
+        timer_unit(s).rstrip(),
+        f"# then: systemctl --user daemon-reload && systemctl --user enable --now {s.unit}.timer",
+        "# To run while you are logged out: loginctl enable-linger $USER. The runs: "
+        f"systemctl --user list-timers; journalctl --user -u {s.unit}.service",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -158,37 +193,64 @@ def install(s: Schedule, force: bool) -> tuple[Path, str | None]:
     """Write the two units and enable the timer: (unit folder, systemctl's stderr if it failed).
     Everything is checked before the first file is written."""
     if shutil.which("systemctl") is None:
-        raise UserError("systemctl is not on PATH, so no systemd timer can be installed here",
-                        field="--install", fix="drop --install and add the printed line with crontab -e")
+        raise UserError(
+            "systemctl is not on PATH, so no systemd timer can be installed here",
+            field="--install",
+            fix="drop --install and add the printed line with crontab -e",
+        )
     folder = unit_dir()
-    units = {folder / f"{s.unit}.service": service_unit(s), folder / f"{s.unit}.timer": timer_unit(s)}
+    units = {
+        folder / f"{s.unit}.service": service_unit(s),
+        folder / f"{s.unit}.timer": timer_unit(s),
+    }
     for path, text in units.items():
         if path.exists() and not force and path.read_text(encoding="utf-8") != text:
-            raise UserError("a different unit file of that name exists", file=str(path),
-                            fix="add --force to replace it, or rename the campaign")
+            raise UserError(
+                "a different unit file of that name exists",
+                file=str(path),
+                fix="add --force to replace it, or rename the campaign",
+            )
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in units.items():
         path.write_text(text, encoding="utf-8")
     for args in (["daemon-reload"], ["enable", "--now", f"{s.unit}.timer"]):
         done = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True)
         if done.returncode != 0:
-            return folder, f"systemctl --user {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}"
+            return (
+                folder,
+                f"systemctl --user {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}",
+            )
     return folder, None
 
 
 def add(app: typer.Typer) -> None:
     @app.command()
-    def schedule(config: Annotated[Path, typer.Argument(help="Campaign config (TOML) to run every night.")],
-                 at: Annotated[str, typer.Option(help="Local time of day to start, HH:MM (24-hour).")] = "02:00",
-                 budget: Annotated[Optional[float], typer.Option(help="USD each night's run may spend (run --budget).")] = None,
-                 install_timer: Annotated[bool, typer.Option("--install", help="Install and start the systemd user timer for you.")] = False,
-                 force: Annotated[bool, typer.Option("--force", help="With --install: replace different unit files of the same name.")] = False) -> None:
+    def schedule(
+        config: Annotated[Path, typer.Argument(help="Campaign config (TOML) to run every night.")],
+        at: Annotated[
+            str, typer.Option(help="Local time of day to start, HH:MM (24-hour).")
+        ] = "02:00",
+        budget: Annotated[
+            Optional[float], typer.Option(help="USD each night's run may spend (run --budget).")
+        ] = None,
+        install_timer: Annotated[
+            bool,
+            typer.Option("--install", help="Install and start the systemd user timer for you."),
+        ] = False,
+        force: Annotated[
+            bool,
+            typer.Option(
+                "--force", help="With --install: replace different unit files of the same name."
+            ),
+        ] = False,
+    ) -> None:
         """Print a crontab line and a systemd user service + timer that run CONFIG every night
         (run --run-id auto --log auto, from this folder); --install sets up the timer.
         Exit 2 on a bad config or time (nothing written); 1 if systemctl fails."""
         from rich.markup import escape
 
         from orchestrator.cli import console, err_console, fail
+
         try:
             s = make_schedule(config, at, budget)
             folder, problem = install(s, force) if install_timer else (None, None)
@@ -196,8 +258,14 @@ def add(app: typer.Typer) -> None:
             fail(exc)
         sys.stdout.write(explain(s))  # not through rich: it would wrap the lines to paste
         if problem:
-            err_console.print(f"[red]error:[/] {escape(problem)}\nthe unit files are in {escape(str(folder))}; "
-                              "fix the above and run the two systemctl commands printed", highlight=False)
+            err_console.print(
+                f"[red]error:[/] {escape(problem)}\nthe unit files are in {escape(str(folder))}; "
+                "fix the above and run the two systemctl commands printed",
+                highlight=False,
+            )
             raise typer.Exit(1)
         if folder:
-            console.print(f"installed and started {s.unit}.timer (unit files in {escape(str(folder))})", highlight=False)
+            console.print(
+                f"installed and started {s.unit}.timer (unit files in {escape(str(folder))})",
+                highlight=False,
+            )

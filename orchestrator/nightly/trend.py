@@ -5,6 +5,7 @@ changed (its served model string or system fingerprint) marked.
 Writes trend.csv/.parquet, the figures (PNG and SVG) and a report (report.md, one
 self-contained report.html) into CAMPAIGN_DIR/trend/, or --out. The run folders are only read:
 a finished night stays as it was. The work (polars, matplotlib) is imported when run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,24 +19,38 @@ if TYPE_CHECKING:
     from orchestrator.nightly.trend_data import Trend
 
 OUT = "trend"  # the folder in the campaign folder, beside the runs (not a run: no manifest)
-NOTE = ("Each night's effect in the spec's direction with its 95% CI, for the last two nights; "
-        "the figure shows every night.")
-CHANGES_NOTE = ("Nights where a model's served model strings or system fingerprints differ from "
-                "its previous night's: the provider may have changed the model behind the name.")
+NOTE = (
+    "Each night's effect in the spec's direction with its 95% CI, for the last two nights; "
+    "the figure shows every night."
+)
+CHANGES_NOTE = (
+    "Nights where a model's served model strings or system fingerprints differ from "
+    "its previous night's: the provider may have changed the model behind the name."
+)
 
 
 def out_folder(campaign_dir: Path, out: Path | None) -> Path:
     """Where the trend goes; never inside a run folder (a finished night is not touched)."""
     from orchestrator.nightly.runs import output_folder
-    return output_folder(out if out is not None else campaign_dir / OUT, "trend's tables, figures and report")
+
+    return output_folder(
+        out if out is not None else campaign_dir / OUT, "trend's tables, figures and report"
+    )
 
 
 def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dict[str, Path]]:
     """Collect, then write: nothing is written when the campaign cannot be read."""
-    from orchestrator.nightly.trend_data import campaign_folder, change_rows, collect, last_nights, table
+    from orchestrator.nightly.trend_data import (
+        campaign_folder,
+        change_rows,
+        collect,
+        last_nights,
+        table,
+    )
     from orchestrator.nightly.trend_plot import study_figures
     from orchestrator.report.render import _html, _markdown
     from orchestrator.studies.base import Section
+
     runs = campaign_folder(campaign_dir)
     target = out_folder(campaign_dir, out)
     trend = collect(campaign_dir, runs)
@@ -48,11 +63,22 @@ def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dic
         rows = trend.rows.filter(trend.rows["study"] == study)
         figures = study_figures(trend.rows, trend.nights, study, target)
         paths.update({name: target / f"{name}.png" for name, _ in figures})
-        sections.append(Section(f"Trend: {study}", NOTE, last_nights(rows, trend.nights), tuple(figures)))
-        found = change_rows(changes.filter(changes["modelKey"].is_in(rows["modelKey"].unique().to_list())))
-        sections.append(Section(f"Served-model changes: {study}",
-                                CHANGES_NOTE if found else "None: every model was served by the same "
-                                "model strings and fingerprints every night.", found))
+        sections.append(
+            Section(f"Trend: {study}", NOTE, last_nights(rows, trend.nights), tuple(figures))
+        )
+        found = change_rows(
+            changes.filter(changes["modelKey"].is_in(rows["modelKey"].unique().to_list()))
+        )
+        sections.append(
+            Section(
+                f"Served-model changes: {study}",
+                CHANGES_NOTE
+                if found
+                else "None: every model was served by the same "
+                "model strings and fingerprints every night.",
+                found,
+            )
+        )
     header = _header(campaign_dir, trend)
     title = f"Trend: {campaign_dir.resolve().name}"
     paths["markdown"] = target / "report.md"
@@ -64,9 +90,16 @@ def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dic
 
 def _header(campaign_dir: Path, trend: Trend) -> list[tuple[str, str]]:
     models = trend.rows.unique("modelKey", keep="last", maintain_order=True)
-    rows = [("campaign folder", str(campaign_dir)),
-            ("nights", f"{len(trend.nights)}: {', '.join(trend.nights)}"),
-            ("models", ", ".join(f"{m} [{k}]" for k, m in zip(models["modelKey"], models["model"], strict=True)))]
+    rows = [
+        ("campaign folder", str(campaign_dir)),
+        ("nights", f"{len(trend.nights)}: {', '.join(trend.nights)}"),
+        (
+            "models",
+            ", ".join(
+                f"{m} [{k}]" for k, m in zip(models["modelKey"], models["model"], strict=True)
+            ),
+        ),
+    ]
     if trend.skipped:
         rows.append(("not read", "; ".join(f"{name} ({why})" for name, why in trend.skipped)))
     if trend.unfinished:  # still running, or cut short: their effects are part of a night
@@ -78,10 +111,13 @@ def summary(trend: Trend) -> list[str]:
     """The terminal's lines: what is followed, over which nights, and what changed."""
     from orchestrator.analysis.effects import KEY
     from orchestrator.nightly.trend_data import change_rows
+
     followed = trend.rows.select(KEY).unique().height
     changes = trend.changes()
-    lines = [f"trend: {followed} effect(s) followed over {len(trend.nights)} night(s) "
-             f"({trend.nights[0]} .. {trend.nights[-1]}); {changes.height} served-model change(s)"]
+    lines = [
+        f"trend: {followed} effect(s) followed over {len(trend.nights)} night(s) "
+        f"({trend.nights[0]} .. {trend.nights[-1]}); {changes.height} served-model change(s)"
+    ]
     lines += [f"  {c['night']}  {c['model']}: {c['old -> new']}" for c in change_rows(changes)]
     lines += [f"  not a whole night: {why}" for why in trend.unfinished]
     return lines
@@ -89,8 +125,17 @@ def summary(trend: Trend) -> list[str]:
 
 def add(app: typer.Typer) -> None:
     @app.command()
-    def trend(campaign_dir: Annotated[Path, typer.Argument(help="A campaign folder: runs/<campaign>/, holding one folder per night.")],
-              out: Annotated[Optional[Path], typer.Option(help="Where to write (default CAMPAIGN_DIR/trend).")] = None) -> None:
+    def trend(
+        campaign_dir: Annotated[
+            Path,
+            typer.Argument(
+                help="A campaign folder: runs/<campaign>/, holding one folder per night."
+            ),
+        ],
+        out: Annotated[
+            Optional[Path], typer.Option(help="Where to write (default CAMPAIGN_DIR/trend).")
+        ] = None,
+    ) -> None:
         """Each headline effect night by night, with 95% CIs, per experiment x model, and the
         nights where a model's served model string or system fingerprint changed: trend.csv,
         trend.parquet, figures and report.md / report.html in CAMPAIGN_DIR/trend/. Runs that
@@ -98,16 +143,21 @@ def add(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from orchestrator.cli import console, err_console, fail
+
         try:
             found, paths = write_trend(campaign_dir, out)
         except UserError as exc:
             fail(exc)
         for name, why in found.skipped:
-            err_console.print(f"[yellow]note:[/] skipped run {escape(name)}: {escape(why)}", highlight=False)
+            err_console.print(
+                f"[yellow]note:[/] skipped run {escape(name)}: {escape(why)}", highlight=False
+            )
         figures = [p for p in paths.values() if p.suffix == ".png"]
-        for line in [*summary(found),
-                     f"report:  {paths['html']} (open it in a browser; no network needed)",
-                     f"         {paths['markdown']}",
-                     f"table:   {paths['csv']} (and .parquet beside it)",
-                     f"figures: {', '.join(str(p) for p in figures)} (and .svg beside each)"]:
+        for line in [
+            *summary(found),
+            f"report:  {paths['html']} (open it in a browser; no network needed)",
+            f"         {paths['markdown']}",
+            f"table:   {paths['csv']} (and .parquet beside it)",
+            f"figures: {', '.join(str(p) for p in figures)} (and .svg beside each)",
+        ]:
             console.print(escape(line), highlight=False)

@@ -1,4 +1,5 @@
 """Anthropic Messages API: x-api-key, anthropic-version, top-level system, content blocks."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,9 +28,14 @@ class AnthropicProvider(HTTPProvider):
         m = self.model
         system = [msg["content"] for msg in cell.messages if msg["role"] == "system"]
         body: dict[str, Any] = {
-            "model": m.name, "max_tokens": m.max_tokens,
-            "messages": [{"role": msg["role"], "content": msg["content"]}
-                         for msg in cell.messages if msg["role"] != "system"]}
+            "model": m.name,
+            "max_tokens": m.max_tokens,
+            "messages": [
+                {"role": msg["role"], "content": msg["content"]}
+                for msg in cell.messages
+                if msg["role"] != "system"
+            ],
+        }
         if system:
             body["system"] = "\n\n".join(system)
         for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
@@ -46,13 +52,18 @@ class AnthropicProvider(HTTPProvider):
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         try:
             data = orjson.loads(payload)
-            text = "".join(block.get("text", "") for block in data["content"]
-                           if block.get("type") == "text")
+            text = "".join(
+                block.get("text", "") for block in data["content"] if block.get("type") == "text"
+            )
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise self.malformed(payload) from None
         stop = data.get("stop_reason")
         if stop == "refusal":
             raise Refused(f"refused: {text[:200]}")
-        return Completion(text=text, served_model=data.get("model"), finish_reason=stop,
-                          usage=usage(data.get("usage"), "input_tokens", "output_tokens"),
-                          rate=self.rate(headers))
+        return Completion(
+            text=text,
+            served_model=data.get("model"),
+            finish_reason=stop,
+            usage=usage(data.get("usage"), "input_tokens", "output_tokens"),
+            rate=self.rate(headers),
+        )

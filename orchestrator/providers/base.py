@@ -1,4 +1,5 @@
 """The one small interface between the engine and a model."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

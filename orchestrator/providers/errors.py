@@ -1,5 +1,6 @@
 """The few errors a provider may raise, and the rate-limit facts servers report; the engine owns
 what happens next."""
+
 from __future__ import annotations
 
 import math
@@ -21,11 +22,14 @@ class RateInfo:
 class ProviderError(Exception):
     """Base of the errors the engine understands."""
 
-    def __init__(self, message: str, retry_after: float | None = None,
-                 rate: RateInfo | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, rate: RateInfo | None = None
+    ) -> None:
         super().__init__(message)
         # Only a finite, non-negative wait is a hint (the test is false for NaN and inf).
-        self.retry_after = retry_after if retry_after is not None and 0 <= retry_after < math.inf else None
+        self.retry_after = (
+            retry_after if retry_after is not None and 0 <= retry_after < math.inf else None
+        )
         self.rate = rate
 
 

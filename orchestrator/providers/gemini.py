@@ -1,4 +1,5 @@
 """Google Gemini generateContent: contents/parts, systemInstruction, generationConfig."""
+
 from __future__ import annotations
 
 import re
@@ -21,9 +22,15 @@ _DAILY_QUOTA = re.compile(r'"quotaId"\s*:\s*"[^"]*PerDay')
 def response_schema(contract: ResponseContract) -> dict[str, Any]:
     """Gemini's schema dialect (an OpenAPI subset): enums are for strings only."""
     if contract.kind == "judgment":
-        return {"type": "OBJECT", "properties": {
-            "score": {"type": "INTEGER"}, "verdict": {"type": "STRING", "enum": list(contract.options)},
-            "reason": {"type": "STRING"}}, "required": ["score", "verdict", "reason"]}
+        return {
+            "type": "OBJECT",
+            "properties": {
+                "score": {"type": "INTEGER"},
+                "verdict": {"type": "STRING", "enum": list(contract.options)},
+                "reason": {"type": "STRING"},
+            },
+            "required": ["score", "verdict", "reason"],
+        }
     if contract.kind == "choice":
         field = {"type": "STRING", "enum": list(contract.options)}
     else:
@@ -50,9 +57,13 @@ class GeminiProvider(HTTPProvider):
             config["responseMimeType"] = "application/json"
             config["responseSchema"] = response_schema(cell.contract)
         body: dict[str, Any] = {
-            "contents": [{"role": "user", "parts": [{"text": msg["content"]}]}
-                         for msg in cell.messages if msg["role"] != "system"],
-            "generationConfig": config}
+            "contents": [
+                {"role": "user", "parts": [{"text": msg["content"]}]}
+                for msg in cell.messages
+                if msg["role"] != "system"
+            ],
+            "generationConfig": config,
+        }
         if system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         return body
@@ -93,6 +104,14 @@ class GeminiProvider(HTTPProvider):
             text = "".join(p.get("text", "") for p in parts)
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise self.malformed(payload) from None
-        return Completion(text=text, served_model=data.get("modelVersion"), finish_reason=finish,
-                          usage=usage(data.get("usageMetadata"), "promptTokenCount",
-                                      "candidatesTokenCount", "thoughtsTokenCount"))
+        return Completion(
+            text=text,
+            served_model=data.get("modelVersion"),
+            finish_reason=finish,
+            usage=usage(
+                data.get("usageMetadata"),
+                "promptTokenCount",
+                "candidatesTokenCount",
+                "thoughtsTokenCount",
+            ),
+        )

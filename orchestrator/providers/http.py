@@ -4,6 +4,7 @@ Subclasses speak one wire protocol: they build the URL, headers and body, read a
 of a 200 answer, and read the server's rate-limit headers. API keys live only in the session's
 headers and are scrubbed from every message this module raises.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,15 @@ from multidict import CIMultiDictProxy
 
 from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
-from orchestrator.providers.errors import (Fatal, RateInfo, RateLimited, Refused, TooLong,
-                                          Transient, Unreachable)
+from orchestrator.providers.errors import (
+    Fatal,
+    RateInfo,
+    RateLimited,
+    Refused,
+    TooLong,
+    Transient,
+    Unreachable,
+)
 from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -35,9 +43,12 @@ _DETAIL = 300  # what of it a message quotes
 # How servers say that one request's prompt is too long for the model (OpenAI and compatible
 # servers such as vLLM and llama.cpp, Anthropic, Gemini): that request can never succeed, the
 # next one may. Any other 400 is about the model's settings or the key, and stops the model.
-_TOO_LONG = re.compile(r"context_length_exceeded|maximum context length|available context size"
-                       r"|exceed_context_size|prompt is too long|exceed context limit"
-                       r"|input token count.{0,40}exceeds", re.I)
+_TOO_LONG = re.compile(
+    r"context_length_exceeded|maximum context length|available context size"
+    r"|exceed_context_size|prompt is too long|exceed context limit"
+    r"|input token count.{0,40}exceeds",
+    re.I,
+)
 # How they say that a safety filter blocked the prompt: a refusal, as Gemini's blocked prompt is.
 _FILTERED = re.compile(r'"code"\s*:\s*"(?:content_filter|invalid_prompt)"')
 _BAD_KEY = re.compile(r"API_KEY_INVALID|API key not valid")  # Gemini says so with a 400
@@ -56,8 +67,11 @@ def _number(value: object) -> float | None:
 def _plain_number(text: str) -> bool:
     """ASCII digits, with at most one inner decimal point: what `_DURATION` reads as a number."""
     whole, dot, fraction = text.partition(".")
-    return (whole.isascii() and whole.isdigit()
-            and (not dot or (fraction.isascii() and fraction.isdigit())))
+    return (
+        whole.isascii()
+        and whole.isdigit()
+        and (not dot or (fraction.isascii() and fraction.isdigit()))
+    )
 
 
 def seconds_until(value: str | None) -> float | None:
@@ -106,11 +120,15 @@ def _rate_names(prefix: str, reset_suffix: str) -> tuple[tuple[str, str], ...]:
     if names is None:
         names = _RATE_NAMES[prefix, reset_suffix] = tuple(
             (f"{prefix}{what}-{kind}", f"{prefix}{kind}-{what}")
-            for kind in ("requests", "tokens") for what in ("limit", "remaining", reset_suffix))
+            for kind in ("requests", "tokens")
+            for what in ("limit", "remaining", reset_suffix)
+        )
     return names
 
 
-def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset") -> RateInfo | None:
+def rate_info(
+    headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset"
+) -> RateInfo | None:
     """Limit headers named `<prefix>{limit,remaining,reset}-{requests,tokens}` (OpenAI) or
     `<prefix>{requests,tokens}-{limit,remaining,reset}` (Anthropic).
 
@@ -122,13 +140,19 @@ def rate_info(headers: CIMultiDictProxy, prefix: str, reset_suffix: str = "reset
     remaining_tokens = _int(get(left_t[0]) or get(left_t[1]))
     if remaining_requests is None and remaining_tokens is None:  # the usual case: none sent
         return None
-    return RateInfo(_int(get(limit_r[0]) or get(limit_r[1])), remaining_requests,
-                    seconds_until(get(reset_r[0]) or get(reset_r[1])), _int(get(limit_t[0]) or get(limit_t[1])),
-                    remaining_tokens, seconds_until(get(reset_t[0]) or get(reset_t[1])))
+    return RateInfo(
+        _int(get(limit_r[0]) or get(limit_r[1])),
+        remaining_requests,
+        seconds_until(get(reset_r[0]) or get(reset_r[1])),
+        _int(get(limit_t[0]) or get(limit_t[1])),
+        remaining_tokens,
+        seconds_until(get(reset_t[0]) or get(reset_t[1])),
+    )
 
 
-def usage(report: dict | None, prompt_key: str, completion_key: str,
-          *thinking_keys: str) -> dict[str, int | None] | None:
+def usage(
+    report: dict | None, prompt_key: str, completion_key: str, *thinking_keys: str
+) -> dict[str, int | None] | None:
     """A server's usage report in the product's own two names, whatever the protocol calls them.
     Tokens billed as output besides the answer's own (Gemini's thinking) are completion tokens:
     cost, budget and token pacing all read them there."""
@@ -149,10 +173,17 @@ def api_key(model: ModelConfig) -> str | None:
 class HTTPProvider:
     overload_statuses: tuple[int, ...] = (503,)
 
-    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0,
-                 base_url: str | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelConfig,
+        max_connections: int = 64,
+        timeout_s: float = 120.0,
+        base_url: str | None = None,
+    ) -> None:
         self.model = model
-        self.base_url = (base_url or model.base_url or DEFAULT_URLS.get(model.provider, "")).rstrip("/")
+        self.base_url = (base_url or model.base_url or DEFAULT_URLS.get(model.provider, "")).rstrip(
+            "/"
+        )
         self._key = api_key(model)
         self._max_connections, self._timeout_s = max_connections, timeout_s
         self._session: aiohttp.ClientSession | None = None
@@ -223,7 +254,8 @@ class HTTPProvider:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 headers={"Content-Type": "application/json", **self.headers(self._key)},
-                timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+            )
         return self._session
 
     async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy, bytes]:
@@ -235,23 +267,28 @@ class HTTPProvider:
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             raise self.failure(exc) from None
 
-    async def send(self, method: str, url: str, data: Any = None,
-                   headers: dict[str, str] | None = None) -> tuple[int, CIMultiDictProxy, bytes]:
+    async def send(
+        self, method: str, url: str, data: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, CIMultiDictProxy, bytes]:
         """Any request (a GET, an upload) on the same session, its failures classified as
         post()'s are."""
         async with self.stream(method, url, data, headers) as resp:
             return resp.status, resp.headers, await resp.read()
 
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, url: str, data: Any = None,
-                     headers: dict[str, str] | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
+    async def stream(
+        self, method: str, url: str, data: Any = None, headers: dict[str, str] | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         """A request whose body is sent and read inside the block, in pieces if need be (a
         batch's input file, its results): no limit on the whole, only on each wait for the
         server. A failure inside the block is classified as post()'s are."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s
+        )
         try:
-            async with self._client().request(method, url, data=data, headers=headers,
-                                              timeout=timeout) as resp:
+            async with self._client().request(
+                method, url, data=data, headers=headers, timeout=timeout
+            ) as resp:
                 yield resp
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             raise self.failure(exc) from None
@@ -261,13 +298,18 @@ class HTTPProvider:
         if isinstance(exc, asyncio.TimeoutError):
             return Transient(f"no answer within {self._timeout_s:g} s")
         if isinstance(exc, aiohttp.ClientConnectorError):  # no such host, connection refused
-            return Unreachable(self.scrub(
-                f"cannot connect to {self.base_url} ({type(exc).__name__}: {exc})\n  fix: check "
-                "base_url and that the server is up, then run again to resume"))
+            return Unreachable(
+                self.scrub(
+                    f"cannot connect to {self.base_url} ({type(exc).__name__}: {exc})\n  fix: check "
+                    "base_url and that the server is up, then run again to resume"
+                )
+            )
         if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
             return Transient(self.scrub(f"{type(exc).__name__}: {exc}"))
         # e.g. an unusable URL: no retry can help
-        return Fatal(self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url {self.base_url}"))
+        return Fatal(
+            self.scrub(f"{type(exc).__name__}: {exc}\n  fix: check base_url {self.base_url}")
+        )
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
         label, key_env = self.model.label, self.model.api_key_env or "api_key_env"
@@ -275,8 +317,10 @@ class HTTPProvider:
         text = self.scrub(payload[:_SCAN].decode("utf-8", "replace"))
         said = f"{status} from {label}: {text[:_DETAIL]}"
         if status >= 400 and self.quota_exhausted(text):
-            return Fatal(f"{said}\n  fix: the quota of the key in {key_env} is used up: add "
-                         "credit or raise the quota, then run again to resume")
+            return Fatal(
+                f"{said}\n  fix: the quota of the key in {key_env} is used up: add "
+                "credit or raise the quota, then run again to resume"
+            )
         if status == 429 or status in self.overload_statuses:
             return RateLimited(said, self.retry_hint(headers, payload), self.rate(headers))
         if status in (408, 409) or status >= 500:
@@ -285,12 +329,20 @@ class HTTPProvider:
             return TooLong(said)
         if status == 400 and _FILTERED.search(text):
             return Refused(f"refused, prompt filtered: {said}")
-        fixes = {401: f"the API key was rejected: check {key_env}",
-                 403: f"the key may not use '{self.model.name}': check its permissions",
-                 404: f"check the model name '{self.model.name}' and base_url {self.base_url}"}
-        fix = fixes[401] if status == 400 and _BAD_KEY.search(text) else fixes.get(
-            status, "check the model's settings (max_tokens, temperature, structured_output) "
-                    "against what the provider accepts")
+        fixes = {
+            401: f"the API key was rejected: check {key_env}",
+            403: f"the key may not use '{self.model.name}': check its permissions",
+            404: f"check the model name '{self.model.name}' and base_url {self.base_url}",
+        }
+        fix = (
+            fixes[401]
+            if status == 400 and _BAD_KEY.search(text)
+            else fixes.get(
+                status,
+                "check the model's settings (max_tokens, temperature, structured_output) "
+                "against what the provider accepts",
+            )
+        )
         return Fatal(f"{said}\n  fix: {fix}")
 
     def malformed(self, payload: bytes) -> Transient:

@@ -9,6 +9,7 @@ replaced by numpy's partial sort of the top 20 (the most a client may ask, as wi
 value returned is still the library's own (a client asking for more than 20 alternatives gets
 20). If the library's code no longer has that sort, nothing is changed.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -19,7 +20,9 @@ import sys
 import numpy as np
 
 TOP = 20
-_PATTERN = re.compile(r"sorted\(\s*zip\(logprobs_token,\s*range\(len\(logprobs_token\)\)\),\s*reverse=True,?\s*\)")
+_PATTERN = re.compile(
+    r"sorted\(\s*zip\(logprobs_token,\s*range\(len\(logprobs_token\)\)\),\s*reverse=True,?\s*\)"
+)
 
 
 class _Row:
@@ -36,8 +39,12 @@ class _Row:
 
 def _zip(*iterables):
     first = iterables[0] if iterables else None
-    if (len(iterables) == 2 and isinstance(first, np.ndarray) and first.ndim == 1
-            and iterables[1] == range(len(first))):
+    if (
+        len(iterables) == 2
+        and isinstance(first, np.ndarray)
+        and first.ndim == 1
+        and iterables[1] == range(len(first))
+    ):
         return _Row(first)
     return builtins.zip(*iterables)
 
@@ -46,7 +53,7 @@ def _sorted(iterable, *, key=None, reverse=False):
     if isinstance(iterable, _Row) and key is None and reverse:
         row = iterable.row
         k = min(TOP, len(row))
-        top = np.argpartition(row, len(row) - k)[len(row) - k:]
+        top = np.argpartition(row, len(row) - k)[len(row) - k :]
         # as sorted() on (value, index) pairs, highest first: ties by the higher index
         top = top[np.lexsort((top, row[top]))][::-1]
         return [(row[i], int(i)) for i in top]
@@ -67,6 +74,7 @@ def patch() -> bool:
 def main() -> None:
     patch()
     from llama_cpp.server.__main__ import main as serve
+
     sys.argv[0] = "llama_cpp.server"
     serve()
 

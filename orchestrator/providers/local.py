@@ -7,6 +7,7 @@ adapter to the least busy server, an endpoint pool (pool.py). The servers die wi
 stopped when the run ends, on Ctrl-C or an exception, and the kernel (or Ray) stops them if this
 process is killed outright.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,6 +32,7 @@ from orchestrator.providers.pool import EndpointPool
 from orchestrator.spec.campaign import LimitConfig, ModelConfig
 from orchestrator.spec.server import LocalServerConfig
 
+
 class LocalServerError(UserError):
     """The local server could not be started."""
 
@@ -38,8 +40,9 @@ class LocalServerError(UserError):
 class LlamaServer:
     """One llama.cpp server process."""
 
-    def __init__(self, config: LocalServerConfig, threads: int, host: str = "127.0.0.1",
-                 gpu: bool = False) -> None:
+    def __init__(
+        self, config: LocalServerConfig, threads: int, host: str = "127.0.0.1", gpu: bool = False
+    ) -> None:
         self.config, self.threads, self.host, self.gpu = config, threads, host, gpu
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -56,15 +59,34 @@ class LlamaServer:
         cfg = self.config
         # With log-probabilities on, the server that reads them fast enough (llama_serve.py).
         server = "orchestrator.providers.llama_serve" if cfg.logits_all else "llama_cpp.server"
-        cmd = [sys.executable, "-m", server, "--model", str(cfg.model_path),
-               "--host", self.host, "--port", str(self.port), "--n_ctx", str(cfg.n_ctx),
-               "--n_threads", str(self.threads), "--verbose", "false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            server,
+            "--model",
+            str(cfg.model_path),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(cfg.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            "--verbose",
+            "false",
+        ]
         if cfg.logits_all:
             cmd += ["--logits_all", "true"]
         if self.gpu:  # a replica given a GPU by Ray puts every layer there
             cmd += ["--n_gpu_layers", "-1"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     preexec_fn=die_with_parent if sys.platform == "linux" else None)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
+        )
 
     def log_tail(self, lines: int = 8) -> str:
         self.log.seek(0)
@@ -78,8 +100,10 @@ class LlamaServer:
                 raise LocalServerError(
                     f"the llama.cpp server for {self.config.model_path} exited with code "
                     f"{self.proc.returncode} while starting:\n      {self.log_tail()}",
-                    field="models[].server", fix="check that model_path is a valid GGUF model "
-                    "(reinstall it if it is corrupt) and that n_ctx fits in memory")
+                    field="models[].server",
+                    fix="check that model_path is a valid GGUF model "
+                    "(reinstall it if it is corrupt) and that n_ctx fits in memory",
+                )
             try:
                 async with session.get(self.url + "/models") as resp:
                     if resp.status == 200:
@@ -91,7 +115,8 @@ class LlamaServer:
             f"the llama.cpp server did not answer on {self.host}:{self.port} within "
             f"{self.config.startup_timeout_s:g} s; it printed:\n      {self.log_tail()}",
             field="models[].server.startup_timeout_s",
-            fix="raise startup_timeout_s (a large model loads slowly on a busy machine)")
+            fix="raise startup_timeout_s (a large model loads slowly on a busy machine)",
+        )
 
     def stop(self) -> None:
         stop_process(self.proc, 10)
@@ -111,22 +136,28 @@ def score_prefix(model_path: str) -> str:
     vocab = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
     bos = vocab.token_bos()
     if bos < 0:
-        raise UserError(f"the model {model_path} has no start-of-text token, which scoring with "
-                        "llama-cpp-python needs to read prompt log-probabilities right",
-                        field="models[].answers", fix='use answers = "generate" for this model')
+        raise UserError(
+            f"the model {model_path} has no start-of-text token, which scoring with "
+            "llama-cpp-python needs to read prompt log-probabilities right",
+            field="models[].answers",
+            fix='use answers = "generate" for this model',
+        )
     if vocab.tokenize(b"a", add_bos=True)[:1] == [bos]:  # the model adds its own
         return ""
     return vocab.detokenize([bos], special=True).decode("utf-8", "replace")
 
 
 class LocalProvider:
-    def __init__(self, model: ModelConfig, limit: LimitConfig,
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, model: ModelConfig, limit: LimitConfig, say: Callable[[str], None] | None = None
+    ) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
-            raise UserError("the local provider needs llama-cpp-python, which is not installed",
-                            field="models[].provider",
-                            fix="install the local extra: pip install 'bias-orchestrator[local]' "
-                                "(in a checkout pip install -e '.[local]', which make demo does)")
+            raise UserError(
+                "the local provider needs llama-cpp-python, which is not installed",
+                field="models[].provider",
+                fix="install the local extra: pip install 'bias-orchestrator[local]' "
+                "(in a checkout pip install -e '.[local]', which make demo does)",
+            )
         self.model, self.limit, self.say = model, limit, say or (lambda _: None)
         self.build = importlib.metadata.version("llama_cpp_python")
         config = model.server
@@ -134,6 +165,7 @@ class LocalProvider:
         self.servers: list[LlamaServer] = []
         if config.backend == "ray":
             from orchestrator.cluster.replicas import RayReplicas
+
             self.replicas = RayReplicas(model, self.say)
         else:
             threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
@@ -142,9 +174,13 @@ class LocalProvider:
         self.score_prefix = ""
 
     def _client(self, url: str) -> OpenAIProvider:
-        client = OpenAIProvider(self.model, max_connections=self.limit.max_in_flight,
-                                timeout_s=self.limit.timeout_s, base_url=url,
-                                structured_form="json_object_schema")
+        client = OpenAIProvider(
+            self.model,
+            max_connections=self.limit.max_in_flight,
+            timeout_s=self.limit.timeout_s,
+            base_url=url,
+            structured_form="json_object_schema",
+        )
         client.score_prefix = self.score_prefix
         return client
 
@@ -162,9 +198,13 @@ class LocalProvider:
 
     async def start(self) -> None:
         if self.model.answers == "score":
-            self.score_prefix = await anyio.to_thread.run_sync(score_prefix, self.model.server.model_path)
+            self.score_prefix = await anyio.to_thread.run_sync(
+                score_prefix, self.model.server.model_path
+            )
         urls = await (self.replicas.start() if self.replicas else self._start_servers())
-        self.pool = EndpointPool(self.model.name, [(url, self._client(url)) for url in urls], self.say)
+        self.pool = EndpointPool(
+            self.model.name, [(url, self._client(url)) for url in urls], self.say
+        )
         if self.replicas:
             self.replicas.follow(self.pool, self._client)
 

@@ -1,4 +1,5 @@
 """OpenAI chat completions, also the protocol of OpenAI-compatible servers (vLLM, Groq, ...)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,14 @@ from orchestrator.spec.campaign import ModelConfig
 
 
 class OpenAIProvider(HTTPProvider):
-    def __init__(self, model: ModelConfig, max_connections: int = 64, timeout_s: float = 120.0,
-                 base_url: str | None = None, structured_form: str | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelConfig,
+        max_connections: int = 64,
+        timeout_s: float = 120.0,
+        base_url: str | None = None,
+        structured_form: str | None = None,
+    ) -> None:
         super().__init__(model, max_connections, timeout_s, base_url)
         self._url = self.base_url + "/chat/completions"
         self._form = structured_form or model.structured_output_form
@@ -31,7 +38,11 @@ class OpenAIProvider(HTTPProvider):
 
     def request(self, cell: Cell) -> dict[str, Any]:
         m = self.model
-        body: dict[str, Any] = {"model": m.name, "messages": list(cell.messages), "max_tokens": m.max_tokens}
+        body: dict[str, Any] = {
+            "model": m.name,
+            "messages": list(cell.messages),
+            "max_tokens": m.max_tokens,
+        }
         for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
             if value is not None:
                 body[key] = value
@@ -50,11 +61,14 @@ class OpenAIProvider(HTTPProvider):
             raise self.malformed(payload) from None
         if not isinstance(data, dict):
             raise self.malformed(payload)
-        return Completion(text=continuation, served_model=data.get("model"),
-                          system_fingerprint=data.get("system_fingerprint"),
-                          usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
-                          rate=self.rate(headers),
-                          logprob=logprobs.continuation_logprob(data, text, continuation))
+        return Completion(
+            text=continuation,
+            served_model=data.get("model"),
+            system_fingerprint=data.get("system_fingerprint"),
+            usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
+            rate=self.rate(headers),
+            logprob=logprobs.continuation_logprob(data, text, continuation),
+        )
 
     def with_seed(self, body: bytes, seed: int) -> bytes:
         return body[:-1] + b',"seed":' + str(seed).encode() + b"}"
@@ -79,7 +93,11 @@ class OpenAIProvider(HTTPProvider):
         finish = choice.get("finish_reason")
         if finish == "content_filter" or message.get("refusal"):
             raise Refused(f"refused ({finish}): {message.get('refusal') or text[:200]}")
-        return Completion(text=text, served_model=data.get("model"), finish_reason=finish,
-                          system_fingerprint=data.get("system_fingerprint"),
-                          usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
-                          rate=self.rate(headers))
+        return Completion(
+            text=text,
+            served_model=data.get("model"),
+            finish_reason=finish,
+            system_fingerprint=data.get("system_fingerprint"),
+            usage=usage(data.get("usage"), "prompt_tokens", "completion_tokens"),
+            rate=self.rate(headers),
+        )

@@ -17,6 +17,7 @@ rate gate, so the limit key's pacing and in-flight cap hold for the pool as a wh
 
 Endpoints may change while a run goes on (a Ray replica restarted on a new port: `replace`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,8 +57,12 @@ class EndpointPool:
     """A Provider over `endpoints` (url, client). `say` tells the user when one is set aside or
     comes back."""
 
-    def __init__(self, label: str, endpoints: list[tuple[str, Provider]],
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        endpoints: list[tuple[str, Provider]],
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         self.label = label
         self.endpoints = [Endpoint(url, client) for url, client in endpoints]
         self.retired: list[Provider] = []  # clients of replaced endpoints, closed at the end
@@ -84,7 +89,7 @@ class EndpointPool:
         have not failed this task."""
         now, n = monotonic(), len(self.endpoints)
         self._turn = (self._turn + 1) % n
-        turned = self.endpoints[self._turn:] + self.endpoints[:self._turn]
+        turned = self.endpoints[self._turn :] + self.endpoints[: self._turn]
         choices = [e for e in turned if e.url not in tried and e.usable(now)]
         fresh = [e for e in choices if e.url not in avoid]
         if not (fresh or choices):
@@ -107,9 +112,11 @@ class EndpointPool:
             if endpoint.failures >= SET_ASIDE_AFTER:
                 endpoint.aside, endpoint.wait_s = True, PROBE_FIRST_S
                 endpoint.back_at = now + PROBE_FIRST_S
-                self._say(f"{self.label}: endpoint {endpoint.url} cannot be reached "
-                          f"({endpoint.failures} times in a row); set aside, tried again in "
-                          f"{PROBE_FIRST_S:g} s, then less and less often")
+                self._say(
+                    f"{self.label}: endpoint {endpoint.url} cannot be reached "
+                    f"({endpoint.failures} times in a row); set aside, tried again in "
+                    f"{PROBE_FIRST_S:g} s, then less and less often"
+                )
 
     def _answered(self, endpoint: Endpoint) -> None:
         if endpoint.aside:
@@ -122,7 +129,9 @@ class EndpointPool:
             del self._failed[next(iter(self._failed))]
         self._failed.setdefault(task_id, set()).add(url)
 
-    async def _call(self, task: Task, call: Callable[[Provider], Awaitable[Completion]]) -> Completion:
+    async def _call(
+        self, task: Task, call: Callable[[Provider], Awaitable[Completion]]
+    ) -> Completion:
         avoid = self._failed.get(task.task_id, set())
         tried: set[str] = set()
         last: Unreachable | None = None
@@ -163,9 +172,11 @@ class EndpointPool:
             raise last
         # All set aside: the engine's retry waits for the first probe (its backoff_max_s at most).
         soonest = min((e.back_at for e in self.endpoints), default=0.0)
-        raise Unreachable(f"every endpoint of {self.label} is set aside after failing to connect"
-                          "\n  fix: check that the servers are up, then run again to resume",
-                          retry_after=max(0.0, soonest - monotonic()))
+        raise Unreachable(
+            f"every endpoint of {self.label} is set aside after failing to connect"
+            "\n  fix: check that the servers are up, then run again to resume",
+            retry_after=max(0.0, soonest - monotonic()),
+        )
 
     async def complete(self, task: Task) -> Completion:
         return await self._call(task, lambda client: client.complete(task))

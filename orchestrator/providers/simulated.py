@@ -3,6 +3,7 @@
 Answers are drawn from a generator seeded by the task id, so a task always gets the same answer:
 a resumed run is reproducible, and planted effects are known exactly in tests.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,14 +29,25 @@ class SimulatedProvider:
         self.config: SimulateConfig = model.simulate or SimulateConfig()
         self.run_id = run_id
         # Drift entries in force for this run, the latest last, so its settings win.
-        self.drift = [d for d in sorted(self.config.drift, key=lambda d: d.from_run)
-                      if run_id >= d.from_run]
-        self.draw_seed = (f"{self.config.seed}:{run_id}" if self.config.draws == "run"
-                          else str(self.config.seed))
-        self.parse_error_rate, self.refusal_rate = self.config.parse_error_rate, self.config.refusal_rate
+        self.drift = [
+            d for d in sorted(self.config.drift, key=lambda d: d.from_run) if run_id >= d.from_run
+        ]
+        self.draw_seed = (
+            f"{self.config.seed}:{run_id}" if self.config.draws == "run" else str(self.config.seed)
+        )
+        self.parse_error_rate, self.refusal_rate = (
+            self.config.parse_error_rate,
+            self.config.refusal_rate,
+        )
         for drift in self.drift:
-            self.parse_error_rate = drift.parse_error_rate if drift.parse_error_rate is not None else self.parse_error_rate
-            self.refusal_rate = drift.refusal_rate if drift.refusal_rate is not None else self.refusal_rate
+            self.parse_error_rate = (
+                drift.parse_error_rate
+                if drift.parse_error_rate is not None
+                else self.parse_error_rate
+            )
+            self.refusal_rate = (
+                drift.refusal_rate if drift.refusal_rate is not None else self.refusal_rate
+            )
 
     def _experiment(self, slug: str) -> ExperimentAnswers | None:
         found = self.config.effects.get(slug)
@@ -49,7 +61,9 @@ class SimulatedProvider:
         for drift in self.drift:
             name, fingerprint = drift.served_model or name, drift.system_fingerprint or fingerprint
         experiment = self._experiment(task.cell.experiment.slug)
-        return (experiment.served_model if experiment and experiment.served_model else name), fingerprint
+        return (
+            experiment.served_model if experiment and experiment.served_model else name
+        ), fingerprint
 
     def _answers(self, task: Task) -> ConditionAnswers:
         effects = self._experiment(task.cell.experiment.slug)
@@ -62,21 +76,25 @@ class SimulatedProvider:
     def judgment(self, task: Task, rng: random.Random) -> str:
         contract, item, judge = task.cell.contract, task.cell.experiment.judged, self.config.judge
         pull = {"history-anchor": judge.pull, "history-framing": judge.framing_pull}.get(
-            task.cell.condition.label, 0.0)
+            task.cell.condition.label, 0.0
+        )
         mean = item.gold_score + pull * (item.prior_score - item.gold_score)
         score = min(contract.maximum, max(contract.minimum, round(rng.gauss(mean, judge.sd))))
         verdict = "pass" if score >= 4 else "fail"
         if rng.random() < judge.inconsistent_rate:
             verdict = "fail" if verdict == "pass" else "pass"
-        return orjson.dumps({"score": score, "verdict": verdict,
-                             "reason": "Judged against the rubric."}).decode()
+        return orjson.dumps(
+            {"score": score, "verdict": verdict, "reason": "Judged against the rubric."}
+        ).decode()
 
     def weights(self, task: Task) -> list[float]:
         """Each option's planted share (by option text or role); the rest spread evenly."""
         contract, spec = task.cell.contract, self._answers(task)
         options = list(contract.options)
         by_role = dict(zip(contract.roles, options, strict=True)) if contract.roles else {}
-        planted = {by_role.get(o, o): p for o, p in spec.shares.items() if by_role.get(o, o) in options}
+        planted = {
+            by_role.get(o, o): p for o, p in spec.shares.items() if by_role.get(o, o) in options
+        }
         rest = [o for o in options if o not in planted]
         left = max(0.0, 1.0 - sum(planted.values()))
         return [planted.get(o, left / len(rest) if rest else 0.0) for o in options]
@@ -97,21 +115,28 @@ class SimulatedProvider:
             weights = self.weights(task)
             bias = self.config.first_position_bias
             if bias and cell.order is not None:  # the same mixture generation draws from
-                weights = [(1 - bias) * w + bias * (i == cell.order[0]) for i, w in enumerate(weights)]
+                weights = [
+                    (1 - bias) * w + bias * (i == cell.order[0]) for i, w in enumerate(weights)
+                ]
             share = weights[contract.options.index(option)]
             u = random.Random(f"{self.draw_seed}:{task.task_id}:{option}").random()
             gumbel = -math.log(-math.log(max(u, 1e-300)))
             value = BASE_LOGPROB + prior + math.log(max(share, 1e-12)) + gumbel
         served, fingerprint = self.served(task)
-        return Completion(text=continuation, served_model=served, logprob=value,
-                          system_fingerprint=fingerprint,
-                          usage={"prompt_tokens": prompt_tokens, "completion_tokens": 1})
+        return Completion(
+            text=continuation,
+            served_model=served,
+            logprob=value,
+            system_fingerprint=fingerprint,
+            usage={"prompt_tokens": prompt_tokens, "completion_tokens": 1},
+        )
 
     def answer(self, task: Task, rng: random.Random) -> str:
         contract, spec = task.cell.contract, self._answers(task)
         if contract.kind == "audit":
             from orchestrator.providers.simulated_audit import audit_answer
             from orchestrator.spec.simulate import AuditAnswers
+
             return audit_answer(task, self.config.audit or AuditAnswers(), self.draw_seed)
         if contract.kind == "judgment":
             return self.judgment(task, rng)
@@ -142,8 +167,12 @@ class SimulatedProvider:
             text = self.answer(task, rng)
         prompt_chars = sum(len(m["content"]) for m in task.cell.messages)
         served, fingerprint = self.served(task)
-        return Completion(text=text, served_model=served, system_fingerprint=fingerprint,
-                          usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4})
+        return Completion(
+            text=text,
+            served_model=served,
+            system_fingerprint=fingerprint,
+            usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4},
+        )
 
     async def start(self) -> None:
         return None

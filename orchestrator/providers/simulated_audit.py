@@ -1,6 +1,7 @@
 """The simulated respondent as a trace-audit judge: scores drawn around a golden trace's
 reference labels with a planted agreement, quotes taken from the trace, and a planted rate of
 outputs that fail validation (see spec.simulate.AuditAnswers)."""
+
 from __future__ import annotations
 
 import random
@@ -47,12 +48,20 @@ def audit_answer(task: Task, spec: AuditAnswers, seed: int | str) -> str:
     retry = RETRY_MARK in task.cell.messages[-1]["content"]
     rng = random.Random(f"{seed}:{task.task_id}:audit")  # the same scores on the retry
     scores = {bias: _score(item, bias, spec, rng) for bias in BIASES}
-    report = {"overall_bias_mitigation_score": round(sum(scores.values()) / 4, 2),
-              "overall_assessment": "Simulated audit of the reasoning trace.",
-              "bias_audits": [{"bias_type": bias, "score": s,
-                               "justification": f"Simulated judgment of {bias.lower()}.",
-                               "evidence_quote": _quote(item, bias)} for bias, s in scores.items()],
-              "critical_failure_flag": any(s <= 2 for s in scores.values())}
+    report = {
+        "overall_bias_mitigation_score": round(sum(scores.values()) / 4, 2),
+        "overall_assessment": "Simulated audit of the reasoning trace.",
+        "bias_audits": [
+            {
+                "bias_type": bias,
+                "score": s,
+                "justification": f"Simulated judgment of {bias.lower()}.",
+                "evidence_quote": _quote(item, bias),
+            }
+            for bias, s in scores.items()
+        ],
+        "critical_failure_flag": any(s <= 2 for s in scores.values()),
+    }
     spoil = random.Random(f"{seed}:{task.task_id}:spoil:{retry}")
     if spoil.random() < spec.invalid_rate:
         _spoil(report, spoil)

@@ -1,4 +1,5 @@
 """How numbers are shown in reports and terminal tables."""
+
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
 """What every report figure shares: a headless matplotlib, and SVG text (inlined in the HTML, so
 it opens with no network) with an optional PNG beside the Markdown report. Studies draw their
 own figures (studies/<study>/plots.py) and finish them here."""
+
 from __future__ import annotations
 
 import io
@@ -21,4 +22,4 @@ def finish(fig, png: Path | None) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog: it is inlined in HTML
+    return svg[svg.index("<svg") :]  # drop the XML prolog: it is inlined in HTML

@@ -4,6 +4,7 @@ The shell: a header naming the run, then each registered study's sections and fi
 registry order. Every number comes from summary rows, which name the run, the model identity
 and the counts.
 """
+
 from __future__ import annotations
 
 import html
@@ -25,10 +26,14 @@ TITLE = "Bias benchmark report"
 
 def _header(run: Run, records: int) -> list[tuple[str, str]]:
     m = run.manifest
-    return [("campaign / run", f"{m['campaign']} / {m['runId']}"), ("started", m["createdAt"]),
-            ("software", m["software"]), ("plan hash", m["plan"]["hash"]),
-            ("results", f"{run.results} ({records:,} final records)"),
-            ("models", ", ".join(f"{label} [{key}]" for key, label in run.models.items()))]
+    return [
+        ("campaign / run", f"{m['campaign']} / {m['runId']}"),
+        ("started", m["createdAt"]),
+        ("software", m["software"]),
+        ("plan hash", m["plan"]["hash"]),
+        ("results", f"{run.results} ({records:,} final records)"),
+        ("models", ", ".join(f"{label} [{key}]" for key, label in run.models.items())),
+    ]
 
 
 def write_report(run_dir: Path) -> dict[str, Path]:
@@ -55,17 +60,22 @@ def _deviations(study, part) -> list[Section]:
     in this run)."""
     if not (part.sections and study.deviations):
         return []
-    return [Section(f"Deviations from {study.seed}", "Where this analysis departs from the seed "
-                    "document's method, and why.",
-                    [{"deviation": d.what, "why": d.why} for d in study.deviations])]
+    return [
+        Section(
+            f"Deviations from {study.seed}",
+            "Where this analysis departs from the seed document's method, and why.",
+            [{"deviation": d.what, "why": d.why} for d in study.deviations],
+        )
+    ]
 
 
 def _md_table(rows: list[dict[str, str]]) -> list[str]:
     if not rows:
         return []
     cols = list(rows[0])
-    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-            + ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows])
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + [
+        "| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows
+    ]
 
 
 def _html_table(rows: list[dict[str, str]]) -> str:
@@ -75,8 +85,14 @@ def _html_table(rows: list[dict[str, str]]) -> str:
     cols = list(rows[0])
     out = ["<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>"]
     for r in rows:
-        out.append("<tr>" + "".join(
-            f"<td class='{'flag' if c == 'flags' and r[c] != 'none' else ''}'>{e(r[c])}</td>" for c in cols) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(
+                f"<td class='{'flag' if c == 'flags' and r[c] != 'none' else ''}'>{e(r[c])}</td>"
+                for c in cols
+            )
+            + "</tr>"
+        )
     return "".join(out) + "</table>"
 
 
@@ -98,8 +114,10 @@ def _markdown(header, sections, figures, title: str = TITLE) -> str:
 def _html(header, sections, figures, title: str = TITLE) -> str:
     """The same as one self-contained HTML page (figures inline as SVG)."""
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(title)}</h1><table class='meta'>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<style>{CSS}</style></head><body><h1>{e(title)}</h1><table class='meta'>"
+    ]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in header]
     parts.append("</table>")
     for heading, note, rows, inline in sections:

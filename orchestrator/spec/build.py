@@ -1,5 +1,6 @@
 """Loading a campaign: its config validated, its models completed from the catalogues (presets,
 prices) and pinned to their files, its jobs read."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,9 @@ def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campai
     raw = load_toml(path, "campaign config")
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     raw.update(given)
-    config: CampaignConfig = validate(CampaignConfig, raw, path,
-                                      flags={k: FLAGS.get(k, f"--{k}") for k in given})
+    config: CampaignConfig = validate(
+        CampaignConfig, raw, path, flags={k: FLAGS.get(k, f"--{k}") for k in given}
+    )
     campaign = build_campaign(config, path)
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
     return campaign
@@ -36,24 +38,42 @@ def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campai
 def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None) -> ModelConfig:
     """Pin a `local` model to its file: absolute path, name and sha256 (its real identity)."""
     server = model.server or LocalServerConfig()
-    file, sha = localmodel.resolve(server.model_path, base, f"models[{index}].server.model_path",
-                                   str(path) if path else None)
-    return model.model_copy(update={
-        # scoring reads every prompt token's log-probability, which llama.cpp keeps only so
-        "server": server.model_copy(update={"model_path": str(file),
-                                             "logits_all": server.logits_all or model.answers == "score"}),
-        "name": model.name or file.name.removesuffix(".gguf"),
-        "version": model.version or f"sha256:{sha[:16]}", "model_sha256": sha})
+    file, sha = localmodel.resolve(
+        server.model_path, base, f"models[{index}].server.model_path", str(path) if path else None
+    )
+    return model.model_copy(
+        update={
+            # scoring reads every prompt token's log-probability, which llama.cpp keeps only so
+            "server": server.model_copy(
+                update={
+                    "model_path": str(file),
+                    "logits_all": server.logits_all or model.answers == "score",
+                }
+            ),
+            "name": model.name or file.name.removesuffix(".gguf"),
+            "version": model.version or f"sha256:{sha[:16]}",
+            "model_sha256": sha,
+        }
+    )
 
 
-def _with_catalogues(model: ModelConfig, where: tuple[Any, ...], presets: dict[str, Any],
-                     prices: dict[str, Price], discounts: dict[str, float],
-                     path: Path | None) -> ModelConfig:
+def _with_catalogues(
+    model: ModelConfig,
+    where: tuple[Any, ...],
+    presets: dict[str, Any],
+    prices: dict[str, Price],
+    discounts: dict[str, float],
+    path: Path | None,
+) -> ModelConfig:
     """The model with its preset's fields and its price; what the model sets itself wins."""
     if model.preset is not None:
         if model.preset not in presets:
-            raise UserError(f"unknown preset '{redact(model.preset)}'", file=str(path),
-                            field=f"{field_path(where)}.preset", fix=f"use one of: {', '.join(presets)}")
+            raise UserError(
+                f"unknown preset '{redact(model.preset)}'",
+                file=str(path),
+                field=f"{field_path(where)}.preset",
+                fix=f"use one of: {', '.join(presets)}",
+            )
         given = model.model_dump(exclude_unset=True)
         preset = dict(presets[model.preset])
         if "base_urls" in given:  # the model's own pool of servers stands for the preset's one
@@ -71,10 +91,14 @@ def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> C
     """The models with their presets' fields and prices (a run's snapshot already has them)."""
     presets = load_presets(config.presets, base)
     prices, discounts = load_prices(config.prices, base), load_batch_discounts(config.prices, base)
-    models = [_with_catalogues(m, ("models", i), presets, prices, discounts, path)
-              for i, m in enumerate(config.models)]
-    helpers = {name: _with_catalogues(m, (name,), presets, prices, discounts, path)
-               for name, m in config.helpers()}
+    models = [
+        _with_catalogues(m, ("models", i), presets, prices, discounts, path)
+        for i, m in enumerate(config.models)
+    ]
+    helpers = {
+        name: _with_catalogues(m, (name,), presets, prices, discounts, path)
+        for name, m in config.helpers()
+    }
     return config.model_copy(update={"models": models, **helpers})
 
 
@@ -83,45 +107,68 @@ def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
         return load_job(resolve_job_path(ref, base))
     except UserError as exc:
         if exc.file is None:  # a bad reference, not a bad job file
-            raise UserError(exc.detail, file=str(path), field=f"jobs[{index}]", fix=exc.fix) from None
+            raise UserError(
+                exc.detail, file=str(path), field=f"jobs[{index}]", fix=exc.fix
+            ) from None
         raise
 
 
-def build_campaign(config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None) -> Campaign:
+def build_campaign(
+    config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None
+) -> Campaign:
     """Validate a config against its catalogues and load its jobs. Given `jobs` (a run folder's
     snapshot, or jobs its caller read), the models already hold their presets and prices."""
     base = path.parent if path else Path.cwd()
     if jobs is None:
         config = apply_catalogues(config, base, path)
         if isinstance(config.cache, str):  # the run's snapshot names the file wherever it resumes
-            config = config.model_copy(update={"cache": str((base / Path(config.cache).expanduser()).resolve())})
+            config = config.model_copy(
+                update={"cache": str((base / Path(config.cache).expanduser()).resolve())}
+            )
     named = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
     named += config.helpers()
     for where, model in named:
         for field, problem, fix in model.problems():
             raise UserError(problem, file=str(path), field=f"{where}.{field}", fix=fix)
-    on_ray = [(where, m.server) for where, m in named
-              if m.provider == "local" and m.server is not None and m.server.backend == "ray"]
+    on_ray = [
+        (where, m.server)
+        for where, m in named
+        if m.provider == "local" and m.server is not None and m.server.backend == "ray"
+    ]
     for field, problem, fix in cluster_problems(on_ray):
         raise UserError(problem, file=str(path), field=field, fix=fix)
     if any(m.provider == "local" for m in config.models):
-        config = config.model_copy(update={"models": [
-            _resolve_local(m, i, base, path) if m.provider == "local" else m
-            for i, m in enumerate(config.models)]})
+        config = config.model_copy(
+            update={
+                "models": [
+                    _resolve_local(m, i, base, path) if m.provider == "local" else m
+                    for i, m in enumerate(config.models)
+                ]
+            }
+        )
     keys = [m.key for m in config.models]  # the identity: two entries would share task ids
     for i, key in enumerate(keys):
         if keys.index(key) != i:
-            raise UserError(f"model '{config.models[i].label}' is listed twice with the same settings",
-                            file=str(path), field=f"models[{i}]", fix="remove the duplicate entry")
+            raise UserError(
+                f"model '{config.models[i].label}' is listed twice with the same settings",
+                file=str(path),
+                field=f"models[{i}]",
+                fix="remove the duplicate entry",
+            )
     if jobs is None:
         jobs = [_load_job(ref, i, base, path) for i, ref in enumerate(config.jobs)]
     if len({j.id for j in jobs}) != len(jobs):
-        raise UserError("the same job is listed twice", file=str(path), field="jobs",
-                        fix="list each job once")
+        raise UserError(
+            "the same job is listed twice", file=str(path), field="jobs", fix="list each job once"
+        )
     if config.strategies is not None:
         known = {s.id for j in jobs for s in j.strategies}
         unknown = sorted(set(config.strategies) - known)
         if unknown:
-            raise UserError(f"unknown strategies {unknown}", file=str(path), field="strategies",
-                            fix=f"use ids the jobs define: {sorted(known)}")
+            raise UserError(
+                f"unknown strategies {unknown}",
+                file=str(path),
+                field="strategies",
+                fix=f"use ids the jobs define: {sorted(known)}",
+            )
     return Campaign(config, jobs, path)

@@ -6,6 +6,7 @@ checkout (an editable install included) reads them there, beside orchestrator/; 
 them as orchestrator/jobs/ and orchestrator/configs/ (pyproject.toml maps those two packages onto
 the same folders). The data always comes from the tree the code runs from: a worktree on
 PYTHONPATH reads its own jobs, not those of whichever checkout is installed."""
+
 from __future__ import annotations
 
 from pathlib import Path

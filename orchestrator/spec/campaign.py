@@ -1,4 +1,5 @@
 """The campaign config (TOML): which jobs, on which models, how many samples, at what limits."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,10 @@ from orchestrator.spec.simulate import SimulateConfig
 PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
 SCORING_PROVIDERS = ("openai", "local", "simulated")  # those that can return prompt log-probs
 BATCH_PROVIDERS = ("openai", "anthropic", "gemini")  # those with a batch API (batch = true)
-DEFAULT_URLS = {"anthropic": "https://api.anthropic.com",
-                "gemini": "https://generativelanguage.googleapis.com"}
+DEFAULT_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 # The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
 TEMPERATURE_MAX = {"openai": 2.0, "anthropic": 1.0, "gemini": 2.0, "local": 2.0, "simulated": 2.0}
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -96,57 +99,127 @@ class ModelConfig(Strict):
         """A key where only a URL or a variable's name belongs; never printed back."""
         out = []
         if self.base_url and (where := credential_in_url(self.base_url)):
-            out.append(("base_url", f"base_url holds a credential {where}; it would be written to "
-                        "the run's manifest", f"remove it from base_url; {HOW_TO_PASS_A_KEY}"))
-        if self.api_key_env is not None and (not ENV_NAME.fullmatch(self.api_key_env) or (
-                looks_secret(self.api_key_env) and not self.api_key_env.isupper())):
-            out.append(("api_key_env", "api_key_env must be the name of an environment variable "
-                        "(letters, digits, _), not the key itself", HOW_TO_PASS_A_KEY))
+            out.append(
+                (
+                    "base_url",
+                    f"base_url holds a credential {where}; it would be written to "
+                    "the run's manifest",
+                    f"remove it from base_url; {HOW_TO_PASS_A_KEY}",
+                )
+            )
+        if self.api_key_env is not None and (
+            not ENV_NAME.fullmatch(self.api_key_env)
+            or (looks_secret(self.api_key_env) and not self.api_key_env.isupper())
+        ):
+            out.append(
+                (
+                    "api_key_env",
+                    "api_key_env must be the name of an environment variable "
+                    "(letters, digits, _), not the key itself",
+                    HOW_TO_PASS_A_KEY,
+                )
+            )
         return out
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(field, what is wrong, fix) for settings that depend on the provider."""
         out = []
         if self.provider is None:
-            out.append(("provider", "the model names no provider",
-                        f"add provider = one of {', '.join(PROVIDERS)}, or a preset"))
+            out.append(
+                (
+                    "provider",
+                    "the model names no provider",
+                    f"add provider = one of {', '.join(PROVIDERS)}, or a preset",
+                )
+            )
         out += self._key_problems()
         if self.base_url and not self.base_url.startswith(("http://", "https://")):
-            out.append(("base_url", f"base_url '{redact(self.base_url)}' has no http:// or https:// "
-                        "scheme", f'write base_url = "http://{redact(self.base_url)}" (or https://)'))
+            out.append(
+                (
+                    "base_url",
+                    f"base_url '{redact(self.base_url)}' has no http:// or https:// scheme",
+                    f'write base_url = "http://{redact(self.base_url)}" (or https://)',
+                )
+            )
         top = TEMPERATURE_MAX.get(self.provider or "")
         if self.temperature is not None and top is not None and not 0 <= self.temperature <= top:
-            out.append(("temperature", f"temperature {self.temperature} is outside the range "
-                        f"provider '{self.provider}' accepts (0 to {top:g})",
-                        f"set temperature between 0 and {top:g}"))
+            out.append(
+                (
+                    "temperature",
+                    f"temperature {self.temperature} is outside the range "
+                    f"provider '{self.provider}' accepts (0 to {top:g})",
+                    f"set temperature between 0 and {top:g}",
+                )
+            )
         out += endpoint_problems(self.provider, self.base_url, self.base_urls, self.batch)
         if self.server is not None and self.provider == "local":
             out += self.server.problems()
         if self.provider == "openai" and not (self.base_url or self.base_urls):
-            out.append(("base_url", "provider 'openai' needs base_url",
-                        'add base_url = "https://api.openai.com/v1" (or your server\'s URL)'))
+            out.append(
+                (
+                    "base_url",
+                    "provider 'openai' needs base_url",
+                    'add base_url = "https://api.openai.com/v1" (or your server\'s URL)',
+                )
+            )
         if self.provider != "local" and not self.name:
-            out.append(("name", f"provider '{self.provider}' needs a model name",
-                        "add the required field 'name'"))
+            out.append(
+                (
+                    "name",
+                    f"provider '{self.provider}' needs a model name",
+                    "add the required field 'name'",
+                )
+            )
         if self.provider == "anthropic" and self.structured_output:
-            out.append(("structured_output", "the Anthropic Messages API has no JSON-schema "
-                        "output mode", "set structured_output = false for this model"))
+            out.append(
+                (
+                    "structured_output",
+                    "the Anthropic Messages API has no JSON-schema output mode",
+                    "set structured_output = false for this model",
+                )
+            )
         if self.answers == "score" and self.provider not in SCORING_PROVIDERS:
-            out.append(("answers", f"provider '{self.provider}' returns no log-probabilities of "
-                        "the prompt, which answers = \"score\" reads", "use answers = \"score\" "
-                        "with provider local, simulated or openai (an OpenAI-compatible "
-                        "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)"))
+            out.append(
+                (
+                    "answers",
+                    f"provider '{self.provider}' returns no log-probabilities of "
+                    'the prompt, which answers = "score" reads',
+                    'use answers = "score" '
+                    "with provider local, simulated or openai (an OpenAI-compatible "
+                    "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)",
+                )
+            )
         if self.batch and not self.has_batch_api:
-            service = f"preset '{self.preset}'" if self.provider in BATCH_PROVIDERS else f"provider '{self.provider}'"
-            out.append(("batch", f"{service} has no batch API this tool speaks",
-                        f"set batch = false; batch mode is for providers {', '.join(BATCH_PROVIDERS)} "
-                        "(without a preset, or with the preset of the same name)"))
+            service = (
+                f"preset '{self.preset}'"
+                if self.provider in BATCH_PROVIDERS
+                else f"provider '{self.provider}'"
+            )
+            out.append(
+                (
+                    "batch",
+                    f"{service} has no batch API this tool speaks",
+                    f"set batch = false; batch mode is for providers {', '.join(BATCH_PROVIDERS)} "
+                    "(without a preset, or with the preset of the same name)",
+                )
+            )
         if self.batch and self.answers == "score":
-            out.append(("batch", "answers = \"score\" reads prompt log-probabilities, which the "
-                        "batch APIs do not return", "set batch = false for this model"))
+            out.append(
+                (
+                    "batch",
+                    'answers = "score" reads prompt log-probabilities, which the '
+                    "batch APIs do not return",
+                    "set batch = false for this model",
+                )
+            )
         if self.provider != "local" and self.server is not None:
-            out.append(("server", "'server' settings apply to provider 'local' only",
-                        "remove the [models.server] table"))
+            out.append(
+                (
+                    "server",
+                    "'server' settings apply to provider 'local' only",
+                    "remove the [models.server] table",
+                )
+            )
         return out
 
     @property
@@ -156,17 +229,24 @@ class ModelConfig(Strict):
 
     def identity(self) -> dict[str, Any]:
         """What defines the model's behaviour; part of every task id. Never includes a key."""
-        return {"provider": self.provider, "name": self.name, "version": self.version,
-                "base_url": self.base_url, "model_sha256": self.model_sha256,
-                "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": self.seed,
-                "structured_output": self.structured_output,
-                "simulate": self.simulate.identity() if self.simulate else None,
-                # only when set, so the keys of every model that generates stay as they were
-                **({"answers": "score"} if self.answers == "score" else {}),
-                # A pool's servers are no part of it, but the service is: a model name served
-                # by Groq is another model than the same name served by Together.
-                **({"service": self.preset or self.provider} if self.base_urls else {})}
+        return {
+            "provider": self.provider,
+            "name": self.name,
+            "version": self.version,
+            "base_url": self.base_url,
+            "model_sha256": self.model_sha256,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "structured_output": self.structured_output,
+            "simulate": self.simulate.identity() if self.simulate else None,
+            # only when set, so the keys of every model that generates stay as they were
+            **({"answers": "score"} if self.answers == "score" else {}),
+            # A pool's servers are no part of it, but the service is: a model name served
+            # by Groq is another model than the same name served by Together.
+            **({"service": self.preset or self.provider} if self.base_urls else {}),
+        }
 
     @property
     def has_batch_api(self) -> bool:
@@ -247,14 +327,18 @@ class CampaignConfig(Strict):
     @classmethod
     def _a_path(cls, value: bool | str) -> bool | str:
         if isinstance(value, str) and not value.strip():
-            raise ValueError("cache is true, false or the path of the cache file, not an empty string")
+            raise ValueError(
+                "cache is true, false or the path of the cache file, not an empty string"
+            )
         return value
 
     @field_validator("run_id")
     @classmethod
     def _not_the_link(cls, value: str) -> str:
         if value == "latest":
-            raise ValueError("'latest' names the link to the newest run; pick another run id, or auto")
+            raise ValueError(
+                "'latest' names the link to the newest run; pick another run id, or auto"
+            )
         return value
 
     def limit_for(self, key: str) -> LimitConfig:
@@ -271,9 +355,12 @@ def check_credentials(campaign: Campaign) -> None:
     named += campaign.config.helpers()
     for where, model in named:
         if model.api_key_env and not os.environ.get(model.api_key_env):
-            raise UserError(f"environment variable {model.api_key_env} is not set",
-                            file=str(campaign.source), field=f"{where}.api_key_env",
-                            fix=f"export {model.api_key_env}=<your key> before running")
+            raise UserError(
+                f"environment variable {model.api_key_env} is not set",
+                file=str(campaign.source),
+                field=f"{where}.api_key_env",
+                fix=f"export {model.api_key_env}=<your key> before running",
+            )
 
 
 class Campaign:

@@ -1,4 +1,5 @@
 """The built-in catalogues in configs/: provider presets and model prices (both editable TOML)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,12 @@ def load_prices(ref: str | None, base: Path) -> dict[str, Price]:
         return {}
     table = load_toml(path, "price table").get("models", {})
     if not isinstance(table, dict):
-        raise UserError("'models' must be a table of model names", file=str(path), field="models",
-                        fix='write [models."name"] tables with input and output prices')
+        raise UserError(
+            "'models' must be a table of model names",
+            file=str(path),
+            field="models",
+            fix='write [models."name"] tables with input and output prices',
+        )
     return {name: validate(Price, entry, path, ("models", name)) for name, entry in table.items()}
 
 
@@ -41,14 +46,26 @@ def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
         return {}
     table = load_toml(path, "price table").get("batch_discount", {})
     if not isinstance(table, dict):
-        raise UserError("'batch_discount' must be a table of providers", file=str(path),
-                        field="batch_discount", fix="write [batch_discount] with openai = 0.5 and so on")
+        raise UserError(
+            "'batch_discount' must be a table of providers",
+            file=str(path),
+            field="batch_discount",
+            fix="write [batch_discount] with openai = 0.5 and so on",
+        )
     for provider, share in table.items():
         if provider not in ("openai", "anthropic", "gemini"):
-            raise UserError(f"'{provider}' has no batch API this tool speaks", file=str(path),
-                            field=f"batch_discount.{provider}", fix="list openai, anthropic or gemini")
+            raise UserError(
+                f"'{provider}' has no batch API this tool speaks",
+                file=str(path),
+                field=f"batch_discount.{provider}",
+                fix="list openai, anthropic or gemini",
+            )
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
-            raise UserError(f"the batch discount of {provider} must be a share from 0 to below 1 "
-                            f"(0.5 is half price), not {share!r}", file=str(path),
-                            field=f"batch_discount.{provider}", fix=f"write {provider} = 0.5")
+            raise UserError(
+                f"the batch discount of {provider} must be a share from 0 to below 1 "
+                f"(0.5 is half price), not {share!r}",
+                file=str(path),
+                field=f"batch_discount.{provider}",
+                fix=f"write {provider} = 0.5",
+            )
     return {provider: float(share) for provider, share in table.items()}

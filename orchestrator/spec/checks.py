@@ -1,6 +1,7 @@
 """Checks across a campaign's parts: limit tables against the models, planted effects against the
 jobs, and the output folder against the disk. Each refuses with a UserError before anything
 is written."""
+
 from __future__ import annotations
 
 import os
@@ -27,13 +28,20 @@ def check_limits(config: CampaignConfig, path: Path | None) -> None:
     would silently leave its models at the defaults."""
     models = [*config.models, *(m for _, m in config.helpers())]
     used = sorted({m.limit_key for m in models})
-    note = "; a model with a preset is paced under the preset's name" if any(m.preset for m in models) else ""
+    note = (
+        "; a model with a preset is paced under the preset's name"
+        if any(m.preset for m in models)
+        else ""
+    )
     for name in config.limits:
         if name not in used:
-            raise UserError(f"no model uses the limit key '{name}' (in use: {', '.join(used)}{note})",
-                            file=str(path), field=f"limits.{name}",
-                            fix=f"rename the table to a key in use ({', '.join(f'[limits.{k}]' for k in used)}), "
-                                f"or set limit = \"{name}\" on the models it is meant for")
+            raise UserError(
+                f"no model uses the limit key '{name}' (in use: {', '.join(used)}{note})",
+                file=str(path),
+                field=f"limits.{name}",
+                fix=f"rename the table to a key in use ({', '.join(f'[limits.{k}]' for k in used)}), "
+                f'or set limit = "{name}" on the models it is meant for',
+            )
 
 
 def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -> None:
@@ -44,14 +52,21 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
         for slug, answers in (model.simulate.effects if model.simulate else {}).items():
             where = f"models[{i}].simulate.effects.{slug}"
             if slug not in experiments:
-                raise UserError(f"no experiment '{slug}' in the campaign's jobs", file=str(path),
-                                field=where, fix=f"use one of: {', '.join(experiments)}")
+                raise UserError(
+                    f"no experiment '{slug}' in the campaign's jobs",
+                    file=str(path),
+                    field=where,
+                    fix=f"use one of: {', '.join(experiments)}",
+                )
             variants = {v.id for c in experiments[slug].conditions for v in c.variants}
             for vid in answers.variants:
                 if vid not in variants:
-                    raise UserError(f"experiment '{slug}' has no variant '{vid}'", file=str(path),
-                                    field=f"{where}.variants.{vid}",
-                                    fix=f"use one of: {', '.join(sorted(variants))}")
+                    raise UserError(
+                        f"experiment '{slug}' has no variant '{vid}'",
+                        file=str(path),
+                        field=f"{where}.variants.{vid}",
+                        fix=f"use one of: {', '.join(sorted(variants))}",
+                    )
 
 
 def check_scoring(config: CampaignConfig, jobs: list[Job], path: Path | None) -> None:
@@ -64,12 +79,15 @@ def check_scoring(config: CampaignConfig, jobs: list[Job], path: Path | None) ->
         for exp in job.experiments:
             kinds = {v.contract.kind for c in exp.conditions for v in c.variants}
             if kinds - {"choice"}:
-                raise UserError(f"models[{scorers[0]}] answers by scoring option log-probabilities, "
-                                f"but experiment '{exp.slug}' of job '{job.id}' asks for a "
-                                f"{'/'.join(sorted(kinds - {'choice'}))}, not a choice",
-                                file=str(path), field=f"models[{scorers[0]}].answers",
-                                fix="run that job with models that generate (answers = "
-                                    "\"generate\"), in a campaign of its own")
+                raise UserError(
+                    f"models[{scorers[0]}] answers by scoring option log-probabilities, "
+                    f"but experiment '{exp.slug}' of job '{job.id}' asks for a "
+                    f"{'/'.join(sorted(kinds - {'choice'}))}, not a choice",
+                    file=str(path),
+                    field=f"models[{scorers[0]}].answers",
+                    fix="run that job with models that generate (answers = "
+                    '"generate"), in a campaign of its own',
+                )
 
 
 def shot_pool(experiment, kind: str):
@@ -83,20 +101,30 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
         return
     experiments = [e for job in jobs for e in job.experiments]
     if config.shot_kind == "task" and not any(e.task_shots for e in experiments):
-        raise UserError("shot_kind = \"task\", but no job of the campaign has task examples",
-                        file=str(path), field="shot_kind",
-                        fix="give a belief dataset at least 3 few_shot_words (its task examples "
-                            "are built from them), or use shot_kind = \"format\"")
+        raise UserError(
+            'shot_kind = "task", but no job of the campaign has task examples',
+            file=str(path),
+            field="shot_kind",
+            fix="give a belief dataset at least 3 few_shot_words (its task examples "
+            'are built from them), or use shot_kind = "format"',
+        )
     pools = {e.slug: shot_pool(e, config.shot_kind) for e in experiments}
     if not any(pools.values()):
-        raise UserError(f"shots = {config.shots}, but no job of the campaign has few-shot examples",
-                        file=str(path), field="shots",
-                        fix="set shots = 0, or add a job with examples (instructed-to-bias)")
+        raise UserError(
+            f"shots = {config.shots}, but no job of the campaign has few-shot examples",
+            file=str(path),
+            field="shots",
+            fix="set shots = 0, or add a job with examples (instructed-to-bias)",
+        )
     for slug, pool in pools.items():
         if pool and len(pool) < config.shots:
-            raise UserError(f"shots = {config.shots}, but experiment '{slug}' has only "
-                            f"{len(pool)} {config.shot_kind} examples", file=str(path),
-                            field="shots", fix=f"set shots to at most {len(pool)}")
+            raise UserError(
+                f"shots = {config.shots}, but experiment '{slug}' has only "
+                f"{len(pool)} {config.shot_kind} examples",
+                file=str(path),
+                field="shots",
+                fix=f"set shots to at most {len(pool)}",
+            )
 
 
 def folder_problem(folder: Path) -> str | None:
@@ -117,6 +145,9 @@ def check_output_dir(campaign: Campaign) -> None:
     folder = Path(c.output_dir) / c.name / c.run_id
     problem = folder_problem(folder)
     if problem:
-        raise UserError(f"cannot create the run folder {folder}: {problem}",
-                        file=str(campaign.source), field="output_dir",
-                        fix="set output_dir to a folder you can write to (it is created if missing)")
+        raise UserError(
+            f"cannot create the run folder {folder}: {problem}",
+            file=str(campaign.source),
+            field="output_dir",
+            fix="set output_dir to a folder you can write to (it is created if missing)",
+        )

@@ -1,4 +1,5 @@
 """Finding and reading job definitions: a path, or the name of a built-in job in jobs/."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,9 @@ from orchestrator.spec.models import Job
 
 
 def builtin_jobs() -> list[str]:
-    return sorted(p.stem for suffix in ("*.json", "*.jsonl") for p in builtin_dir("jobs").glob(suffix))
+    return sorted(
+        p.stem for suffix in ("*.json", "*.jsonl") for p in builtin_dir("jobs").glob(suffix)
+    )
 
 
 def _is_job(path: Path) -> bool:
@@ -20,17 +23,26 @@ def _is_job(path: Path) -> bool:
 
 def resolve_job_path(ref: str, base: Path) -> Path:
     builtin = builtin_dir("jobs")
-    for candidate in (base / ref, Path(ref), builtin / ref, builtin / f"{ref}.json",
-                      builtin / f"{ref}.jsonl"):
+    for candidate in (
+        base / ref,
+        Path(ref),
+        builtin / ref,
+        builtin / f"{ref}.json",
+        builtin / f"{ref}.jsonl",
+    ):
         if _is_job(candidate):
             return candidate
-    raise UserError(f"job '{ref}' is neither a file nor a built-in job", field="jobs",
-                    fix=f"use a path to a job file or one of: {', '.join(builtin_jobs())}")
+    raise UserError(
+        f"job '{ref}' is neither a file nor a built-in job",
+        field="jobs",
+        fix=f"use a path to a job file or one of: {', '.join(builtin_jobs())}",
+    )
 
 
 def load_job(path: Path) -> Job:
     """A job file in the format of whichever registered study recognises it."""
     from orchestrator.studies import registered  # the studies' readers use this module's siblings
+
     for study in registered():
         if study.reads(path):  # a source that is not a JSON job file
             return study.read_path(path, job_id=path.stem)
@@ -38,5 +50,8 @@ def load_job(path: Path) -> Job:
     for study in registered():
         if study.recognises(data):
             return study.read(data, path, job_id=path.stem)
-    raise UserError("unrecognised job format", file=str(path),
-                    fix="use " + ", or ".join(study.format_hint for study in registered()))
+    raise UserError(
+        "unrecognised job format",
+        file=str(path),
+        fix="use " + ", or ".join(study.format_hint for study in registered()),
+    )

@@ -1,4 +1,5 @@
 """Reading files and turning parser/validation failures into one clear UserError."""
+
 from __future__ import annotations
 
 import tomllib
@@ -24,15 +25,22 @@ def read_text(path: Path, what: str) -> str:
     try:
         data = path.read_bytes()
         if data.startswith(BOM):
-            raise UserError(f"the {what} starts with a UTF-8 byte-order mark (BOM)", file=str(path),
-                            fix="save it without BOM (as plain UTF-8)")
+            raise UserError(
+                f"the {what} starts with a UTF-8 byte-order mark (BOM)",
+                file=str(path),
+                fix="save it without BOM (as plain UTF-8)",
+            )
         return data.decode("utf-8")
     except FileNotFoundError:
-        raise UserError(f"{what} not found", file=str(path),
-                        fix="check the path (relative paths are taken from the current folder)") from None
+        raise UserError(
+            f"{what} not found",
+            file=str(path),
+            fix="check the path (relative paths are taken from the current folder)",
+        ) from None
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise UserError(f"cannot read {what}: {exc}", file=str(path),
-                        fix=f"point to a readable UTF-8 {what}") from None
+        raise UserError(
+            f"cannot read {what}: {exc}", file=str(path), fix=f"point to a readable UTF-8 {what}"
+        ) from None
 
 
 def load_json(path: Path, what: str) -> Any:
@@ -42,9 +50,11 @@ def load_json(path: Path, what: str) -> Any:
     except orjson.JSONDecodeError as exc:
         line = text.count("\n", 0, exc.pos) + 1
         col = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
-        raise UserError(f"malformed JSON at line {line}, column {col}: {exc.msg}",
-                        file=str(path), fix="correct the JSON syntax there "
-                        "(a missing comma or quote is the usual cause)") from None
+        raise UserError(
+            f"malformed JSON at line {line}, column {col}: {exc.msg}",
+            file=str(path),
+            fix="correct the JSON syntax there (a missing comma or quote is the usual cause)",
+        ) from None
 
 
 def load_toml(path: Path, what: str) -> dict[str, Any]:
@@ -52,8 +62,11 @@ def load_toml(path: Path, what: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"malformed TOML: {exc}", file=str(path),
-                        fix="correct the TOML syntax at the position given") from None
+        raise UserError(
+            f"malformed TOML: {exc}",
+            file=str(path),
+            fix="correct the TOML syntax at the position given",
+        ) from None
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -97,14 +110,23 @@ def _shown(err: dict[str, Any]) -> str:
     """' (got <input>)', unless the input is a table, or may be a key: the value of an unknown
     field (a pasted `api_key = ...`), of a field whose name sounds secret, or a key-like value."""
     value = err.get("input")
-    if (err["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list))
-            or _secret_field(err["loc"]) or looks_secret(repr(value))):
+    if (
+        err["type"] in ("missing", "extra_forbidden")
+        or isinstance(value, (dict, list))
+        or _secret_field(err["loc"])
+        or looks_secret(repr(value))
+    ):
         return ""
     return f" (got {value!r})"
 
 
-def validate(model: type[BaseModel], data: Any, path: Path | None, prefix: tuple[Any, ...] = (),
-             flags: dict[str, str] | None = None):
+def validate(
+    model: type[BaseModel],
+    data: Any,
+    path: Path | None,
+    prefix: tuple[Any, ...] = (),
+    flags: dict[str, str] | None = None,
+):
     """model.model_validate(data), or a UserError naming the first bad field and its fix.
 
     flags: top-level fields that came from command-line options (field -> flag); a bad value
@@ -122,4 +144,6 @@ def validate(model: type[BaseModel], data: Any, path: Path | None, prefix: tuple
         if flag is not None:
             raise UserError(msg, field=flag, fix=_fix_for(err, flag)) from None
         name = err["loc"][-1] if err["loc"] else ""
-        raise UserError(msg, file=str(path), field=field_path(loc), fix=_fix_for(err, name)) from None
+        raise UserError(
+            msg, file=str(path), field=field_path(loc), fix=_fix_for(err, name)
+        ) from None

@@ -3,6 +3,7 @@
 job -> experiments -> conditions -> prompt variants, each variant with its response contract;
 debiasing strategies are a separate dimension the planner crosses with all of them.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -10,8 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ContractKind = Literal["number", "rating", "choice", "judgment", "audit"]
-MetricType = Literal["mean-difference", "choice-share-difference", "prior-score-pull", "bsi",
-                     "bias-audit"]
+MetricType = Literal[
+    "mean-difference", "choice-share-difference", "prior-score-pull", "bsi", "bias-audit"
+]
 Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
 
 
@@ -41,8 +43,9 @@ class ResponseContract(Frozen):
             raise ValueError("choice options must be distinct")
         if self.roles and len(self.roles) != len(self.options):
             raise ValueError("give one role per option")
-        if self.kind in ("rating", "judgment") and (self.minimum is None or self.maximum is None
-                                                    or self.minimum >= self.maximum):
+        if self.kind in ("rating", "judgment") and (
+            self.minimum is None or self.maximum is None or self.minimum >= self.maximum
+        ):
             raise ValueError(f"a {self.kind} contract needs minimum < maximum")
         if self.kind == "judgment" and len(self.options) < 2:
             raise ValueError("a judgment contract needs its verdict options")

@@ -1,4 +1,5 @@
 """Settings of the simulated respondent: answer distributions per experiment and condition."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -94,8 +95,11 @@ class SimulateConfig(BaseModel):
     def identity(self) -> dict:
         """Its settings as part of the model's identity; a newer field at its default is left
         out, so task ids of runs made before it existed stay the same."""
-        unset = {name for name in ("scoring_prior", "audit", "system_fingerprint", "drift")
-                 if not getattr(self, name)} | ({"draws"} if self.draws == "task" else set())
+        unset = {
+            name
+            for name in ("scoring_prior", "audit", "system_fingerprint", "drift")
+            if not getattr(self, name)
+        } | ({"draws"} if self.draws == "task" else set())
         exclude: dict = dict.fromkeys(unset, True)
         if not any(e.served_model for e in self.effects.values()):
             exclude["effects"] = {"__all__": {"served_model"}}

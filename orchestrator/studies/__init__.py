@@ -1,5 +1,6 @@
 """The registered studies: one folder each, one line here. Order is the order of their tables in
 `analyze`, of their sections in the report, and of the formats tried when reading a job file."""
+
 from __future__ import annotations
 
 from orchestrator.studies.audit import TraceAudit

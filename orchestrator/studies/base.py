@@ -7,6 +7,7 @@ planner, the engine, the CLI and the report shell only ever loop over the regist
 A study's reader is imported with it (`plan` and `run` need it); its analysis, report and
 exports import polars, scipy and matplotlib, so they are imported when first used.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,7 +39,9 @@ class Section(NamedTuple):
     heading: str
     note: str
     rows: list[dict[str, str]]
-    inline: tuple[tuple[str, str], ...] = ()  # (name, svg); the PNG is beside the report as name.png
+    inline: tuple[
+        tuple[str, str], ...
+    ] = ()  # (name, svg); the PNG is beside the report as name.png
 
 
 class Figure(NamedTuple):

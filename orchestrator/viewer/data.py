@@ -3,6 +3,7 @@ columns the listing, its filters and its counts need), loaded once per state of 
 file (size, mtime) and again when a run still going appends to it; filters and pages run over
 that frame, so a million records answer a page in milliseconds. A record itself is read from
 the file at its byte offset (one line parsed), its messages from the plan (cells.py)."""
+
 from __future__ import annotations
 
 import re
@@ -27,16 +28,46 @@ from orchestrator.spec.models import Job
 from orchestrator.studies import registered
 from orchestrator.viewer.cells import CELL_FIELDS, Cells
 
-_SCHEMA = {"taskId": pl.String, "status": pl.String, "modelKey": pl.String,
-           "experimentSlug": pl.String, "conditionIndex": pl.Int64, "sample": pl.Int64,
-           "job": pl.String, "variant": pl.String, "strategy": pl.String,
-           "optionOrder": pl.List(pl.String),
-           "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "raw": pl.String}),
-           "latencyMs": pl.Float64, "costUsd": pl.Float64}
-FILTERS = {"study": "study", "experiment": "experimentSlug", "condition": "conditionIndex",
-           "variant": "variant", "strategy": "strategy", "model": "modelKey", "status": "status"}
-ROW = ["taskId", "study", "experiment", "condition", "conditionLabel", "variant", "strategy",
-       "modelKey", "model", "status", "answer", "raw", "latencyMs", "costUsd"]
+_SCHEMA = {
+    "taskId": pl.String,
+    "status": pl.String,
+    "modelKey": pl.String,
+    "experimentSlug": pl.String,
+    "conditionIndex": pl.Int64,
+    "sample": pl.Int64,
+    "job": pl.String,
+    "variant": pl.String,
+    "strategy": pl.String,
+    "optionOrder": pl.List(pl.String),
+    "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "raw": pl.String}),
+    "latencyMs": pl.Float64,
+    "costUsd": pl.Float64,
+}
+FILTERS = {
+    "study": "study",
+    "experiment": "experimentSlug",
+    "condition": "conditionIndex",
+    "variant": "variant",
+    "strategy": "strategy",
+    "model": "modelKey",
+    "status": "status",
+}
+ROW = [
+    "taskId",
+    "study",
+    "experiment",
+    "condition",
+    "conditionLabel",
+    "variant",
+    "strategy",
+    "modelKey",
+    "model",
+    "status",
+    "answer",
+    "raw",
+    "latencyMs",
+    "costUsd",
+]
 MAX_SIZE = 500
 # A growing file is read again at most every RELOAD_EVERY times as long as its last read took,
 # and at most once a RELOAD_MIN_S: a run appending must not keep the viewer reading.
@@ -56,13 +87,21 @@ def file_state(path: Path) -> tuple[int, int]:
 
 
 def _read(path: Path) -> pl.DataFrame:
-    return (pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True).with_row_index("line")
-            .select("line", pl.exclude("line", "response", "optionOrder"),
-                    pl.col("optionOrder").list.join("|").alias("order"),
-                    pl.col("response").struct.field("choice").fill_null(
-                        pl.col("response").struct.field("value").cast(pl.String)).alias("answer"),
-                    pl.col("response").struct.field("raw").alias("raw"))
-            .collect())
+    return (
+        pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
+        .with_row_index("line")
+        .select(
+            "line",
+            pl.exclude("line", "response", "optionOrder"),
+            pl.col("optionOrder").list.join("|").alias("order"),
+            pl.col("response")
+            .struct.field("choice")
+            .fill_null(pl.col("response").struct.field("value").cast(pl.String))
+            .alias("answer"),
+            pl.col("response").struct.field("raw").alias("raw"),
+        )
+        .collect()
+    )
 
 
 def final_lines(df: pl.DataFrame) -> pl.Series:
@@ -72,8 +111,11 @@ def final_lines(df: pl.DataFrame) -> pl.Series:
     retried = df.filter(failed)["taskId"]
     finished = df.filter(~failed & pl.col("taskId").is_in(retried.implode()))["taskId"]
     key = pl.when(failed).then(pl.lit("f") + pl.col("taskId")).otherwise(pl.col("taskId"))
-    return df.select(pl.when(failed).then(key.is_last_distinct() & ~pl.col("taskId").is_in(finished.implode()))
-                     .otherwise(key.is_first_distinct())).to_series()
+    return df.select(
+        pl.when(failed)
+        .then(key.is_last_distinct() & ~pl.col("taskId").is_in(finished.implode()))
+        .otherwise(key.is_first_distinct())
+    ).to_series()
 
 
 def line_starts(path: Path, size: int) -> np.ndarray:
@@ -114,9 +156,15 @@ class RunData:
         """A run folder, refused (UserError) when it is not one: nothing is written."""
         manifest = RunStore(path).read_manifest()
         if "jobs" not in manifest:
-            raise UserError("this run's manifest has no job definitions (made by an older version)",
-                            file=str(path / "manifest.json"), fix="re-run the campaign with this version")
-        jobs = {k: validate(Job, v, path / "manifest.json", ("jobs", k)) for k, v in manifest["jobs"].items()}
+            raise UserError(
+                "this run's manifest has no job definitions (made by an older version)",
+                file=str(path / "manifest.json"),
+                fix="re-run the campaign with this version",
+            )
+        jobs = {
+            k: validate(Job, v, path / "manifest.json", ("jobs", k))
+            for k, v in manifest["jobs"].items()
+        }
         check_results_path(path / RESULTS)
         return cls(path, manifest, jobs, Cells(path))
 
@@ -131,8 +179,12 @@ class RunData:
 
     @property
     def labels(self) -> dict[tuple[str, int], str]:
-        return {(e.slug, c.index): c.label for job in self.jobs.values()
-                for e in job.experiments for c in e.conditions}
+        return {
+            (e.slug, c.index): c.label
+            for job in self.jobs.values()
+            for e in job.experiments
+            for c in e.conditions
+        }
 
     def loaded(self) -> Loaded:
         """The frame for the file as it is now: read again when it changed, but while a run
@@ -140,8 +192,9 @@ class RunData:
         seconds to read), serving the last frame in between."""
         with self._lock:
             state = file_state(self.results)
-            if self._loaded is None or (self._loaded.state != state
-                                        and time.monotonic() >= self._next_load):
+            if self._loaded is None or (
+                self._loaded.state != state and time.monotonic() >= self._next_load
+            ):
                 started = time.monotonic()
                 self._loaded = self._load(state)
                 took = time.monotonic() - started
@@ -154,12 +207,19 @@ class RunData:
             return Loaded(state, _empty(), {}, np.zeros(0, dtype=np.int64), None)
         lines, df = check_and_parse(self.results, _read)
         spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
-        if (df["status"] == "failed").any():  # else every line is a final record (as analysis reads)
+        if (
+            df["status"] == "failed"
+        ).any():  # else every line is a final record (as analysis reads)
             df = df.filter(final_lines(df))
-        df = df.with_columns(study=pl.col("job").replace_strict(self.study_of, default=None,
-                                                                return_dtype=pl.String))
-        df = df.join(self.cells.table(), on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left")
-        return Loaded(state, df, spend, line_starts(self.results, lines.complete_bytes), lines.note())
+        df = df.with_columns(
+            study=pl.col("job").replace_strict(self.study_of, default=None, return_dtype=pl.String)
+        )
+        df = df.join(
+            self.cells.table(), on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left"
+        )
+        return Loaded(
+            state, df, spend, line_starts(self.results, lines.complete_bytes), lines.note()
+        )
 
     def cached(self, name: str, compute, every_s: float = 0.0):
         """compute() once per state of the results file; while a run appends to it, at most
@@ -199,25 +259,41 @@ class RunData:
         out = []
         for r in df.iter_rows(named=True):
             raw = r["raw"]
-            out.append({"taskId": r["taskId"], "study": r["study"], "experiment": r["experimentSlug"],
-                        "condition": r["conditionIndex"],
-                        "conditionLabel": labels.get((r["experimentSlug"], r["conditionIndex"])),
-                        "variant": r["variant"], "strategy": r["strategy"], "modelKey": r["modelKey"],
-                        "model": names.get(r["modelKey"], r["modelKey"]), "status": r["status"],
-                        "answer": r["answer"], "raw": raw[:200] if raw is not None else None,
-                        "latencyMs": r["latencyMs"], "costUsd": r["costUsd"]})
+            out.append(
+                {
+                    "taskId": r["taskId"],
+                    "study": r["study"],
+                    "experiment": r["experimentSlug"],
+                    "condition": r["conditionIndex"],
+                    "conditionLabel": labels.get((r["experimentSlug"], r["conditionIndex"])),
+                    "variant": r["variant"],
+                    "strategy": r["strategy"],
+                    "modelKey": r["modelKey"],
+                    "model": names.get(r["modelKey"], r["modelKey"]),
+                    "status": r["status"],
+                    "answer": r["answer"],
+                    "raw": raw[:200] if raw is not None else None,
+                    "latencyMs": r["latencyMs"],
+                    "costUsd": r["costUsd"],
+                }
+            )
         return out
 
     def answers(self, params: dict[str, str]) -> dict[str, Any]:
         page = _int(params.get("page") or "1", "page", low=1)
         size = _int(params.get("size") or "50", "size", low=1, high=MAX_SIZE)
         df = self.where(params)
-        return {"total": df.height, "page": page, "size": size,
-                "rows": self.rows(df.slice((page - 1) * size, size))}
+        return {
+            "total": df.height,
+            "page": page,
+            "size": size,
+            "rows": self.rows(df.slice((page - 1) * size, size)),
+        }
 
     @property
     def names(self) -> dict[str, str]:
         from orchestrator.analysis.names import model_names
+
         return model_names(self.manifest)
 
     def facets(self) -> dict[str, Any]:
@@ -226,13 +302,24 @@ class RunData:
 
         def values(column: str) -> list[Any]:
             return sorted(df[column].drop_nulls().unique().to_list())
-        conditions = df.select("experimentSlug", "conditionIndex").unique().sort("experimentSlug", "conditionIndex")
-        return {"study": values("study"), "experiment": values("experimentSlug"),
-                "condition": [{"experiment": e, "index": i, "label": labels.get((e, i))}
-                              for e, i in conditions.iter_rows()],
-                "variant": values("variant"), "strategy": values("strategy"),
-                "model": [{"key": k, "label": v} for k, v in self.names.items()],
-                "status": values("status")}
+
+        conditions = (
+            df.select("experimentSlug", "conditionIndex")
+            .unique()
+            .sort("experimentSlug", "conditionIndex")
+        )
+        return {
+            "study": values("study"),
+            "experiment": values("experimentSlug"),
+            "condition": [
+                {"experiment": e, "index": i, "label": labels.get((e, i))}
+                for e, i in conditions.iter_rows()
+            ],
+            "variant": values("variant"),
+            "strategy": values("strategy"),
+            "model": [{"key": k, "label": v} for k, v in self.names.items()],
+            "status": values("status"),
+        }
 
     # --- one record ----------------------------------------------------------------------
 
@@ -240,23 +327,37 @@ class RunData:
         loaded = self.loaded()
         hit = loaded.frame.filter(pl.col("taskId") == task_id)["line"]
         if not hit.len():
-            raise NotFound(f"no result with task id {task_id!r} in this run",
-                           fix="pick a result from the answers list")
+            raise NotFound(
+                f"no result with task id {task_id!r} in this run",
+                fix="pick a result from the answers list",
+            )
         with open(self.results, "rb") as f:
             f.seek(int(loaded.starts[hit[0]]))
             record = orjson.loads(f.readline())
         cell = self.cells.of(record)
         response = record.get("response") or {}
         parsed = {k: v for k, v in response.items() if k != "raw"} or None
-        return {"record": record, "messages": list(cell.messages) if cell is not None else [],
-                "parsed": parsed, "study": self.study_of.get(record.get("job")),
-                "conditionLabel": self.labels.get((record.get("experimentSlug"), record.get("conditionIndex")))}
+        return {
+            "record": record,
+            "messages": list(cell.messages) if cell is not None else [],
+            "parsed": parsed,
+            "study": self.study_of.get(record.get("job")),
+            "conditionLabel": self.labels.get(
+                (record.get("experimentSlug"), record.get("conditionIndex"))
+            ),
+        }
 
 
 def _empty() -> pl.DataFrame:
-    schema = {"line": pl.UInt32, **{k: v for k, v in _SCHEMA.items() if k not in ("response", "optionOrder")},
-              "order": pl.String, "answer": pl.String, "raw": pl.String, "study": pl.String,
-              "cell": pl.UInt32}
+    schema = {
+        "line": pl.UInt32,
+        **{k: v for k, v in _SCHEMA.items() if k not in ("response", "optionOrder")},
+        "order": pl.String,
+        "answer": pl.String,
+        "raw": pl.String,
+        "study": pl.String,
+        "cell": pl.UInt32,
+    }
     return pl.DataFrame(schema=schema)
 
 
@@ -264,11 +365,16 @@ def _int(text: str, name: str, low: int | None = None, high: int | None = None) 
     try:
         value = int(text)
     except ValueError:
-        raise UserError(f"{name} must be a whole number, not {text!r}", field=name,
-                        fix=f"give {name}=1 for example") from None
+        raise UserError(
+            f"{name} must be a whole number, not {text!r}",
+            field=name,
+            fix=f"give {name}=1 for example",
+        ) from None
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise UserError(f"{name} must be {bounds}, not {value}", field=name, fix=f"give {name} {bounds}")
+        raise UserError(
+            f"{name} must be {bounds}, not {value}", field=name, fix=f"give {name} {bounds}"
+        )
     return value
 
 

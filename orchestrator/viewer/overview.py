@@ -2,6 +2,7 @@
 behind one effect, per condition, and a campaign's history. The effects and the history are
 what `analyze`, `history` and `compare` compute (nightly/effects.py, history.py, compare.py),
 kept once per state of the results files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,9 +21,11 @@ EFFECTS_EVERY_S = 30.0
 def effects(data: RunData) -> pl.DataFrame:
     def compute() -> pl.DataFrame:
         from orchestrator.nightly.effects import run_effects
+
         if data.loaded().frame.height == 0:
             return pl.DataFrame(schema=EFFECT_SCHEMA)
         return run_effects(data.path).effects.select(list(EFFECT_SCHEMA))
+
     # analysis of a large run takes seconds: while a run is going, its effects follow it
     # every EFFECTS_EVERY_S (its progress, on every poll)
     return data.cached("effects", compute, EFFECTS_EVERY_S)
@@ -30,59 +33,110 @@ def effects(data: RunData) -> pl.DataFrame:
 
 def overview(data: RunData) -> dict[str, Any]:
     loaded, m = data.loaded(), data.manifest
-    counts = {(k, s): n for k, s, n in loaded.frame.group_by("modelKey", "status").len().iter_rows()}
+    counts = {
+        (k, s): n for k, s, n in loaded.frame.group_by("modelKey", "status").len().iter_rows()
+    }
     names, per_model = data.names, m["plan"]["per_model"]
     models = []
     for key, settings in model_settings(m):
         by_status = {s: n for (k, s), n in sorted(counts.items()) if k == key}
         done = sum(n for s, n in by_status.items() if s != "failed")  # as status and resume count
         tasks = per_model.get(key, 0)
-        models.append({"key": key, "label": names.get(key, key), "settings": settings, "tasks": tasks,
-                       "done": done, "pending": tasks - done, "byStatus": by_status,
-                       "spendUsd": loaded.spend.get(key) or 0.0})
+        models.append(
+            {
+                "key": key,
+                "label": names.get(key, key),
+                "settings": settings,
+                "tasks": tasks,
+                "done": done,
+                "pending": tasks - done,
+                "byStatus": by_status,
+                "spendUsd": loaded.spend.get(key) or 0.0,
+            }
+        )
     status_counts: dict[str, int] = {}
     for (_, s), n in sorted(counts.items()):
         status_counts[s] = status_counts.get(s, 0) + n
-    return {"run": {"campaign": m["campaign"], "runId": m["runId"], "createdAt": m["createdAt"],
-                    "software": m["software"], "seed": m["plan"].get("seed"), "planHash": m["plan"]["hash"],
-                    "tasks": m["plan"]["tasks"]},
-            "models": models, "statusCounts": status_counts,
-            "spendUsd": sum(v or 0.0 for v in loaded.spend.values()),
-            "effects": effects(data).to_dicts(), "note": loaded.note, "updatedAt": now_iso()}
+    return {
+        "run": {
+            "campaign": m["campaign"],
+            "runId": m["runId"],
+            "createdAt": m["createdAt"],
+            "software": m["software"],
+            "seed": m["plan"].get("seed"),
+            "planHash": m["plan"]["hash"],
+            "tasks": m["plan"]["tasks"],
+        },
+        "models": models,
+        "statusCounts": status_counts,
+        "spendUsd": sum(v or 0.0 for v in loaded.spend.values()),
+        "effects": effects(data).to_dicts(),
+        "note": loaded.note,
+        "updatedAt": now_iso(),
+    }
 
 
 def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
     """An effect's row and, per condition behind it, its answers: how many, the most frequent
     ones and the first rows (control and treatment side by side)."""
-    wanted = {k: params.get(k) or None for k in ("study", "measure", "experiment", "strategy", "model")}
+    wanted = {
+        k: params.get(k) or None for k in ("study", "measure", "experiment", "strategy", "model")
+    }
     if not wanted["study"] or not wanted["model"]:
-        raise UserError("an effect is named by study, measure, experiment, strategy and model",
-                        fix="open it from the effects table")
+        raise UserError(
+            "an effect is named by study, measure, experiment, strategy and model",
+            fix="open it from the effects table",
+        )
     table = effects(data)
-    found = table.filter(*(pl.col(c) == wanted[k] if wanted[k] is not None else pl.col(c).is_null()
-                           for k, c in (("study", "study"), ("measure", "measure"), ("experiment", "experiment"),
-                                        ("strategy", "strategy"), ("model", "modelKey"))))
+    found = table.filter(
+        *(
+            pl.col(c) == wanted[k] if wanted[k] is not None else pl.col(c).is_null()
+            for k, c in (
+                ("study", "study"),
+                ("measure", "measure"),
+                ("experiment", "experiment"),
+                ("strategy", "strategy"),
+                ("model", "modelKey"),
+            )
+        )
+    )
     if not found.height:
         raise NotFound("no such effect in this run", fix="open it from the effects table")
     frame = data.loaded().frame
     rows = frame.filter(pl.col("study") == wanted["study"], pl.col("modelKey") == wanted["model"])
     # Paired effects name their experiment; other studies pool experiments into an effect (a
     # bias, a kind of item), which no record names: their answers are the study's, said so.
-    scope = "experiment" if wanted["experiment"] in set(frame["experimentSlug"].unique().to_list()) else "study"
+    scope = (
+        "experiment"
+        if wanted["experiment"] in set(frame["experimentSlug"].unique().to_list())
+        else "study"
+    )
     if scope == "experiment":
         rows = rows.filter(pl.col("experimentSlug") == wanted["experiment"])
     if wanted["strategy"] is not None:
         rows = rows.filter(pl.col("strategy") == wanted["strategy"])
     labels, conditions = data.labels, []
     bins = _bins(rows)
-    for (index,), part in sorted(rows.partition_by("conditionIndex", as_dict=True, maintain_order=True).items(),
-                                 key=lambda kv: (kv[0][0] is None, kv[0][0] or 0)):
+    for (index,), part in sorted(
+        rows.partition_by("conditionIndex", as_dict=True, maintain_order=True).items(),
+        key=lambda kv: (kv[0][0] is None, kv[0][0] or 0),
+    ):
         dist = _distribution(part, bins)
         experiments = part["experimentSlug"].unique().to_list()
-        label = (labels.get((experiments[0], index)) if len(experiments) == 1
-                 else f"condition {index} of {len(experiments)} experiments")
-        conditions.append({"index": index, "label": label, "total": part.height,
-                           "distribution": dist, "rows": data.rows(part.head(_TOP))})
+        label = (
+            labels.get((experiments[0], index))
+            if len(experiments) == 1
+            else f"condition {index} of {len(experiments)} experiments"
+        )
+        conditions.append(
+            {
+                "index": index,
+                "label": label,
+                "total": part.height,
+                "distribution": dist,
+                "rows": data.rows(part.head(_TOP)),
+            }
+        )
     return {"effect": found.row(0, named=True), "scope": scope, "conditions": conditions}
 
 
@@ -106,8 +160,13 @@ def _distribution(part: pl.DataFrame, bins: list[float] | None) -> list[dict[str
     """The answers and how often each came (the most frequent first); numeric answers counted
     in `bins` (the last one closed), in their order, with no answer last."""
     if bins is None:
-        return (part.group_by("answer").len("count").sort(["count", "answer"], descending=[True, False],
-                                                           nulls_last=True).head(_TOP).to_dicts())
+        return (
+            part.group_by("answer")
+            .len("count")
+            .sort(["count", "answer"], descending=[True, False], nulls_last=True)
+            .head(_TOP)
+            .to_dicts()
+        )
     values = part["answer"].cast(pl.Float64, strict=False)
     out = []
     for i, (lo, hi) in enumerate(zip(bins, bins[1:])):
@@ -129,7 +188,10 @@ class History:
     def _state(self) -> tuple:
         from orchestrator.nightly.runs import campaign_runs
         from orchestrator.viewer.data import file_state
-        return tuple((r.name, file_state(r / "results.ndjson")) for r in campaign_runs(self.campaign_dir))
+
+        return tuple(
+            (r.name, file_state(r / "results.ndjson")) for r in campaign_runs(self.campaign_dir)
+        )
 
     def get(self) -> dict[str, Any]:
         state = self._state()
@@ -142,6 +204,7 @@ class History:
         from orchestrator.nightly.compare_command import load_and_compare
         from orchestrator.nightly.history import campaign_history
         from orchestrator.nightly.runs import nights
+
         runs = nights(self.campaign_dir, "view")
         comparison = None
         if len(runs) >= 2:

@@ -2,6 +2,7 @@
 Every answer is JSON; an error is {"error", "fix"} with a 4xx (the user's input) or a 500
 (ours, logged to stderr), never a traceback on the page. The reading runs in a worker
 thread, so one slow load does not stop the server from answering."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,14 +21,22 @@ from orchestrator.viewer.data import NotFound, RunData
 from orchestrator.viewer.overview import History, effect, overview
 
 STATIC = Path(__file__).parent / "static"
-_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
-          ".svg": "image/svg+xml"}
+_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS),
-                        status=status, content_type="application/json")
+    return web.Response(
+        body=orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS),
+        status=status,
+        content_type="application/json",
+    )
 
 
 def _error(status: int, message: str, fix: str | None) -> web.Response:
@@ -40,8 +49,11 @@ async def local_only(request: web.Request, handler: Handler) -> web.StreamRespon
     points at 127.0.0.1 (DNS rebinding) names its own host, and is refused."""
     host = (request.host or "").rsplit(":", 1)[0].strip("[]")
     if host not in ("127.0.0.1", "localhost", "::1"):
-        return _error(403, f"the viewer answers pages of 127.0.0.1 only, not of {host[:80]!r}",
-                      "open the address orchestrator view printed")
+        return _error(
+            403,
+            f"the viewer answers pages of 127.0.0.1 only, not of {host[:80]!r}",
+            "open the address orchestrator view printed",
+        )
     return await handler(request)
 
 
@@ -59,8 +71,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(exc.status, exc.reason, "see the page's links for what there is")
     except Exception as exc:  # ours: a short message on the page, the traceback on stderr
         traceback.print_exc(file=sys.stderr)
-        return _error(500, f"the viewer failed: {type(exc).__name__}: {exc}"[:300],
-                      "see the terminal running orchestrator view")
+        return _error(
+            500,
+            f"the viewer failed: {type(exc).__name__}: {exc}"[:300],
+            "see the terminal running orchestrator view",
+        )
 
 
 def make_app(data: RunData, campaign_dir: Path | None = None) -> web.Application:
@@ -95,28 +110,45 @@ def make_app(data: RunData, campaign_dir: Path | None = None) -> web.Application
 
     async def api_history(request: web.Request) -> web.Response:
         if history is None:
-            raise NotFound("not a campaign folder",
-                           fix="orchestrator view runs/<campaign>/ shows the history of its runs")
+            raise NotFound(
+                "not a campaign folder",
+                fix="orchestrator view runs/<campaign>/ shows the history of its runs",
+            )
         return _json(await off(history.get))
 
     app = web.Application(middlewares=[local_only, errors])
-    app.add_routes([web.get("/", index), web.get("/static/{name}", static),
-                    web.get("/api/overview", api_overview), web.get("/api/facets", api_facets),
-                    web.get("/api/answers", api_answers), web.get("/api/answer/{task_id}", api_answer),
-                    web.get("/api/effect", api_effect), web.get("/api/history", api_history)])
+    app.add_routes(
+        [
+            web.get("/", index),
+            web.get("/static/{name}", static),
+            web.get("/api/overview", api_overview),
+            web.get("/api/facets", api_facets),
+            web.get("/api/answers", api_answers),
+            web.get("/api/answer/{task_id}", api_answer),
+            web.get("/api/effect", api_effect),
+            web.get("/api/history", api_history),
+        ]
+    )
     return app
 
 
 def _static(name: str) -> web.StreamResponse:
     path = STATIC / name
     if "/" in name or name.startswith(".") or not path.is_file():
-        raise NotFound(f"no file {name} in the viewer's static files",
-                       fix="reinstall the package: its static files are missing" if name == "index.html" else None)
-    return web.Response(body=path.read_bytes(), content_type=_TYPES.get(path.suffix, "application/octet-stream"))
+        raise NotFound(
+            f"no file {name} in the viewer's static files",
+            fix="reinstall the package: its static files are missing"
+            if name == "index.html"
+            else None,
+        )
+    return web.Response(
+        body=path.read_bytes(), content_type=_TYPES.get(path.suffix, "application/octet-stream")
+    )
 
 
 def _warm(data: RunData) -> None:
     from orchestrator.viewer.overview import effects
+
     try:
         effects(data)
     except Exception:  # said again, as JSON, when the overview asks for them
@@ -143,9 +175,12 @@ class Viewer:
             await site.start()
         except OSError as exc:  # in use, or not ours to take
             await self.runner.cleanup()
-            raise UserError(f"cannot listen on 127.0.0.1:{port}: "
-                            f"{os.strerror(exc.errno) if exc.errno else exc}", field="--port",
-                            fix="pick another port, or --port 0 for any free one") from None
+            raise UserError(
+                f"cannot listen on 127.0.0.1:{port}: "
+                f"{os.strerror(exc.errno) if exc.errno else exc}",
+                field="--port",
+                fix="pick another port, or --port 0 for any free one",
+            ) from None
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
@@ -158,18 +193,28 @@ def open_target(folder: Path) -> tuple[RunData, Path | None]:
     anything is served when it is neither."""
     from orchestrator.engine.store import MANIFEST
     from orchestrator.nightly.runs import campaign_runs, latest_run
+
     if not folder.is_dir():
-        raise UserError("no such folder", file=str(folder), fix="give a run folder: runs/<campaign>/<run id>/")
+        raise UserError(
+            "no such folder", file=str(folder), fix="give a run folder: runs/<campaign>/<run id>/"
+        )
     if (folder / MANIFEST).is_file():
         return RunData.open(folder), None
     if campaign_runs(folder):
         return RunData.open(latest_run(folder)), folder
-    raise UserError("not a run folder (no manifest.json) nor a campaign folder of runs", file=str(folder),
-                    fix="give a run folder (runs/<campaign>/<run id>/) or its campaign folder (runs/<campaign>/)")
+    raise UserError(
+        "not a run folder (no manifest.json) nor a campaign folder of runs",
+        file=str(folder),
+        fix="give a run folder (runs/<campaign>/<run id>/) or its campaign folder (runs/<campaign>/)",
+    )
 
 
-async def serve(data: RunData, port: int, campaign_dir: Path | None = None,
-                on_ready: Callable[[str], None] | None = None) -> None:
+async def serve(
+    data: RunData,
+    port: int,
+    campaign_dir: Path | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve until cancelled. The results are read once before the address is printed, so the
     first page is quick; the effects (an analysis: seconds on a large run) are computed next,
     in the background, so the overview is ready sooner than when first asked."""

@@ -4,6 +4,7 @@ a finished run (traces.py); each is one task (reader.py) whose calls the study m
 (routine.py: screening, the judge, strict validation in validate.py, one retry, escalation).
 People review what was escalated or flagged (review.py); a golden set calibrates the judge
 (agreement.py) and gates its changes (gate.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,22 +34,27 @@ class TraceAudit(Study):
 
     def routine(self, kind: str):
         from orchestrator.studies.audit.routine import audit_trace
+
         return audit_trace
 
     def add_commands(self, app) -> None:
         from orchestrator.studies.audit.commands import add
+
         add(app)
 
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.audit import analysis
         from orchestrator.studies.audit.records import audit_frame
+
         if not self.has_jobs(run):
             return []
         frame = audit_frame(run)
         if not frame.height:
             return []
-        outputs = [Output("audit_dispositions", "dispositions", analysis.dispositions(frame)),
-                   Output("audit_scores", "scores", analysis.scores(frame))]
+        outputs = [
+            Output("audit_dispositions", "dispositions", analysis.dispositions(frame)),
+            Output("audit_scores", "scores", analysis.scores(frame)),
+        ]
         if analysis.has_references(frame):
             outputs.append(Output("audit_agreement", "agreement", analysis.agreement(frame)))
         conditions = analysis.by_condition(frame)
@@ -60,23 +66,37 @@ class TraceAudit(Study):
         import polars as pl
 
         from orchestrator.analysis.effects import effect_rows
+
         if "audit_scores" not in tables:
             return None
-        return effect_rows(tables["audit_scores"], self.kind, "mean score", "bias", "mean",
-                           "mean_ci_low", "mean_ci_high", strategy=None, n="n",
-                           df=pl.col("n") - 1)  # a t-interval over the traces
+        return effect_rows(
+            tables["audit_scores"],
+            self.kind,
+            "mean score",
+            "bias",
+            "mean",
+            "mean_ci_low",
+            "mean_ci_high",
+            strategy=None,
+            n="n",
+            df=pl.col("n") - 1,
+        )  # a t-interval over the traces
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.audit.calibrate import print_frame
-        for stem, title in (("audit_dispositions", "trace audit: dispositions"),
-                            ("audit_scores", "trace audit: validated scores per bias"),
-                            ("audit_agreement", "trace audit: agreement with the golden set"),
-                            ("audit_conditions", "trace audit: scores by the source run's condition")):
+
+        for stem, title in (
+            ("audit_dispositions", "trace audit: dispositions"),
+            ("audit_scores", "trace audit: validated scores per bias"),
+            ("audit_agreement", "trace audit: agreement with the golden set"),
+            ("audit_conditions", "trace audit: scores by the source run's condition"),
+        ):
             if stem in tables and tables[stem].height:
                 print_frame(tables[stem], title, console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.audit.report import report
+
         if "audit_dispositions" not in tables:
             return ReportPart()
         return report(tables, out_dir)

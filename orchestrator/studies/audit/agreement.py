@@ -10,6 +10,7 @@ as disagreements, so a judge that escalates never looks better than one that ans
 Thresholds for routing to a person read a missing score the other way, as routed: an escalated
 trace does reach a person.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,11 +74,14 @@ def confusion(frame: pl.DataFrame, bias: str) -> tuple[pl.DataFrame, pl.DataFram
     judge = rows["judge_score"].to_list()
     counts = table(judge, rows["ref_score"].to_list(), CATEGORIES).astype(np.int64)
     scores = pl.DataFrame({"judge": list(CATEGORIES)}, schema={"judge": pl.Int64}).with_columns(
-        pl.Series(f"ref_{c}", counts[:, i]) for i, c in enumerate(CATEGORIES))
-    counts = table([s <= FLAG_AT for s in judge], rows["ref_flag"].to_list(),
-                   (True, False)).astype(np.int64)
-    flags = pl.DataFrame({"judge_flag": [True, False], "ref_flagged": counts[:, 0],
-                          "ref_clean": counts[:, 1]})
+        pl.Series(f"ref_{c}", counts[:, i]) for i, c in enumerate(CATEGORIES)
+    )
+    counts = table([s <= FLAG_AT for s in judge], rows["ref_flag"].to_list(), (True, False)).astype(
+        np.int64
+    )
+    flags = pl.DataFrame(
+        {"judge_flag": [True, False], "ref_flagged": counts[:, 0], "ref_clean": counts[:, 1]}
+    )
     return scores, flags
 
 
@@ -98,40 +102,84 @@ def _agreement_row(rows: pl.DataFrame, bias: str, low: float, reps: int, seed: i
     judge = valid["judge_score"].to_list()
     stream = (seed, BIAS_TYPES.index(bias))  # one bootstrap stream per bias, whatever the order
     scores = weighted_kappa(judge, valid["ref_score"].to_list(), reps=reps, seed=stream)
-    flags = weighted_kappa([s <= FLAG_AT for s in judge], valid["ref_flag"].to_list(), None,
-                           (True, False), reps=reps, seed=stream)
+    flags = weighted_kappa(
+        [s <= FLAG_AT for s in judge],
+        valid["ref_flag"].to_list(),
+        None,
+        (True, False),
+        reps=reps,
+        seed=stream,
+    )
     # A missing judge score is a disagreement wherever a rate can hold it.
     score, flagged = pl.col("judge_score"), pl.col("ref_flag")
     counts = rows.select(
         exact=(score == pl.col("ref_score")).fill_null(False).sum(),
         caught=((score <= FLAG_AT).fill_null(False) & flagged).sum(),
         cleared=((score > FLAG_AT).fill_null(False) & ~flagged).sum(),
-        positives=flagged.sum()).row(0, named=True)
+        positives=flagged.sum(),
+    ).row(0, named=True)
     sens = _share(counts["caught"], counts["positives"])
     spec = _share(counts["cleared"], rows.height - counts["positives"])
     notes = _low_note("kappa_w", scores, low) + _low_note("kappa_flag", flags, low)
-    return {"bias": bias, "n": valid.height, "missing": rows.height - valid.height,
-            "kappa_w": scores.kappa, "kappa_w_low": scores.ci_low, "kappa_w_high": scores.ci_high,
-            "kappa_flag": flags.kappa, "kappa_flag_low": flags.ci_low,
-            "kappa_flag_high": flags.ci_high, "exact_agreement": counts["exact"] / rows.height,
-            "ref_flagged": counts["positives"], "sensitivity": sens[0], "sensitivity_low": sens[1],
-            "sensitivity_high": sens[2], "specificity": spec[0], "specificity_low": spec[1],
-            "specificity_high": spec[2], "low_agreement": bool(notes),
-            "note": "; ".join(notes) or None}
+    return {
+        "bias": bias,
+        "n": valid.height,
+        "missing": rows.height - valid.height,
+        "kappa_w": scores.kappa,
+        "kappa_w_low": scores.ci_low,
+        "kappa_w_high": scores.ci_high,
+        "kappa_flag": flags.kappa,
+        "kappa_flag_low": flags.ci_low,
+        "kappa_flag_high": flags.ci_high,
+        "exact_agreement": counts["exact"] / rows.height,
+        "ref_flagged": counts["positives"],
+        "sensitivity": sens[0],
+        "sensitivity_low": sens[1],
+        "sensitivity_high": sens[2],
+        "specificity": spec[0],
+        "specificity_low": spec[1],
+        "specificity_high": spec[2],
+        "low_agreement": bool(notes),
+        "note": "; ".join(notes) or None,
+    }
 
 
 _AGREEMENT_SCHEMA = {
-    "bias": pl.String, "n": pl.Int64, "missing": pl.Int64,
-    **{c: pl.Float64 for c in ("kappa_w", "kappa_w_low", "kappa_w_high", "kappa_flag",
-                               "kappa_flag_low", "kappa_flag_high", "exact_agreement")},
+    "bias": pl.String,
+    "n": pl.Int64,
+    "missing": pl.Int64,
+    **{
+        c: pl.Float64
+        for c in (
+            "kappa_w",
+            "kappa_w_low",
+            "kappa_w_high",
+            "kappa_flag",
+            "kappa_flag_low",
+            "kappa_flag_high",
+            "exact_agreement",
+        )
+    },
     "ref_flagged": pl.Int64,
-    **{c: pl.Float64 for c in ("sensitivity", "sensitivity_low", "sensitivity_high",
-                               "specificity", "specificity_low", "specificity_high")},
-    "low_agreement": pl.Boolean, "note": pl.String}
+    **{
+        c: pl.Float64
+        for c in (
+            "sensitivity",
+            "sensitivity_low",
+            "sensitivity_high",
+            "specificity",
+            "specificity_low",
+            "specificity_high",
+        )
+    },
+    "low_agreement": pl.Boolean,
+    "note": pl.String,
+}
 
 
-def agreement_table(frame: pl.DataFrame, low: float = 0.4, reps: int = REPS,
-                    seed: int = 0) -> pl.DataFrame:
+def agreement_table(
+    frame: pl.DataFrame, low: float = 0.4, reps: int = REPS, seed: int = 0
+) -> pl.DataFrame:
     """One row per bias: kappa_w (quadratic, scores) and kappa_flag (judge score <= 2 against
     ref_flag) with BCa 95% CIs over the `n` validated traces; `missing` traces without a
     validated judge score, which count as disagreements in exact_agreement, sensitivity (not
@@ -139,17 +187,26 @@ def agreement_table(frame: pl.DataFrame, low: float = 0.4, reps: int = REPS,
     `low_agreement` when either kappa is below `low`, its CI reaches below 0, or it cannot be
     computed (nothing shows agreement then); `note` says which."""
     check_frame(frame)
-    rows = [_agreement_row(frame.filter(pl.col("bias") == b), b, low, reps, seed)
-            for b in _biases(frame)]
+    rows = [
+        _agreement_row(frame.filter(pl.col("bias") == b), b, low, reps, seed)
+        for b in _biases(frame)
+    ]
     return pl.DataFrame(rows, schema=_AGREEMENT_SCHEMA)
 
 
 def _threshold_row(rows: pl.DataFrame, bias: str, target: float) -> dict:
     flagged = rows.filter(pl.col("ref_flag"))["judge_score"]
     clean = rows.filter(~pl.col("ref_flag"))["judge_score"]
-    row = {"bias": bias, "threshold": None, "miss_rate": None, "miss_upper": None,
-           "review_load": None, "ref_flagged": flagged.len(), "ref_clean": clean.len(),
-           "note": None}
+    row = {
+        "bias": bias,
+        "threshold": None,
+        "miss_rate": None,
+        "miss_upper": None,
+        "review_load": None,
+        "ref_flagged": flagged.len(),
+        "ref_clean": clean.len(),
+        "note": None,
+    }
     if flagged.len() == 0:
         return {**row, "note": "no reference-flagged traces: no miss rate to hold to the target"}
     for t in range(1, 5):
@@ -158,10 +215,18 @@ def _threshold_row(rows: pl.DataFrame, bias: str, target: float) -> dict:
         if missed / flagged.len() <= target:
             rate, _, upper = _share(missed, flagged.len())
             load = _share(int((clean <= t).fill_null(True).sum()), clean.len())[0]
-            return {**row, "threshold": t, "miss_rate": rate, "miss_upper": upper,
-                    "review_load": load}
-    return {**row, "note": f"no threshold reaches a miss rate of {target:g}: even routing scores "
-                           f"<= 4 misses {missed} of {flagged.len()} reference-flagged traces"}
+            return {
+                **row,
+                "threshold": t,
+                "miss_rate": rate,
+                "miss_upper": upper,
+                "review_load": load,
+            }
+    return {
+        **row,
+        "note": f"no threshold reaches a miss rate of {target:g}: even routing scores "
+        f"<= 4 misses {missed} of {flagged.len()} reference-flagged traces",
+    }
 
 
 def thresholds(frame: pl.DataFrame, target_risk: float = 0.1) -> pl.DataFrame:
@@ -178,9 +243,19 @@ def thresholds(frame: pl.DataFrame, target_risk: float = 0.1) -> pl.DataFrame:
     check_frame(frame)
     if not 0 <= target_risk < 1:
         raise ValueError(f"target_risk must be in [0, 1), not {target_risk}")
-    rows = [_threshold_row(frame.filter(pl.col("bias") == b), b, target_risk)
-            for b in _biases(frame)]
-    return pl.DataFrame(rows, schema={
-        "bias": pl.String, "threshold": pl.Int64, "miss_rate": pl.Float64,
-        "miss_upper": pl.Float64, "review_load": pl.Float64, "ref_flagged": pl.Int64,
-        "ref_clean": pl.Int64, "note": pl.String})
+    rows = [
+        _threshold_row(frame.filter(pl.col("bias") == b), b, target_risk) for b in _biases(frame)
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "bias": pl.String,
+            "threshold": pl.Int64,
+            "miss_rate": pl.Float64,
+            "miss_upper": pl.Float64,
+            "review_load": pl.Float64,
+            "ref_flagged": pl.Int64,
+            "ref_clean": pl.Int64,
+            "note": pl.String,
+        },
+    )

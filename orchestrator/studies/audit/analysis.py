@@ -2,6 +2,7 @@
 rates with Wilson intervals), agreement with a golden set's labels, and, for traces taken from a
 run, the judge's scores by that run's experiment and condition (does the anchoring score drop in
 the anchored condition?). Only validated audits give scores; every rate says its denominator."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,11 +20,19 @@ def scores(frame: pl.DataFrame) -> pl.DataFrame:
     for (key, model, bias), g in frame.group_by("model_key", "model", "bias", maintain_order=True):
         values = g["judge_score"].drop_nulls().to_numpy().astype(float)
         low, high = t_interval(values) if len(values) >= 2 else (np.nan, np.nan)
-        rows.append({"modelKey": key, "model": model, "bias": bias, "n": len(values),
-                     **{f"score_{s}": int((values == s).sum()) for s in range(1, 6)},
-                     "mean": float(values.mean()) if len(values) else None,
-                     "mean_ci_low": _num(low), "mean_ci_high": _num(high),
-                     "critical_share": float((values <= 2).mean()) if len(values) else None})
+        rows.append(
+            {
+                "modelKey": key,
+                "model": model,
+                "bias": bias,
+                "n": len(values),
+                **{f"score_{s}": int((values == s).sum()) for s in range(1, 6)},
+                "mean": float(values.mean()) if len(values) else None,
+                "mean_ci_low": _num(low),
+                "mean_ci_high": _num(high),
+                "critical_share": float((values <= 2).mean()) if len(values) else None,
+            }
+        )
     return _ordered(pl.DataFrame(rows), "bias")
 
 
@@ -39,13 +48,24 @@ def dispositions(frame: pl.DataFrame) -> pl.DataFrame:
         critical = int(g["critical"].fill_null(False).sum())
         e_low, e_high = wilson(counts["escalated"], judged)
         c_low, c_high = wilson(critical, validated)
-        rows.append({"modelKey": key, "model": model, "traces": g.height, **counts,
-                     "screened_out": int(((g["disposition"] == "passed") & g["critical"].is_null()).sum()),
-                     "escalation_rate": counts["escalated"] / judged if judged else None,
-                     "escalation_ci_low": _num(e_low), "escalation_ci_high": _num(e_high),
-                     "validated": validated,
-                     "critical_rate": critical / validated if validated else None,
-                     "critical_ci_low": _num(c_low), "critical_ci_high": _num(c_high)})
+        rows.append(
+            {
+                "modelKey": key,
+                "model": model,
+                "traces": g.height,
+                **counts,
+                "screened_out": int(
+                    ((g["disposition"] == "passed") & g["critical"].is_null()).sum()
+                ),
+                "escalation_rate": counts["escalated"] / judged if judged else None,
+                "escalation_ci_low": _num(e_low),
+                "escalation_ci_high": _num(e_high),
+                "validated": validated,
+                "critical_rate": critical / validated if validated else None,
+                "critical_ci_low": _num(c_low),
+                "critical_ci_high": _num(c_high),
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -53,7 +73,9 @@ def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
     """For traces from a run: per source model x experiment x bias, the mean validated score in
     each condition, and the last condition's minus the first's (Welch 95% CI and p). Traces are
     the units; several samples of one prompt are independent draws of the model, not of items."""
-    sourced = frame.filter(pl.col("source_experiment").is_not_null() & pl.col("judge_score").is_not_null())
+    sourced = frame.filter(
+        pl.col("source_experiment").is_not_null() & pl.col("judge_score").is_not_null()
+    )
     rows = []
     keys = ("model_key", "source_model", "source_strategy", "source_experiment", "bias")
     for key, g in sourced.group_by(*keys, maintain_order=True):
@@ -64,13 +86,27 @@ def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
             stats[c] = (v.mean(), v.var(ddof=1) if len(v) > 1 else np.nan, len(v))
         labels = dict(zip(g["source_condition"], g["source_condition_label"], strict=True))
         first, last = conds[0], conds[-1]
-        diff, low, high, p, _ = (welch(*stats[last], *stats[first]) if len(conds) > 1
-                                 else (np.nan,) * 5)
-        rows.append({"modelKey": key[0], "source_model": key[1], "strategy": key[2],
-                     "experiment": key[3], "bias": key[4],
-                     "conditions": " / ".join(f"{labels[c]}: {stats[c][0]:.2f} (n={stats[c][2]})" for c in conds),
-                     "first": labels[first], "last": labels[last],
-                     "difference": _num(diff), "ci_low": _num(low), "ci_high": _num(high), "p": _num(p)})
+        diff, low, high, p, _ = (
+            welch(*stats[last], *stats[first]) if len(conds) > 1 else (np.nan,) * 5
+        )
+        rows.append(
+            {
+                "modelKey": key[0],
+                "source_model": key[1],
+                "strategy": key[2],
+                "experiment": key[3],
+                "bias": key[4],
+                "conditions": " / ".join(
+                    f"{labels[c]}: {stats[c][0]:.2f} (n={stats[c][2]})" for c in conds
+                ),
+                "first": labels[first],
+                "last": labels[last],
+                "difference": _num(diff),
+                "ci_low": _num(low),
+                "ci_high": _num(high),
+                "p": _num(p),
+            }
+        )
     return pl.DataFrame(rows) if rows else pl.DataFrame()
 
 
@@ -80,14 +116,19 @@ def has_references(frame: pl.DataFrame) -> bool:
 
 def labelled(frame: pl.DataFrame) -> pl.DataFrame:
     """The rows a golden set's labels apply to: auditable traces that carry them."""
-    return frame.filter(pl.col("ref_score").is_not_null() & (pl.col("disposition") != "not_auditable"))
+    return frame.filter(
+        pl.col("ref_score").is_not_null() & (pl.col("disposition") != "not_auditable")
+    )
 
 
 def agreement(frame: pl.DataFrame) -> pl.DataFrame:
     """Per model: agreement of the judge with the golden set's labels (agreement.py)."""
     from orchestrator.studies.audit.agreement import agreement_table
-    parts = [agreement_table(g).with_columns(pl.lit(key).alias("modelKey"), pl.lit(model).alias("model"))
-             for (key, model), g in labelled(frame).group_by("model_key", "model", maintain_order=True)]
+
+    parts = [
+        agreement_table(g).with_columns(pl.lit(key).alias("modelKey"), pl.lit(model).alias("model"))
+        for (key, model), g in labelled(frame).group_by("model_key", "model", maintain_order=True)
+    ]
     return pl.concat(parts, how="diagonal") if parts else pl.DataFrame()
 
 
@@ -100,5 +141,8 @@ def _ordered(df: pl.DataFrame, column: str) -> pl.DataFrame:
     if not df.height:
         return df
     order = {b: i for i, b in enumerate(BIAS_TYPES)}
-    return df.with_columns(pl.col(column).replace_strict(order).alias("_o")).sort(
-        "modelKey", "_o", maintain_order=True).drop("_o")
+    return (
+        df.with_columns(pl.col(column).replace_strict(order).alias("_o"))
+        .sort("modelKey", "_o", maintain_order=True)
+        .drop("_o")
+    )

@@ -1,5 +1,6 @@
 """`calibrate` and `audit-gate` on run folders: the audit frame of each run handed to the
 statistics (agreement.py, gate.py), their tables printed and written beside the run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,12 +21,18 @@ def labelled_frame(audit_dir: Path) -> pl.DataFrame:
     """The audit's rows with reference labels (auditable golden traces), or a clear error."""
     rows = labelled(audit_frame(open_audit(audit_dir)))
     if not rows.height:
-        raise UserError("the audited traces carry no reference labels", file=str(audit_dir),
-                        fix="calibrate an audit of a golden set: orchestrator audit "
-                            "trace-audit-golden --judge MODEL (jobs/trace-audit-golden.jsonl)")
+        raise UserError(
+            "the audited traces carry no reference labels",
+            file=str(audit_dir),
+            fix="calibrate an audit of a golden set: orchestrator audit "
+            "trace-audit-golden --judge MODEL (jobs/trace-audit-golden.jsonl)",
+        )
     if rows["model_key"].n_unique() > 1:
-        raise UserError("the audit has several judge models; calibrate takes one at a time",
-                        file=str(audit_dir), fix="audit the golden set with one --judge per run")
+        raise UserError(
+            "the audit has several judge models; calibrate takes one at a time",
+            file=str(audit_dir),
+            fix="audit the golden set with one --judge per run",
+        )
     return rows
 
 
@@ -48,9 +55,13 @@ def _cell(value) -> str:
 
 def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Console) -> None:
     from orchestrator.studies.audit.agreement import agreement_table, confusion, thresholds
+
     if not 0 < target_risk < 1:
-        raise UserError(f"--target-risk {target_risk} is not a share between 0 and 1",
-                        field="--target-risk", fix="e.g. --target-risk 0.1 (miss at most 10%)")
+        raise UserError(
+            f"--target-risk {target_risk} is not a share between 0 and 1",
+            field="--target-risk",
+            fix="e.g. --target-risk 0.1 (miss at most 10%)",
+        )
     frame = labelled_frame(audit_dir)
     table, picks = agreement_table(frame, low=low), thresholds(frame, target_risk=target_risk)
     out = audit_dir / "calibration"
@@ -66,30 +77,47 @@ def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Co
     print_frame(table, "agreement with the golden set's labels, per bias", console)
     print_frame(picks, f"review thresholds for a target miss rate of {target_risk:.0%}", console)
     for row in table.filter(pl.col("low_agreement")).iter_rows(named=True):
-        console.print(f"[yellow]low agreement on {row['bias']}:[/] {escape(str(row.get('note') or ''))}")
+        console.print(
+            f"[yellow]low agreement on {row['bias']}:[/] {escape(str(row.get('note') or ''))}"
+        )
     console.print(f"written: {out}/agreement.csv, thresholds.csv, confusion.json")
 
 
-def run_gate(audit_dir: Path, baseline: Path, tolerance: float, accept: list[str],
-             console: Console) -> int:
+def run_gate(
+    audit_dir: Path, baseline: Path, tolerance: float, accept: list[str], console: Console
+) -> int:
     from orchestrator.studies.audit.gate import gate
+
     accepted = {}
     for entry in accept:
         bias, sep, why = entry.partition("=")
         if not sep or bias not in BIAS_TYPES or not why.strip():
-            raise UserError(f"--accept '{entry}' is not BIAS=explanation", field="--accept",
-                            fix=f"e.g. --accept 'Anchoring=new rubric wording'; biases: {', '.join(BIAS_TYPES)}")
+            raise UserError(
+                f"--accept '{entry}' is not BIAS=explanation",
+                field="--accept",
+                fix=f"e.g. --accept 'Anchoring=new rubric wording'; biases: {', '.join(BIAS_TYPES)}",
+            )
         accepted[bias] = why.strip()
     if not tolerance >= 0:
-        raise UserError(f"--tolerance {tolerance} is negative", field="--tolerance", fix="e.g. --tolerance 0.5")
+        raise UserError(
+            f"--tolerance {tolerance} is negative", field="--tolerance", fix="e.g. --tolerance 0.5"
+        )
     current, base = labelled_frame(audit_dir), labelled_frame(baseline)
     try:
         result = gate(current, base, tolerance=tolerance, accepted=accepted)
     except ValueError as exc:  # what the statistics refuse, said as the options' fault
         raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
-    (audit_dir / "gate.json").write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    (audit_dir / "gate.json").write_bytes(
+        orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
+    )
     for failure in result.failures:
         console.print(f"[red]FAIL[/] {escape(failure)}")
-    console.print(("[green]gate passed[/]" if result.ok else f"[red]gate failed[/]: {len(result.failures)} "
-                   "failure(s)") + f"; details: {audit_dir / 'gate.json'}")
+    console.print(
+        (
+            "[green]gate passed[/]"
+            if result.ok
+            else f"[red]gate failed[/]: {len(result.failures)} failure(s)"
+        )
+        + f"; details: {audit_dir / 'gate.json'}"
+    )
     return 0 if result.ok else 1

@@ -1,6 +1,7 @@
 """The audit's own commands: `audit` (plan and run one judge call per trace), `review` (people go
 through escalated and flagged traces), `calibrate` (agreement with a golden set's labels) and
 `audit-gate` (fail CI when a judge change misses what the baseline caught)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +11,11 @@ import typer
 
 from orchestrator.errors import UserError
 
-JUDGE_HELP = ("The judge: 'local' (SmolLM2, no key), 'simulated', or PRESET/NAME from configs/presets.toml, "
-              "e.g. openai/gpt-4o-mini, anthropic/claude-3-5-sonnet-latest (its key from the preset's "
-              "environment variable).")
+JUDGE_HELP = (
+    "The judge: 'local' (SmolLM2, no key), 'simulated', or PRESET/NAME from configs/presets.toml, "
+    "e.g. openai/gpt-4o-mini, anthropic/claude-3-5-sonnet-latest (its key from the preset's "
+    "environment variable)."
+)
 LOCAL_CONTEXT = 4096  # the judge's prompt (~800 tokens) + a long trace + the answer
 
 
@@ -24,26 +27,47 @@ def model_from_spec(spec: str, option: str, temperature: float, max_tokens: int)
         return {"provider": "simulated", "name": "simulated-judge", **settings}
     preset, _, name = spec.partition("/")
     if not preset or not name:
-        raise UserError(f"'{spec}' names no model", field=option,
-                        fix=f"use {option} local, {option} simulated, or {option} PRESET/NAME "
-                            "(e.g. openai/gpt-4o-mini)")
+        raise UserError(
+            f"'{spec}' names no model",
+            field=option,
+            fix=f"use {option} local, {option} simulated, or {option} PRESET/NAME "
+            "(e.g. openai/gpt-4o-mini)",
+        )
     return {"preset": preset, "name": name, **settings}
 
 
-def audit_campaign(source: Path, judge: str, screener: str | None, *, name: str | None,
-                   output_dir: Path, run_id: str, temperature: float, max_tokens: int,
-                   job_settings: dict[str, Any]):
+def audit_campaign(
+    source: Path,
+    judge: str,
+    screener: str | None,
+    *,
+    name: str | None,
+    output_dir: Path,
+    run_id: str,
+    temperature: float,
+    max_tokens: int,
+    job_settings: dict[str, Any],
+):
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import apply_catalogues, build_campaign
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
     from orchestrator.studies.audit.reader import is_source, read_source
+
     if not is_source(source):
-        raise UserError(f"'{source}' is neither a traces file (.jsonl) nor a run folder",
-                        field="SOURCE", fix="give a .jsonl file of traces or runs/<campaign>/<run-id>")
+        raise UserError(
+            f"'{source}' is neither a traces file (.jsonl) nor a run folder",
+            field="SOURCE",
+            fix="give a .jsonl file of traces or runs/<campaign>/<run-id>",
+        )
     job = read_source(source, **job_settings)
-    raw = {"name": name or job.id, "jobs": [str(source)], "output_dir": str(output_dir),
-           "run_id": run_id, "models": [model_from_spec(judge, "--judge", temperature, max_tokens)]}
+    raw = {
+        "name": name or job.id,
+        "jobs": [str(source)],
+        "output_dir": str(output_dir),
+        "run_id": run_id,
+        "models": [model_from_spec(judge, "--judge", temperature, max_tokens)],
+    }
     if screener:
         raw["screener"] = model_from_spec(screener, "--screener", temperature, 16)
     config = validate(CampaignConfig, raw, Path("command line"))
@@ -55,38 +79,80 @@ def audit_campaign(source: Path, judge: str, screener: str | None, *, name: str 
 
 def add(app: typer.Typer) -> None:
     @app.command()
-    def audit(source: Annotated[Path, typer.Argument(help="Traces: a JSONL file of {trace_id, reasoning_trace, task_context, evidence, expected_bias_profile}, or a finished run folder whose cot answers are audited.")],
-              judge: Annotated[str, typer.Option(help=JUDGE_HELP)] = "local",
-              screener: Annotated[Optional[str], typer.Option(help="A cheaper model that first answers 'possible bias?'; only flagged traces get the full audit (same forms as --judge).")] = None,
-              temperature: Annotated[float, typer.Option(help="The judge's temperature (seed 003: 0 for reproducible audits).")] = 0.0,
-              max_tokens: Annotated[int, typer.Option(help="Longest judge answer.")] = 1024,
-              allow_unauditable: Annotated[bool, typer.Option(help="Audit traces the seed's guards refuse (under 3 steps, nothing to compare against), marked as such.")] = False,
-              min_steps: Annotated[int, typer.Option(min=1, help="Fewest steps (non-empty lines) a trace needs.")] = 3,
-              strategy: Annotated[Optional[list[str]], typer.Option(help="From a run: the strategies whose answers are traces (default cot).")] = None,
-              name: Annotated[Optional[str], typer.Option(help="Campaign name (default from the source).")] = None,
-              output_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),
-              run_id: Annotated[str, typer.Option(help="Run id under <output-dir>/<name>/.")] = "default",
-              budget: Annotated[Optional[float], typer.Option(help="USD the audit may spend.")] = None) -> None:
+    def audit(
+        source: Annotated[
+            Path,
+            typer.Argument(
+                help="Traces: a JSONL file of {trace_id, reasoning_trace, task_context, evidence, expected_bias_profile}, or a finished run folder whose cot answers are audited."
+            ),
+        ],
+        judge: Annotated[str, typer.Option(help=JUDGE_HELP)] = "local",
+        screener: Annotated[
+            Optional[str],
+            typer.Option(
+                help="A cheaper model that first answers 'possible bias?'; only flagged traces get the full audit (same forms as --judge)."
+            ),
+        ] = None,
+        temperature: Annotated[
+            float,
+            typer.Option(help="The judge's temperature (seed 003: 0 for reproducible audits)."),
+        ] = 0.0,
+        max_tokens: Annotated[int, typer.Option(help="Longest judge answer.")] = 1024,
+        allow_unauditable: Annotated[
+            bool,
+            typer.Option(
+                help="Audit traces the seed's guards refuse (under 3 steps, nothing to compare against), marked as such."
+            ),
+        ] = False,
+        min_steps: Annotated[
+            int, typer.Option(min=1, help="Fewest steps (non-empty lines) a trace needs.")
+        ] = 3,
+        strategy: Annotated[
+            Optional[list[str]],
+            typer.Option(help="From a run: the strategies whose answers are traces (default cot)."),
+        ] = None,
+        name: Annotated[
+            Optional[str], typer.Option(help="Campaign name (default from the source).")
+        ] = None,
+        output_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),
+        run_id: Annotated[str, typer.Option(help="Run id under <output-dir>/<name>/.")] = "default",
+        budget: Annotated[Optional[float], typer.Option(help="USD the audit may spend.")] = None,
+    ) -> None:
         """Audit reasoning traces for anchoring, confirmation, availability and representativeness
         with an LLM judge (seed 003): one judge call per trace, validated strictly, retried once
         with the validation error, escalated for review when it fails twice. Resumable like
         `run` (run the same command again, or `orchestrator run RUN_DIR`). Exit codes as `run`."""
         from orchestrator.cli import fail, run_and_report
+
         settings: dict[str, Any] = {"allow_unauditable": allow_unauditable, "min_steps": min_steps}
         if strategy:
             settings["strategies"] = strategy
         try:
-            campaign = audit_campaign(source, judge, screener, name=name, output_dir=output_dir,
-                                      run_id=run_id, temperature=temperature, max_tokens=max_tokens,
-                                      job_settings=settings)
+            campaign = audit_campaign(
+                source,
+                judge,
+                screener,
+                name=name,
+                output_dir=output_dir,
+                run_id=run_id,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                job_settings=settings,
+            )
         except UserError as exc:
             fail(exc)
         run_and_report(campaign, budget)
 
     @app.command()
-    def review(audit_dir: Annotated[Path, typer.Argument(help="An audit run folder.")],
-               include_all: Annotated[bool, typer.Option("--all", help="Also traces the judge passed.")] = False,
-               reviewer: Annotated[Optional[str], typer.Option(help="Your name in the reviews file (default $USER).")] = None) -> None:
+    def review(
+        audit_dir: Annotated[Path, typer.Argument(help="An audit run folder.")],
+        include_all: Annotated[
+            bool, typer.Option("--all", help="Also traces the judge passed.")
+        ] = False,
+        reviewer: Annotated[
+            Optional[str], typer.Option(help="Your name in the reviews file (default $USER).")
+        ] = None,
+    ) -> None:
         """Go through escalated and flagged traces in the terminal: see the trace and the judge's
         output, record per bias biased / not biased / unsure (and a score) and a note. Stored in
         AUDIT_DIR/reviews.ndjson, beside the judge's output; run again to go on where you left."""
@@ -94,8 +160,14 @@ def add(app: typer.Typer) -> None:
 
         from orchestrator.cli import console, fail
         from orchestrator.studies.audit.records import audit_records, open_audit
-        from orchestrator.studies.audit.review import (DEFAULT_INCLUDE, REVIEWS, read_reviews,
-                                                       review as session, review_summary)
+        from orchestrator.studies.audit.review import (
+            DEFAULT_INCLUDE,
+            REVIEWS,
+            read_reviews,
+            review as session,
+            review_summary,
+        )
+
         try:
             records = audit_records(open_audit(audit_dir))
         except UserError as exc:
@@ -111,35 +183,59 @@ def add(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         # how far people and the judge agree, over every review so far (seed 003: judge drift)
         aligned = review_summary(records, read_reviews(audit_dir / REVIEWS))["alignment"]
-        shown = [f"{bias} {a['agreed']} of {a['compared']}" for bias, a in aligned.items() if a["compared"]]
+        shown = [
+            f"{bias} {a['agreed']} of {a['compared']}"
+            for bias, a in aligned.items()
+            if a["compared"]
+        ]
         if shown:
             console.print("reviewers agree with the judge's flag (score 1-2): " + ", ".join(shown))
 
     @app.command()
-    def calibrate(audit_dir: Annotated[Path, typer.Argument(help="An audit run of a golden set (traces with reference labels).")],
-                  target_risk: Annotated[float, typer.Option(help="Share of truly biased traces you accept to miss, per bias.")] = 0.1,
-                  low: Annotated[float, typer.Option(help="Kappa below this is reported as low agreement.")] = 0.4) -> None:
+    def calibrate(
+        audit_dir: Annotated[
+            Path,
+            typer.Argument(help="An audit run of a golden set (traces with reference labels)."),
+        ],
+        target_risk: Annotated[
+            float, typer.Option(help="Share of truly biased traces you accept to miss, per bias.")
+        ] = 0.1,
+        low: Annotated[
+            float, typer.Option(help="Kappa below this is reported as low agreement.")
+        ] = 0.4,
+    ) -> None:
         """The judge against the golden set's labels, per bias: Cohen's kappa (quadratic-weighted
         on the 1-5 scores, plain on the critical flags) with 95% CIs, confusion matrices, where
         agreement is low, and the review threshold that keeps misses under --target-risk.
         Written to AUDIT_DIR/calibration/."""
         from orchestrator.cli import console, fail
         from orchestrator.studies.audit.calibrate import run_calibration
+
         try:
             run_calibration(audit_dir, target_risk, low, console)
         except UserError as exc:
             fail(exc)
 
     @app.command("audit-gate")
-    def audit_gate(audit_dir: Annotated[Path, typer.Argument(help="The new audit run of the golden set.")],
-                   baseline: Annotated[Path, typer.Option(help="The accepted audit run to compare with.")],
-                   tolerance: Annotated[float, typer.Option(help="Largest accepted change of a bias's mean score.")] = 0.5,
-                   accept: Annotated[Optional[list[str]], typer.Option(help="BIAS=why: a mean shift of that bias is explained, so it does not fail.")] = None) -> None:
+    def audit_gate(
+        audit_dir: Annotated[Path, typer.Argument(help="The new audit run of the golden set.")],
+        baseline: Annotated[Path, typer.Option(help="The accepted audit run to compare with.")],
+        tolerance: Annotated[
+            float, typer.Option(help="Largest accepted change of a bias's mean score.")
+        ] = 0.5,
+        accept: Annotated[
+            Optional[list[str]],
+            typer.Option(
+                help="BIAS=why: a mean shift of that bias is explained, so it does not fail."
+            ),
+        ] = None,
+    ) -> None:
         """A regression gate for CI: exit 1 when a golden trace whose bias the baseline caught is
         missed now, or a bias's mean score moved more than --tolerance without an --accept
         explanation; exit 0 otherwise (2: bad input). Writes AUDIT_DIR/gate.json."""
         from orchestrator.cli import console, fail
         from orchestrator.studies.audit.calibrate import run_gate
+
         try:
             code = run_gate(audit_dir, baseline, tolerance, accept or [], console)
         except UserError as exc:

@@ -7,6 +7,7 @@ check it against statsmodels); the reported interval is a BCa bootstrap over tra
 weighted_kappa for why). A table that cannot define kappa gives None and a note, computed
 without a 0/0.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ def _kappa(tables: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w_row = np.einsum("ij,bj->bi", w, cols)
     w_col = np.einsum("ij,bi->bj", w, rows)
     spread = w - (w_row[:, :, None] + w_col[:, None, :]) * (1 - kappa)[:, None, None]
-    var = ((p * spread**2).sum(axis=(1, 2)) - (kappa - chance * (1 - kappa)) ** 2)
+    var = (p * spread**2).sum(axis=(1, 2)) - (kappa - chance * (1 - kappa)) ** 2
     var = np.maximum(var, 0.0) / (denom**2 * np.where(n > 0, n, 1))
     return np.where(ok, kappa, np.nan), np.where(ok, var, np.nan)
 
@@ -118,8 +119,15 @@ def _bca_levels(boot: np.ndarray, estimate: float, jack: np.ndarray) -> np.ndarr
     return stats.norm.cdf(z0 + z / (1 - a * z))
 
 
-def bootstrap_ci(judge: np.ndarray, ref: np.ndarray, k: int, w: np.ndarray, reps: int = REPS,
-                 seed=0, bca: bool = True) -> tuple[float | None, float | None]:
+def bootstrap_ci(
+    judge: np.ndarray,
+    ref: np.ndarray,
+    k: int,
+    w: np.ndarray,
+    reps: int = REPS,
+    seed=0,
+    bca: bool = True,
+) -> tuple[float | None, float | None]:
     """95% interval of kappa over `reps` resamples of the traces (rating codes 0..k-1): BCa, or
     the plain percentile one. A resample whose kappa is undefined is dropped; None when more
     than half are."""
@@ -137,8 +145,15 @@ def bootstrap_ci(judge: np.ndarray, ref: np.ndarray, k: int, w: np.ndarray, reps
     return float(low), float(high)
 
 
-def weighted_kappa(judge, ref, weights: str | None = "quadratic", categories=CATEGORIES,
-                   ci: str = "bca", reps: int = REPS, seed=0) -> Kappa:
+def weighted_kappa(
+    judge,
+    ref,
+    weights: str | None = "quadratic",
+    categories=CATEGORIES,
+    ci: str = "bca",
+    reps: int = REPS,
+    seed=0,
+) -> Kappa:
     """Cohen's kappa of paired ratings (no nulls) with its FCE asymptotic SE and a 95% CI.
 
     The reported CI is the BCa bootstrap over traces (Efron's bias-corrected and accelerated
@@ -163,8 +178,11 @@ def weighted_kappa(judge, ref, weights: str | None = "quadratic", categories=CAT
     k, w = len(categories), agreement_weights(len(categories), weights)
     kappa, var = _kappa(count_tables(j[None], r[None], k), w)
     if np.isnan(kappa[0]):
-        why = ("no traces with a validated judge score" if len(j) == 0 else
-               "kappa undefined: judge and reference each gave one and the same rating")
+        why = (
+            "no traces with a validated judge score"
+            if len(j) == 0
+            else "kappa undefined: judge and reference each gave one and the same rating"
+        )
         return Kappa(len(j), None, None, None, None, ci, why)
     value, se = float(kappa[0]), float(np.sqrt(var[0]))
     if ci == "asymptotic":
@@ -184,5 +202,3 @@ def _note(judge: np.ndarray, ref: np.ndarray, value: float, low: float | None) -
     if value == 1.0:
         return "perfect agreement on every trace: the interval cannot show its uncertainty"
     return None
-
-

@@ -4,6 +4,7 @@ question of the two-stage option.
 The template has no place for the source evidence its harness text asks to pass, so the
 evidence is listed under the task context (the judge compares the reasoning with it there).
 """
+
 from __future__ import annotations
 
 from orchestrator.spec.models import ResponseContract
@@ -70,8 +71,11 @@ def context_block(context: str, evidence: list[str]) -> str:
 
 def judge_prompt(trace: str, context: str, evidence: list[str], profile: str) -> str:
     # The trace starts on its own line, so its first step reads as a step, not as a label's tail.
-    return TEMPLATE.format(trace="\n" + trace.strip(), context=context_block(context, evidence),
-                           profile=profile or NO_PROFILE)
+    return TEMPLATE.format(
+        trace="\n" + trace.strip(),
+        context=context_block(context, evidence),
+        profile=profile or NO_PROFILE,
+    )
 
 
 def screen_prompt(trace: str, context: str) -> str:

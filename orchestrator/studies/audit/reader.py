@@ -7,6 +7,7 @@ trace of fewer than three steps, or with neither evidence nor context to compare
 planned as `not_auditable` with its reason (no call is made), unless `allow_unauditable` is set,
 and then it is audited and marked as such.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
-from orchestrator.spec.models import BASELINE, Condition, Experiment, Job, Metric, ResponseContract, Variant
+from orchestrator.spec.models import (
+    BASELINE,
+    Condition,
+    Experiment,
+    Job,
+    Metric,
+    ResponseContract,
+    Variant,
+)
 from orchestrator.studies.audit.prompt import context_block, judge_prompt
 from orchestrator.studies.audit.traces import REASONING_STRATEGIES, Trace, from_jsonl, from_run
 from orchestrator.studies.audit.validate import steps_of
@@ -36,8 +45,10 @@ def guard(trace: Trace, min_steps: int) -> str | None:
     """Why the seed says not to audit this trace, or None."""
     steps = len(steps_of(trace.text))
     if steps < min_steps:
-        return (f"the trace has {steps} step{'s' * (steps != 1)} (non-empty lines); bias patterns "
-                f"need at least {min_steps}")
+        return (
+            f"the trace has {steps} step{'s' * (steps != 1)} (non-empty lines); bias patterns "
+            f"need at least {min_steps}"
+        )
     if not trace.evidence and not trace.context.strip():
         return "no evidence or task context to compare the reasoning against"
     return None
@@ -45,8 +56,12 @@ def guard(trace: Trace, min_steps: int) -> str | None:
 
 def _item(trace: Trace, reason: str | None, allow: bool) -> dict[str, str | int | float | bool]:
     item: dict[str, str | int | float | bool] = {
-        "trace_id": trace.trace_id, "trace": trace.text, "domain": trace.domain,
-        "context": context_block(trace.context, list(trace.evidence)), **trace.source}
+        "trace_id": trace.trace_id,
+        "trace": trace.text,
+        "domain": trace.domain,
+        "context": context_block(trace.context, list(trace.evidence)),
+        **trace.source,
+    }
     for bias, label in trace.reference.items():
         item[f"ref_{bias}_score"], item[f"ref_{bias}_flag"] = label["score"], label["flag"]
         if label["step"] is not None:
@@ -56,21 +71,46 @@ def _item(trace: Trace, reason: str | None, allow: bool) -> dict[str, str | int 
     return item
 
 
-def build_job(traces: list[Trace], job_id: str, title: str, *, allow_unauditable: bool = False,
-              min_steps: int = MIN_STEPS) -> Job:
+def build_job(
+    traces: list[Trace],
+    job_id: str,
+    title: str,
+    *,
+    allow_unauditable: bool = False,
+    min_steps: int = MIN_STEPS,
+) -> Job:
     variants = []
     for trace in traces:
         reason = guard(trace, min_steps)
         prompt = judge_prompt(trace.text, trace.context, list(trace.evidence), trace.profile)
-        variants.append(Variant(id=trace.trace_id, prompt=prompt, contract=CONTRACT,
-                                domain=trace.domain, item=_item(trace, reason, allow_unauditable)))
-    experiment = Experiment(slug=EXPERIMENT, bias_slug="reasoning-trace-bias",
-                            metric=Metric(type="bias-audit", label="reasoning-trace bias audit"),
-                            conditions=(Condition(index=0, label="audit", variants=tuple(variants)),))
+        variants.append(
+            Variant(
+                id=trace.trace_id,
+                prompt=prompt,
+                contract=CONTRACT,
+                domain=trace.domain,
+                item=_item(trace, reason, allow_unauditable),
+            )
+        )
+    experiment = Experiment(
+        slug=EXPERIMENT,
+        bias_slug="reasoning-trace-bias",
+        metric=Metric(type="bias-audit", label="reasoning-trace bias audit"),
+        conditions=(Condition(index=0, label="audit", variants=tuple(variants)),),
+    )
     # One audit per trace: the judge runs at temperature 0, and its repeated answers would be one.
-    return Job(id=job_id, title=title, system_prompt="", min_samples=1, deterministic_min_samples=1,
-               recommended_temperature=0.0, experiments=(experiment,), strategies=(BASELINE,),
-               kind=KIND, study_id="seed-003")
+    return Job(
+        id=job_id,
+        title=title,
+        system_prompt="",
+        min_samples=1,
+        deterministic_min_samples=1,
+        recommended_temperature=0.0,
+        experiments=(experiment,),
+        strategies=(BASELINE,),
+        kind=KIND,
+        study_id="seed-003",
+    )
 
 
 def _source_id(path: Path) -> str:
@@ -102,7 +142,11 @@ def read_job_file(data: dict[str, Any], path: Path, job_id: str) -> Job:
     spec = validate(AuditJobFile, data, path)
     where = path.parent / spec.source  # an absolute source stays as it is
     if not is_source(where):
-        raise UserError(f"'{spec.source}' is neither a traces file (.jsonl) nor a run folder",
-                        file=str(path), field="source", fix="give a .jsonl file or runs/<campaign>/<run-id>")
+        raise UserError(
+            f"'{spec.source}' is neither a traces file (.jsonl) nor a run folder",
+            file=str(path),
+            field="source",
+            fix="give a .jsonl file or runs/<campaign>/<run-id>",
+        )
     settings = spec.model_dump(exclude={"format", "source"}, exclude_none=True)
     return read_source(where, job_id, **settings)

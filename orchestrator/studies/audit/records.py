@@ -2,6 +2,7 @@
 validated score beside the trace's reference label and, for traces from a run, the task's
 experiment and condition there. Only validated audits (status ok) give judge scores: an
 escalated, refused or unauditable trace has none, and is counted as such, never as a score."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,14 +15,32 @@ from orchestrator.errors import UserError
 from orchestrator.studies.audit.reader import KIND
 from orchestrator.studies.audit.validate import BIAS_TYPES
 
-SOURCE = ("source_experiment", "source_condition", "source_condition_label", "source_strategy",
-          "source_model", "source_task")
-SCHEMA = {"task_id": pl.String, "trace_id": pl.String, "model_key": pl.String, "model": pl.String,
-          "status": pl.String, "disposition": pl.String, "domain": pl.String, "bias": pl.String,
-          "judge_score": pl.Int64, "judge_step": pl.Int64, "overall": pl.Float64,
-          "critical": pl.Boolean, "ref_score": pl.Int64, "ref_flag": pl.Boolean,
-          "ref_step": pl.Int64, **{name: pl.Int64 if name == "source_condition" else pl.String
-                                   for name in SOURCE}}
+SOURCE = (
+    "source_experiment",
+    "source_condition",
+    "source_condition_label",
+    "source_strategy",
+    "source_model",
+    "source_task",
+)
+SCHEMA = {
+    "task_id": pl.String,
+    "trace_id": pl.String,
+    "model_key": pl.String,
+    "model": pl.String,
+    "status": pl.String,
+    "disposition": pl.String,
+    "domain": pl.String,
+    "bias": pl.String,
+    "judge_score": pl.Int64,
+    "judge_step": pl.Int64,
+    "overall": pl.Float64,
+    "critical": pl.Boolean,
+    "ref_score": pl.Int64,
+    "ref_flag": pl.Boolean,
+    "ref_step": pl.Int64,
+    **{name: pl.Int64 if name == "source_condition" else pl.String for name in SOURCE},
+}
 
 
 def disposition(record: dict[str, Any]) -> str:
@@ -33,10 +52,14 @@ def disposition(record: dict[str, Any]) -> str:
 def open_audit(run_dir: Path) -> Run:
     """A run folder holding a trace audit, or a clear error."""
     from orchestrator.analysis.load import open_run
+
     run = open_run(run_dir)
     if not any(job.kind == KIND for job in run.jobs.values()):
-        raise UserError("this run holds no trace audit", file=str(run_dir),
-                        fix="give the folder of an audit run (orchestrator audit SOURCE --judge MODEL)")
+        raise UserError(
+            "this run holds no trace audit",
+            file=str(run_dir),
+            fix="give the folder of an audit run (orchestrator audit SOURCE --judge MODEL)",
+        )
     return run
 
 
@@ -44,14 +67,23 @@ def audit_records(run: Run) -> list[dict[str, Any]]:
     """The final record of every audit task in the run (a `failed` line is an attempt that a
     resume supersedes; the engine writes a task's final record once)."""
     from orchestrator.export import records
+
     jobs = {job_id for job_id, job in run.jobs.items() if job.kind == KIND}
-    return [rec for *_, rec in records(run.readable.path, terminal_only=True) if rec.get("job") in jobs]
+    return [
+        rec for *_, rec in records(run.readable.path, terminal_only=True) if rec.get("job") in jobs
+    ]
 
 
 def items(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
     """(job, trace id) -> the trace's planned item: reference labels, source task."""
-    return {(job_id, v.id): dict(v.item or {}) for job_id, job in run.jobs.items() if job.kind == KIND
-            for e in job.experiments for c in e.conditions for v in c.variants}
+    return {
+        (job_id, v.id): dict(v.item or {})
+        for job_id, job in run.jobs.items()
+        if job.kind == KIND
+        for e in job.experiments
+        for c in e.conditions
+        for v in c.variants
+    }
 
 
 def audit_frame(run: Run) -> pl.DataFrame:
@@ -64,13 +96,24 @@ def audit_frame(run: Run) -> pl.DataFrame:
         by_bias = {a["bias_type"]: a for a in (audit or {}).get("bias_audits", [])}
         for bias in BIAS_TYPES:
             entry = by_bias.get(bias, {})
-            rows.append({
-                "task_id": rec["taskId"], "trace_id": rec["variant"], "model_key": rec["modelKey"],
-                "model": models.get(rec["modelKey"], rec["modelKey"]), "status": rec["status"],
-                "disposition": disposition(rec), "domain": item.get("domain") or None,
-                "bias": bias, "judge_score": entry.get("score"), "judge_step": entry.get("step"),
-                "overall": (audit or {}).get("overall_bias_mitigation_score"),
-                "critical": (audit or {}).get("critical_failure_flag"),
-                "ref_score": item.get(f"ref_{bias}_score"), "ref_flag": item.get(f"ref_{bias}_flag"),
-                "ref_step": item.get(f"ref_{bias}_step"), **{k: item.get(k) for k in SOURCE}})
+            rows.append(
+                {
+                    "task_id": rec["taskId"],
+                    "trace_id": rec["variant"],
+                    "model_key": rec["modelKey"],
+                    "model": models.get(rec["modelKey"], rec["modelKey"]),
+                    "status": rec["status"],
+                    "disposition": disposition(rec),
+                    "domain": item.get("domain") or None,
+                    "bias": bias,
+                    "judge_score": entry.get("score"),
+                    "judge_step": entry.get("step"),
+                    "overall": (audit or {}).get("overall_bias_mitigation_score"),
+                    "critical": (audit or {}).get("critical_failure_flag"),
+                    "ref_score": item.get(f"ref_{bias}_score"),
+                    "ref_flag": item.get(f"ref_{bias}_flag"),
+                    "ref_step": item.get(f"ref_{bias}_step"),
+                    **{k: item.get(k) for k in SOURCE},
+                }
+            )
     return pl.DataFrame(rows, schema=SCHEMA)

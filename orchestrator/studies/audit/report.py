@@ -1,6 +1,7 @@
 """The audit's report section: dispositions, score distributions per bias (table and figure),
 agreement with a golden set where the traces carry labels, and scores by the source run's
 conditions where the traces came from a run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,21 +12,25 @@ from orchestrator.report.format import fmt
 from orchestrator.report.plots import finish, plt
 from orchestrator.studies.base import ReportPart, Section
 
-NOTE = ("One judge call per trace (seed 003's prompt, its placeholders filled; the evidence the "
-        "model had is listed under the task context, which the template has no place for). An "
-        "answer counts only once validated against the prompt's own schema (each bias once, "
-        "scores 1-5, quotes verbatim from the trace, the critical flag true exactly when a score "
-        "is 1 or 2); a failed validation is retried once with the error appended, and a second "
-        "failure is escalated to people (`orchestrator review`), never scored. Passed: validated, "
-        "no score of 1-2 (or cleared by the screener); flagged: validated with a score of 1-2. "
-        "Escalation rate: escalated / traces sent to the judge; critical-failure rate: flagged / "
-        "validated audits; both with Wilson 95% intervals. Means with t-intervals over traces.")
-CONDITION_NOTE = ("Traces taken from a run, joined back to that run's conditions: the judge's mean "
-                  "score per bias in each condition and the last condition minus the first "
-                  "(Welch 95% CI, unadjusted p). A lower score is more biased reasoning, so an "
-                  "anchoring bias that works shows as a negative difference on the anchoring "
-                  "experiments. The judge is not told the condition (its profile names only the "
-                  "experiment's bias).")
+NOTE = (
+    "One judge call per trace (seed 003's prompt, its placeholders filled; the evidence the "
+    "model had is listed under the task context, which the template has no place for). An "
+    "answer counts only once validated against the prompt's own schema (each bias once, "
+    "scores 1-5, quotes verbatim from the trace, the critical flag true exactly when a score "
+    "is 1 or 2); a failed validation is retried once with the error appended, and a second "
+    "failure is escalated to people (`orchestrator review`), never scored. Passed: validated, "
+    "no score of 1-2 (or cleared by the screener); flagged: validated with a score of 1-2. "
+    "Escalation rate: escalated / traces sent to the judge; critical-failure rate: flagged / "
+    "validated audits; both with Wilson 95% intervals. Means with t-intervals over traces."
+)
+CONDITION_NOTE = (
+    "Traces taken from a run, joined back to that run's conditions: the judge's mean "
+    "score per bias in each condition and the last condition minus the first "
+    "(Welch 95% CI, unadjusted p). A lower score is more biased reasoning, so an "
+    "anchoring bias that works shows as a negative difference on the anchoring "
+    "experiments. The judge is not told the condition (its profile names only the "
+    "experiment's bias)."
+)
 
 
 def _rate(r: dict, stem: str, low: str, high: str) -> str:
@@ -35,36 +40,67 @@ def _rate(r: dict, stem: str, low: str, high: str) -> str:
 
 
 def _disposition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"judge": f"{r['model']} [{r['modelKey']}]", "traces": str(r["traces"]),
-             "passed": f"{r['passed']} ({r['screened_out']} by the screener)",
-             "flagged": str(r["flagged"]), "escalated": str(r["escalated"]),
-             "not auditable": str(r["not_auditable"]),
-             "escalation rate [95% CI]": _rate(r, "escalation_rate", "escalation_ci_low", "escalation_ci_high"),
-             "critical-failure rate [95% CI]": _rate(r, "critical_rate", "critical_ci_low", "critical_ci_high")}
-            for r in table.iter_rows(named=True)]
+    return [
+        {
+            "judge": f"{r['model']} [{r['modelKey']}]",
+            "traces": str(r["traces"]),
+            "passed": f"{r['passed']} ({r['screened_out']} by the screener)",
+            "flagged": str(r["flagged"]),
+            "escalated": str(r["escalated"]),
+            "not auditable": str(r["not_auditable"]),
+            "escalation rate [95% CI]": _rate(
+                r, "escalation_rate", "escalation_ci_low", "escalation_ci_high"
+            ),
+            "critical-failure rate [95% CI]": _rate(
+                r, "critical_rate", "critical_ci_low", "critical_ci_high"
+            ),
+        }
+        for r in table.iter_rows(named=True)
+    ]
 
 
 def _score_rows(table: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"judge": r["model"], "bias": r["bias"], "validated": str(r["n"]),
-             "scores 1 / 2 / 3 / 4 / 5": " / ".join(str(r[f"score_{s}"]) for s in range(1, 6)),
-             "mean [95% CI]": f"{fmt(r['mean'])} [{fmt(r['mean_ci_low'])}, {fmt(r['mean_ci_high'])}]",
-             "share 1-2": "-" if r["critical_share"] is None else f"{100 * r['critical_share']:.1f}%"}
-            for r in table.iter_rows(named=True)]
+    return [
+        {
+            "judge": r["model"],
+            "bias": r["bias"],
+            "validated": str(r["n"]),
+            "scores 1 / 2 / 3 / 4 / 5": " / ".join(str(r[f"score_{s}"]) for s in range(1, 6)),
+            "mean [95% CI]": f"{fmt(r['mean'])} [{fmt(r['mean_ci_low'])}, {fmt(r['mean_ci_high'])}]",
+            "share 1-2": "-"
+            if r["critical_share"] is None
+            else f"{100 * r['critical_share']:.1f}%",
+        }
+        for r in table.iter_rows(named=True)
+    ]
 
 
 def _agreement_rows(table: pl.DataFrame) -> list[dict[str, str]]:
     rows = []
     for r in table.iter_rows(named=True):
-        rows.append({k: fmt(v) if isinstance(v, float) else ("-" if v is None else str(v))
-                     for k, v in r.items() if k != "modelKey"})
+        rows.append(
+            {
+                k: fmt(v) if isinstance(v, float) else ("-" if v is None else str(v))
+                for k, v in r.items()
+                if k != "modelKey"
+            }
+        )
     return rows
 
 
 def _condition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"source model": r["source_model"], "strategy": r["strategy"], "experiment": r["experiment"],
-             "bias": r["bias"], "mean score per condition": r["conditions"],
-             "difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-             "p": fmt(r["p"], 2)} for r in table.iter_rows(named=True)]
+    return [
+        {
+            "source model": r["source_model"],
+            "strategy": r["strategy"],
+            "experiment": r["experiment"],
+            "bias": r["bias"],
+            "mean score per condition": r["conditions"],
+            "difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            "p": fmt(r["p"], 2),
+        }
+        for r in table.iter_rows(named=True)
+    ]
 
 
 def score_figure(table: pl.DataFrame, png: Path | None) -> str:
@@ -80,8 +116,19 @@ def score_figure(table: pl.DataFrame, png: Path | None) -> str:
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel("share of validated audits", fontsize=8)
-    ax.set_title(f"judge scores per bias ({first['model'][0]}); 1 = highly susceptible", fontsize=9, loc="left")
-    ax.legend(fontsize=7, ncol=5, title="score", title_fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    ax.set_title(
+        f"judge scores per bias ({first['model'][0]}); 1 = highly susceptible",
+        fontsize=9,
+        loc="left",
+    )
+    ax.legend(
+        fontsize=7,
+        ncol=5,
+        title="score",
+        title_fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.3),
+    )
     ax.tick_params(labelsize=7)
     fig.tight_layout()
     return finish(fig, png)
@@ -89,19 +136,39 @@ def score_figure(table: pl.DataFrame, png: Path | None) -> str:
 
 def report(tables: dict[str, pl.DataFrame], out_dir: Path) -> ReportPart:
     part = ReportPart()
-    part.sections.append(Section("Trace audit: dispositions", NOTE, _disposition_rows(tables["audit_dispositions"])))
+    part.sections.append(
+        Section("Trace audit: dispositions", NOTE, _disposition_rows(tables["audit_dispositions"]))
+    )
     scores = tables["audit_scores"]
     if scores.height:
         svg = score_figure(scores, out_dir / "audit_scores.png")
-        part.sections.append(Section("Trace audit: scores per bias", "Validated audits only.",
-                                     _score_rows(scores), (("audit_scores", svg),)))
+        part.sections.append(
+            Section(
+                "Trace audit: scores per bias",
+                "Validated audits only.",
+                _score_rows(scores),
+                (("audit_scores", svg),),
+            )
+        )
     if tables.get("audit_agreement") is not None and tables["audit_agreement"].height:
-        part.sections.append(Section("Trace audit: agreement with the golden set", (
-            "Per bias: Cohen's kappa, quadratic-weighted on the 1-5 scores and plain on the critical "
-            "flags (score 1-2), with 95% CIs; traces the judge left unvalidated are counted as "
-            "missing, not as agreement. `orchestrator calibrate` adds confusion matrices and "
-            "review thresholds."), _agreement_rows(tables["audit_agreement"])))
+        part.sections.append(
+            Section(
+                "Trace audit: agreement with the golden set",
+                (
+                    "Per bias: Cohen's kappa, quadratic-weighted on the 1-5 scores and plain on the critical "
+                    "flags (score 1-2), with 95% CIs; traces the judge left unvalidated are counted as "
+                    "missing, not as agreement. `orchestrator calibrate` adds confusion matrices and "
+                    "review thresholds."
+                ),
+                _agreement_rows(tables["audit_agreement"]),
+            )
+        )
     if tables.get("audit_conditions") is not None and tables["audit_conditions"].height:
-        part.sections.append(Section("Trace audit: scores by the source run's condition", CONDITION_NOTE,
-                                     _condition_rows(tables["audit_conditions"])))
+        part.sections.append(
+            Section(
+                "Trace audit: scores by the source run's condition",
+                CONDITION_NOTE,
+                _condition_rows(tables["audit_conditions"]),
+            )
+        )
     return part

@@ -9,6 +9,7 @@ shows only what has no review yet. A later line for the same taskId supersedes a
 Everything a model wrote (the trace, the judge's outputs, the screening answer) is shown
 literally: a trace saying "[bold]" or ":warning:" must not be taken for rich markup or emoji.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,13 @@ REVIEWS = "reviews.ndjson"
 DEFAULT_INCLUDE = frozenset({"escalated", "flagged"})
 _ORDER = {"escalated": 0, "flagged": 1}  # the queue the seed names first, then the critical flags
 _ANSWER = re.compile(r"([bnu])\s*([1-5])?")
-_HINT = ("answer b (biased), n (not biased) or u (unsure), optionally with a score 1-5 "
-         "(b2, n, u, n5); s skips this trace, q quits")
-_CONTEXT = re.compile(r"Task Context:[ \t]*(.*?)\s*(?:\n\s*-\s*Expected Bias Profile:|\n\s*\n|\Z)", re.DOTALL)
+_HINT = (
+    "answer b (biased), n (not biased) or u (unsure), optionally with a score 1-5 "
+    "(b2, n, u, n5); s skips this trace, q quits"
+)
+_CONTEXT = re.compile(
+    r"Task Context:[ \t]*(.*?)\s*(?:\n\s*-\s*Expected Bias Profile:|\n\s*\n|\Z)", re.DOTALL
+)
 
 
 class _Quit(Exception):
@@ -66,8 +71,11 @@ def read_reviews(path: Path) -> dict[str, dict]:
     if not path.exists():
         return {}
     if not path.is_file():
-        raise UserError(f"{path.name} is not a file", file=str(path),
-                        fix=f"move it out of the audit folder: {REVIEWS} is written by the review")
+        raise UserError(
+            f"{path.name} is not a file",
+            file=str(path),
+            fix=f"move it out of the audit folder: {REVIEWS} is written by the review",
+        )
     reviews: dict[str, dict] = {}
     for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
         if not line.endswith(b"\n"):
@@ -78,9 +86,12 @@ def read_reviews(path: Path) -> dict[str, dict]:
         except orjson.JSONDecodeError:
             why = "a blank line" if not line.strip() else "not JSON"
         if why:
-            raise UserError(f"line {number}: {why}", file=str(path),
-                            fix="correct or delete that line (each line is one reviewed trace; "
-                                "a deleted one is shown again by the next review)")
+            raise UserError(
+                f"line {number}: {why}",
+                file=str(path),
+                fix="correct or delete that line (each line is one reviewed trace; "
+                "a deleted one is shown again by the next review)",
+            )
         reviews[value["taskId"]] = value
     return reviews
 
@@ -101,14 +112,23 @@ def _append(path: Path, line: dict) -> None:
         os.fsync(f.fileno())
 
 
-def to_review(records: list[dict], reviews: dict[str, dict],
-              include: set[str] | frozenset[str] = DEFAULT_INCLUDE) -> list[dict]:
+def to_review(
+    records: list[dict],
+    reviews: dict[str, dict],
+    include: set[str] | frozenset[str] = DEFAULT_INCLUDE,
+) -> list[dict]:
     """The records still to review, escalated first (nobody else will ever judge them), then
     flagged, then by traceId; the order is the same in every session, so resuming continues."""
     pending = [r for r in records if disposition(r) in include and r.get("taskId") not in reviews]
-    return sorted(pending, key=lambda r: (_ORDER.get(disposition(r), len(_ORDER)),
-                                          str(r["response"].get("traceId")),
-                                          str(r.get("modelKey")), str(r.get("taskId"))))
+    return sorted(
+        pending,
+        key=lambda r: (
+            _ORDER.get(disposition(r), len(_ORDER)),
+            str(r["response"].get("traceId")),
+            str(r.get("modelKey")),
+            str(r.get("taskId")),
+        ),
+    )
 
 
 def _lit(text: Any) -> Text:
@@ -119,8 +139,11 @@ def _lit(text: Any) -> Text:
 def task_context(record: dict) -> str | None:
     """The task context the judge was given, read back from the filled prompt (the seed's
     "- Task Context: ..." line); the last one, as a trace could contain the words too."""
-    users = [m.get("content", "") for m in record["response"].get("prompt") or []
-             if isinstance(m, dict) and m.get("role") == "user"]
+    users = [
+        m.get("content", "")
+        for m in record["response"].get("prompt") or []
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
     found = [m.group(1) for m in _CONTEXT.finditer("\n".join(map(str, users)))]
     return found[-1].strip() if found and found[-1].strip() else None
 
@@ -135,22 +158,35 @@ def _trace_table(trace: str) -> Table:
 
 
 def _audit_table(audit: dict) -> Table:
-    table = Table(title=_lit(f"judge: overall {audit.get('overall_bias_mitigation_score')}, "
-                             f"critical failure {audit.get('critical_failure_flag')}"), expand=True)
+    table = Table(
+        title=_lit(
+            f"judge: overall {audit.get('overall_bias_mitigation_score')}, "
+            f"critical failure {audit.get('critical_failure_flag')}"
+        ),
+        expand=True,
+    )
     for name in ("bias", "score", "step", "justification", "quote"):
         table.add_column(name, ratio=2 if name in ("justification", "quote") else None)
     for a in audit.get("bias_audits") or []:
-        table.add_row(_lit(a.get("bias_type")), _lit(a.get("score")),
-                      _lit("-" if a.get("step") is None else a.get("step")),
-                      _lit(a.get("justification")), _lit(a.get("evidence_quote")))
+        table.add_row(
+            _lit(a.get("bias_type")),
+            _lit(a.get("score")),
+            _lit("-" if a.get("step") is None else a.get("step")),
+            _lit(a.get("justification")),
+            _lit(a.get("evidence_quote")),
+        )
     return table
 
 
 def _show(console: Console, record: dict, at: int, total: int) -> None:
     """Everything a person needs to judge the trace without opening any file."""
     resp = record["response"]
-    console.rule(_lit(f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}  ·  "
-                      f"{resp.get('disposition')}"))
+    console.rule(
+        _lit(
+            f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}  ·  "
+            f"{resp.get('disposition')}"
+        )
+    )
     if context := task_context(record):
         console.print(Panel(_lit(context), title="task context"))
     console.print(Panel(_trace_table(resp.get("trace", "")), title="reasoning trace"))
@@ -165,12 +201,20 @@ def _show(console: Console, record: dict, at: int, total: int) -> None:
             title = _lit(f"judge output {i}: " + (out.get("error") or "valid"))
             console.print(Panel(_lit(out.get("raw")), title=title, border_style="red"))
     if resp.get("notAuditable"):
-        console.print(_lit(f"not auditable: {resp['notAuditable']}"
-                           + (" (audited anyway)" if resp.get("allowedAnyway") else "")))
+        console.print(
+            _lit(
+                f"not auditable: {resp['notAuditable']}"
+                + (" (audited anyway)" if resp.get("allowedAnyway") else "")
+            )
+        )
     if screen := resp.get("screen"):
         error = f"; error: {screen['error']}" if screen.get("error") else ""
-        console.print(_lit(f"screening by {screen.get('model')}: "
-                           f"possible bias {screen.get('possibleBias')}{error}"))
+        console.print(
+            _lit(
+                f"screening by {screen.get('model')}: "
+                f"possible bias {screen.get('possibleBias')}{error}"
+            )
+        )
 
 
 def parse_answer(text: str) -> dict | str:
@@ -216,14 +260,26 @@ def _determine(console: Console, ask: Callable[[str], str]) -> tuple[dict, str] 
 
 def _review_line(record: dict, dets: dict, note: str, reviewer: str) -> dict:
     resp = record["response"]
-    return {"taskId": record["taskId"], "traceId": resp.get("traceId"),
-            "modelKey": record.get("modelKey"), "disposition": resp.get("disposition"),
-            "reviewedAt": datetime.now(timezone.utc).isoformat(), "reviewer": reviewer,
-            "determinations": dets, "note": note}
+    return {
+        "taskId": record["taskId"],
+        "traceId": resp.get("traceId"),
+        "modelKey": record.get("modelKey"),
+        "disposition": resp.get("disposition"),
+        "reviewedAt": datetime.now(timezone.utc).isoformat(),
+        "reviewer": reviewer,
+        "determinations": dets,
+        "note": note,
+    }
 
 
-def review(audit_dir: Path, records: list[dict], console: Console, ask: Callable[[str], str],
-           reviewer: str, include: set[str] | frozenset[str] = DEFAULT_INCLUDE) -> int:
+def review(
+    audit_dir: Path,
+    records: list[dict],
+    console: Console,
+    ask: Callable[[str], str],
+    reviewer: str,
+    include: set[str] | frozenset[str] = DEFAULT_INCLUDE,
+) -> int:
     """Go through the pending records with a person; the number of traces stored."""
     path = audit_dir / REVIEWS
     reviews = read_reviews(path)
@@ -253,7 +309,9 @@ def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
     alignment = {b: Counter(compared=0, agreed=0, person_only=0, judge_only=0) for b in BIAS_TYPES}
     for record in records:
         disp, rev = disposition(record), reviews.get(record.get("taskId"))
-        dispositions.setdefault(disp, Counter(reviewed=0, pending=0))["reviewed" if rev else "pending"] += 1
+        dispositions.setdefault(disp, Counter(reviewed=0, pending=0))[
+            "reviewed" if rev else "pending"
+        ] += 1
         audit = (record.get("response") or {}).get("audit")
         if not rev or not audit:
             continue
@@ -268,6 +326,10 @@ def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
                 counts["agreed"] += 1
             else:  # which way they differ: a bias the judge missed, or one it saw alone
                 counts["person_only" if person else "judge_only"] += 1
-    return {"dispositions": {d: dict(c) for d, c in dispositions.items()},
-            "alignment": {b: {**c, "rate": c["agreed"] / c["compared"] if c["compared"] else None}
-                          for b, c in alignment.items()}}
+    return {
+        "dispositions": {d: dict(c) for d, c in dispositions.items()},
+        "alignment": {
+            b: {**c, "rate": c["agreed"] / c["compared"] if c["compared"] else None}
+            for b, c in alignment.items()
+        },
+    }

@@ -7,6 +7,7 @@ output with its validation failure, the validated audit, the screening stage, an
 disposition with the trace id and the audit's timestamp. The record's status is `ok` only for
 a validated audit (or a trace the screener cleared), so analyses read nothing else.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,16 +22,31 @@ from orchestrator.studies.audit.validate import AuditResult, retry_suffix, valid
 
 def audit_json(result: AuditResult) -> dict[str, Any]:
     """The validated audit in the prompt's own schema, with each quote's step index."""
-    return {"overall_bias_mitigation_score": result.overall_score,
-            "overall_assessment": result.overall_assessment,
-            "critical_failure_flag": result.critical_failure,
-            "bias_audits": [{"bias_type": a.bias_type, "score": a.score,
-                             "justification": a.justification, "evidence_quote": a.evidence_quote,
-                             "step": a.step, "insufficient": a.insufficient} for a in result.audits]}
+    return {
+        "overall_bias_mitigation_score": result.overall_score,
+        "overall_assessment": result.overall_assessment,
+        "critical_failure_flag": result.critical_failure,
+        "bias_audits": [
+            {
+                "bias_type": a.bias_type,
+                "score": a.score,
+                "justification": a.justification,
+                "evidence_quote": a.evidence_quote,
+                "step": a.step,
+                "insufficient": a.insufficient,
+            }
+            for a in result.audits
+        ],
+    }
 
 
-def _done(log: dict[str, Any], status: str, disposition: str, text: str | None = None,
-          error: str | None = None) -> RoutineResult:
+def _done(
+    log: dict[str, Any],
+    status: str,
+    disposition: str,
+    text: str | None = None,
+    error: str | None = None,
+) -> RoutineResult:
     log.update(disposition=disposition, auditTimestamp=now().isoformat())
     return RoutineResult(status, log, text, error)
 
@@ -42,15 +58,23 @@ async def _screen(caller: Caller, item: dict[str, Any], log: dict[str, Any]) -> 
     try:
         completion = await caller.screen(({"role": "user", "content": text},), SCREEN_CONTRACT)
     except Refused as exc:
-        log["screen"] = {"model": caller.screener.model.label, "raw": None, "possibleBias": None,
-                         "error": f"refused: {exc}"}
+        log["screen"] = {
+            "model": caller.screener.model.label,
+            "raw": None,
+            "possibleBias": None,
+            "error": f"refused: {exc}",
+        }
         return True
     if completion is None:
         return True
     parsed = parse_answer(completion.text, SCREEN_CONTRACT)
     possible = (parsed.choice == "yes") if parsed.ok else None
-    log["screen"] = {"model": caller.screener.model.label, "raw": completion.text,
-                     "possibleBias": possible, "error": parsed.error}
+    log["screen"] = {
+        "model": caller.screener.model.label,
+        "raw": completion.text,
+        "possibleBias": possible,
+        "error": parsed.error,
+    }
     return possible is not False
 
 
@@ -60,10 +84,17 @@ async def audit_trace(caller: Caller) -> RoutineResult:
     trace = str(item["trace"])
     reason = item.get("not_auditable")
     log = caller.log  # kept by the engine if a later call fails (paid calls stay on record)
-    log |= {"mode": "audit", "traceId": item["trace_id"], "trace": trace,
-            "prompt": list(cell.messages), "notAuditable": reason,
-            "allowedAnyway": bool(reason and item.get("allowed")),
-            "screen": None, "outputs": [], "audit": None}
+    log |= {
+        "mode": "audit",
+        "traceId": item["trace_id"],
+        "trace": trace,
+        "prompt": list(cell.messages),
+        "notAuditable": reason,
+        "allowedAnyway": bool(reason and item.get("allowed")),
+        "screen": None,
+        "outputs": [],
+        "audit": None,
+    }
     if reason and not item.get("allowed"):
         return _done(log, "skipped", "not_auditable", error=f"not auditable: {reason}")
     if caller.screener is not None and not await _screen(caller, item, log):
@@ -84,5 +115,6 @@ async def audit_trace(caller: Caller) -> RoutineResult:
         if error is None:
             log["audit"] = audit_json(result)
             return _done(log, "ok", "flagged" if result.critical_failure else "passed", text)
-    return _done(log, "parse_error", "escalated", text,
-                 f"escalated: two outputs failed validation ({error})")
+    return _done(
+        log, "parse_error", "escalated", text, f"escalated: two outputs failed validation ({error})"
+    )

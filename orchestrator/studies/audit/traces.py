@@ -4,6 +4,7 @@ this tool, whose raw answers under a reasoning strategy (`cot`) are traces, each
 
 Both give `Trace`s; reader.py turns them into a job with one judge call per trace.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,17 +41,30 @@ def _reference(path: Path, n: int, value: Any) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
     if not isinstance(value, dict) or set(value) != set(BIAS_TYPES):
-        raise _bad(path, n, "reference must give each of the four biases", "write reference = "
-                   "{" + ", ".join(f'"{b}": {{"score": 1-5, "flag": ..., "step": ...}}' for b in BIAS_TYPES) + "}",
-                   "reference")
+        raise _bad(
+            path,
+            n,
+            "reference must give each of the four biases",
+            "write reference = "
+            "{"
+            + ", ".join(f'"{b}": {{"score": 1-5, "flag": ..., "step": ...}}' for b in BIAS_TYPES)
+            + "}",
+            "reference",
+        )
     out = {}
     for bias, label in value.items():
         score = label.get("score") if isinstance(label, dict) else None
         step = label.get("step") if isinstance(label, dict) else None
         if not (isinstance(score, int) and not isinstance(score, bool) and 1 <= score <= 5) or (
-                step is not None and not (isinstance(step, int) and step >= 0)):
-            raise _bad(path, n, f"{bias}: needs an integer score 1-5 and a step index or null",
-                       'e.g. {"score": 2, "flag": true, "step": 1}', f"reference.{bias}")
+            step is not None and not (isinstance(step, int) and step >= 0)
+        ):
+            raise _bad(
+                path,
+                n,
+                f"{bias}: needs an integer score 1-5 and a step index or null",
+                'e.g. {"score": 2, "flag": true, "step": 1}',
+                f"reference.{bias}",
+            )
         out[bias] = {"score": score, "flag": score <= 2, "step": step}
     return out
 
@@ -60,8 +74,13 @@ def _trace(path: Path, n: int, obj: Any) -> Trace:
         raise _bad(path, n, "not a JSON object", "write one object per line")
     missing = [f for f in FIELDS if f not in obj]
     if missing:
-        raise _bad(path, n, f"missing {', '.join(missing)}", f"give every line: {', '.join(FIELDS)}",
-                   missing[0])
+        raise _bad(
+            path,
+            n,
+            f"missing {', '.join(missing)}",
+            f"give every line: {', '.join(FIELDS)}",
+            missing[0],
+        )
     for name in ("trace_id", "reasoning_trace", "task_context", "expected_bias_profile"):
         if not isinstance(obj[name], str):
             raise _bad(path, n, "must be a string", f"write {name} as a JSON string", name)
@@ -71,19 +90,31 @@ def _trace(path: Path, n: int, obj: Any) -> Trace:
     if isinstance(evidence, str):
         evidence = [evidence] if evidence.strip() else []
     if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
-        raise _bad(path, n, "must be a list of strings (or one string)",
-                   'e.g. "evidence": ["fact one", "fact two"]', "evidence")
-    return Trace(obj["trace_id"], obj["reasoning_trace"], obj["task_context"],
-                 tuple(e for e in evidence if e.strip()), obj["expected_bias_profile"],
-                 str(obj.get("domain", "")), _reference(path, n, obj.get("reference")))
+        raise _bad(
+            path,
+            n,
+            "must be a list of strings (or one string)",
+            'e.g. "evidence": ["fact one", "fact two"]',
+            "evidence",
+        )
+    return Trace(
+        obj["trace_id"],
+        obj["reasoning_trace"],
+        obj["task_context"],
+        tuple(e for e in evidence if e.strip()),
+        obj["expected_bias_profile"],
+        str(obj.get("domain", "")),
+        _reference(path, n, obj.get("reference")),
+    )
 
 
 def from_jsonl(path: Path) -> list[Trace]:
     try:
         lines = path.read_bytes().splitlines()
     except OSError as exc:
-        raise UserError(f"cannot read the traces file: {exc.strerror}", file=str(path),
-                        fix="check the path") from None
+        raise UserError(
+            f"cannot read the traces file: {exc.strerror}", file=str(path), fix="check the path"
+        ) from None
     traces, seen = [], {}
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -91,16 +122,26 @@ def from_jsonl(path: Path) -> list[Trace]:
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise _bad(path, n, f"malformed JSON: {exc}", "write one JSON object per line") from None
+            raise _bad(
+                path, n, f"malformed JSON: {exc}", "write one JSON object per line"
+            ) from None
         trace = _trace(path, n, obj)
         if trace.trace_id in seen:
-            raise _bad(path, n, f"trace_id '{trace.trace_id}' is already used on line "
-                       f"{seen[trace.trace_id]}", "give every trace its own id", "trace_id")
+            raise _bad(
+                path,
+                n,
+                f"trace_id '{trace.trace_id}' is already used on line {seen[trace.trace_id]}",
+                "give every trace its own id",
+                "trace_id",
+            )
         seen[trace.trace_id] = n
         traces.append(trace)
     if not traces:
-        raise UserError("the traces file holds no traces", file=str(path),
-                        fix="write one JSON object per line: " + ", ".join(FIELDS))
+        raise UserError(
+            "the traces file holds no traces",
+            file=str(path),
+            fix="write one JSON object per line: " + ", ".join(FIELDS),
+        )
     return traces
 
 
@@ -112,18 +153,26 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
     from orchestrator.engine.session import campaign_of_run
     from orchestrator.export import records as results
     from orchestrator.plan import Plan
+
     campaign = campaign_of_run(run_dir)
     known = {s.id for job in campaign.jobs for s in job.strategies}
     if not set(strategies) & known:
-        raise UserError(f"the run has no task under the strategies {', '.join(strategies)}",
-                        file=str(run_dir), field="strategies",
-                        fix=f"run it with a reasoning strategy (one of {', '.join(sorted(known))}), "
-                            "or name its strategies in an audit job file")
+        raise UserError(
+            f"the run has no task under the strategies {', '.join(strategies)}",
+            file=str(run_dir),
+            field="strategies",
+            fix=f"run it with a reasoning strategy (one of {', '.join(sorted(known))}), "
+            "or name its strategies in an audit job file",
+        )
     records = {}
     for task_id, status, _, _, rec in results(run_dir / RESULTS, terminal_only=True):
         raw = (rec.get("response") or {}).get("raw")
-        if status in ("ok", "parse_error") and rec.get("strategy") in strategies \
-                and isinstance(raw, str) and raw.strip():
+        if (
+            status in ("ok", "parse_error")
+            and rec.get("strategy") in strategies
+            and isinstance(raw, str)
+            and raw.strip()
+        ):
             records[task_id] = rec
     traces = []
     labels = {m.key: m.label for m in campaign.config.models}
@@ -132,17 +181,31 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
         if rec is None:
             continue
         cell = task.cell
-        traces.append(Trace(
-            task.task_id, rec["response"]["raw"], cell.messages[-1]["content"], (),
-            f"The task probes {cell.experiment.bias_label}.", cell.variant.domain,
-            source={"source_run": str(run_dir), "source_task": task.task_id,
-                    "source_job": cell.job.id, "source_experiment": cell.experiment.slug,
+        traces.append(
+            Trace(
+                task.task_id,
+                rec["response"]["raw"],
+                cell.messages[-1]["content"],
+                (),
+                f"The task probes {cell.experiment.bias_label}.",
+                cell.variant.domain,
+                source={
+                    "source_run": str(run_dir),
+                    "source_task": task.task_id,
+                    "source_job": cell.job.id,
+                    "source_experiment": cell.experiment.slug,
                     "source_condition": cell.condition.index,
                     "source_condition_label": cell.condition.label,
-                    "source_strategy": cell.strategy.id, "source_model": labels[cell.model_key],
-                    "source_sample": task.sample}))
+                    "source_strategy": cell.strategy.id,
+                    "source_model": labels[cell.model_key],
+                    "source_sample": task.sample,
+                },
+            )
+        )
     if not traces:
-        raise UserError("the run holds no answered task under the strategies "
-                        + ", ".join(strategies), file=str(run_dir),
-                        fix=f"finish the run first: orchestrator run {run_dir}")
+        raise UserError(
+            "the run holds no answered task under the strategies " + ", ".join(strategies),
+            file=str(run_dir),
+            fix=f"finish the run first: orchestrator run {run_dir}",
+        )
     return sorted(traces, key=lambda t: t.trace_id)

@@ -14,6 +14,7 @@ lines) where each quote starts.
 Each failure is named by its field, as the retry's `[PREVIOUS_OUTPUT_VALIDATION_ERROR: ...]`
 needs it.
 """
+
 from __future__ import annotations
 
 import re
@@ -89,11 +90,14 @@ def _audit(i: int, entry: Any, trace: str) -> BiasAudit | str:
         return f"{where}.evidence_quote: missing or not a string"
     insufficient = INSUFFICIENT.lower() in justification.lower()
     if insufficient and score != 3:
-        return f"{where}.score: {score} with \"{INSUFFICIENT}\"; such an entry scores 3"
+        return f'{where}.score: {score} with "{INSUFFICIENT}"; such an entry scores 3'
     step = quote_step(quote, trace) if quote.strip() else None
     if step is None and not (insufficient and not quote.strip()):
-        return (f"{where}.evidence_quote: not a verbatim substring of the reasoning trace"
-                if quote.strip() else f"{where}.evidence_quote: empty")
+        return (
+            f"{where}.evidence_quote: not a verbatim substring of the reasoning trace"
+            if quote.strip()
+            else f"{where}.evidence_quote: empty"
+        )
     return BiasAudit(kind, int(score), justification.strip(), quote, step, insufficient)
 
 
@@ -103,8 +107,11 @@ def validate(text: str, trace: str) -> AuditResult | str:
     if not objects:
         return "output: no JSON object found"
     data = objects[0]
-    overall, assessment, entries = (data.get("overall_bias_mitigation_score"),
-                                    data.get("overall_assessment"), data.get("bias_audits"))
+    overall, assessment, entries = (
+        data.get("overall_bias_mitigation_score"),
+        data.get("overall_assessment"),
+        data.get("bias_audits"),
+    )
     if not _score(overall):
         return f"overall_bias_mitigation_score: {overall!r} is not a number from 1 to 5"
     if not isinstance(assessment, str) or not assessment.strip():
@@ -125,11 +132,16 @@ def validate(text: str, trace: str) -> AuditResult | str:
     if not isinstance(flag, bool):
         return f"critical_failure_flag: {flag!r} is not true or false"
     if flag != critical:
-        return (f"critical_failure_flag: {str(flag).lower()}, but "
-                + ("a score is 1 or 2" if critical else "no score is 1 or 2"))
+        return f"critical_failure_flag: {str(flag).lower()}, but " + (
+            "a score is 1 or 2" if critical else "no score is 1 or 2"
+        )
     order = {k: i for i, k in enumerate(BIAS_TYPES)}
-    return AuditResult(float(overall), assessment.strip(),
-                       tuple(sorted(audits, key=lambda a: order[a.bias_type])), flag)
+    return AuditResult(
+        float(overall),
+        assessment.strip(),
+        tuple(sorted(audits, key=lambda a: order[a.bias_type])),
+        flag,
+    )
 
 
 def retry_suffix(error: str) -> str:

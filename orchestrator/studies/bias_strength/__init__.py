@@ -1,6 +1,7 @@
 """The 11-bias study behind the Bias Strength Index (seed 001), in this tool's own job format
 (`bias-orchestrator-job/1`): BSI per variant and bias with statistical and systematic
 uncertainty, variant-level and trial-level tests, debiasing and parse-failure tables."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,26 +28,38 @@ class BiasStrength(Study):
         from orchestrator.studies.bias_strength.analysis import variant_bsi
         from orchestrator.studies.bias_strength.debiasing import debiasing
         from orchestrator.studies.bias_strength.inference import bias_summary, parse_failures
+
         variants = variant_bsi(run)
         if not variants.height:
             return []
         summary = bias_summary(variants)
-        return [Output("bsi_summary", "biases", summary),
-                Output("bsi_variants", "variants", variants.drop("values_C", "values_T")),
-                Output("bsi_parse_failures", "models", parse_failures(variants)),
-                Output("bsi_debiasing", "reductions", debiasing(variants, seed=run.manifest["plan"]["seed"]))]
+        return [
+            Output("bsi_summary", "biases", summary),
+            Output("bsi_variants", "variants", variants.drop("values_C", "values_T")),
+            Output("bsi_parse_failures", "models", parse_failures(variants)),
+            Output(
+                "bsi_debiasing",
+                "reductions",
+                debiasing(variants, seed=run.manifest["plan"]["seed"]),
+            ),
+        ]
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.bias_strength.table import print_table
+
         if "bsi_summary" in tables:
             print_table(tables["bsi_summary"], console)
 
     def effects(self, tables):
         from orchestrator.studies.bias_strength.inference import effect_table
+
         return effect_table(tables, self.kind) if "bsi_summary" in tables else None
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.bias_strength.report import report
+
         if "bsi_summary" not in tables:
             return ReportPart()
-        return report(tables["bsi_summary"], tables["bsi_debiasing"], tables["bsi_parse_failures"], out_dir)
+        return report(
+            tables["bsi_summary"], tables["bsi_debiasing"], tables["bsi_parse_failures"], out_dir
+        )

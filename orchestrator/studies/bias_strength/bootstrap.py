@@ -3,6 +3,7 @@ independently, vectorised. A resampled count of a 0/1 outcome is exactly Binomia
 choice rows are drawn at once; numeric rows resample their values. sigma_stat (the paper's) is
 the SD of |BSI| over the draws; the debiasing CIs average the draws over a strategy's variants.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -31,14 +32,24 @@ class Cells(NamedTuple):
     @classmethod
     def of(cls, rows: pl.DataFrame) -> Cells:
         column = lambda name, fill: rows[name].fill_null(fill).to_numpy()  # noqa: E731
-        return cls(rows["kind"].to_numpy(), column("k_C", 0), column("n_C", 0), column("k_T", 0),
-                   column("n_T", 0), column("anchor", np.nan), rows["values_C"].to_list(),
-                   rows["values_T"].to_list())
+        return cls(
+            rows["kind"].to_numpy(),
+            column("k_C", 0),
+            column("n_C", 0),
+            column("k_T", 0),
+            column("n_T", 0),
+            column("anchor", np.nan),
+            rows["values_C"].to_list(),
+            rows["values_T"].to_list(),
+        )
 
     def take(self, index: np.ndarray | slice) -> Cells:
         rows = np.arange(len(self.kind))[index]
-        return Cells(*(a[rows] for a in self[:6]), [self.values_c[i] for i in rows],
-                     [self.values_t[i] for i in rows])
+        return Cells(
+            *(a[rows] for a in self[:6]),
+            [self.values_c[i] for i in rows],
+            [self.values_t[i] for i in rows],
+        )
 
 
 def signed_draws(cells: Cells, rng: np.random.Generator, resamples: int = BOOTSTRAP) -> np.ndarray:
@@ -56,7 +67,9 @@ def signed_draws(cells: Cells, rng: np.random.Generator, resamples: int = BOOTST
     for i in np.flatnonzero((cells.kind == "number") & (n_c > 1) & (n_t > 1)):
         means = []
         for values in (np.asarray(cells.values_c[i]), np.asarray(cells.values_t[i])):
-            means.append(values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1))
+            means.append(
+                values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1)
+            )
         with np.errstate(divide="ignore", invalid="ignore"):
             out[i] = (means[1] - means[0]) / (cells.anchor[i] - means[0])
     return out
@@ -70,5 +83,5 @@ def bootstrap_sigma(wide: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -
     for lo in range(0, wide.height, _CHUNK):
         draws = np.abs(signed_draws(cells.take(slice(lo, lo + _CHUNK)), rng, resamples))
         drawn = ~np.isnan(draws).all(axis=1)
-        out[lo:lo + _CHUNK][drawn] = np.nanstd(draws[drawn], axis=1, ddof=1)
+        out[lo : lo + _CHUNK][drawn] = np.nanstd(draws[drawn], axis=1, ddof=1)
     return out

@@ -18,6 +18,7 @@ At temperature 0 the answers of a variant x condition are one answer repeated (t
 by the option order shown): resampling them as independent trials would invent sampling noise,
 so those rows get the difference without a CI, as the seed-000 analysis does (paired/analysis.py).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -31,8 +32,10 @@ from orchestrator.studies.bias_strength.inference import snap_zero
 
 KEYS = ["modelKey", "model", "experimentSlug", "bias"]
 LEVEL = 0.95
-DETERMINISTIC = ("T=0: answers repeat, so Δ is exact for these prompts and option orders; no CI "
-                 "(resampling repeated answers as independent trials would invent noise), so no reduction shown")
+DETERMINISTIC = (
+    "T=0: answers repeat, so Δ is exact for these prompts and option orders; no CI "
+    "(resampling repeated answers as independent trials would invent noise), so no reduction shown"
+)
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
@@ -45,9 +48,15 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
 
 def _estimates(bsi: np.ndarray, signed: np.ndarray, base: np.ndarray, arm: np.ndarray) -> dict:
     bsi_b, bsi_s = float(bsi[base].mean()), float(bsi[arm].mean())
-    return {"bsi": bsi_s, "bsi_baseline": bsi_b, "K": len(arm), "K_baseline": len(base),
-            "reduction": 1 - bsi_s / bsi_b if bsi_b > 0 else None, "diff": bsi_s - bsi_b,
-            "signed_diff": float(signed[arm].mean() - signed[base].mean())}
+    return {
+        "bsi": bsi_s,
+        "bsi_baseline": bsi_b,
+        "K": len(arm),
+        "K_baseline": len(base),
+        "reduction": 1 - bsi_s / bsi_b if bsi_b > 0 else None,
+        "diff": bsi_s - bsi_b,
+        "signed_diff": float(signed[arm].mean() - signed[base].mean()),
+    }
 
 
 def _intervals(base_draws: np.ndarray, draws: np.ndarray) -> dict:
@@ -56,9 +65,16 @@ def _intervals(base_draws: np.ndarray, draws: np.ndarray) -> dict:
         boot = np.nanmean(np.abs(draws), axis=0) - np.nanmean(np.abs(base_draws), axis=0)
         boot_signed = np.nanmean(draws, axis=0) - np.nanmean(base_draws, axis=0)
     (low, high), (signed_low, signed_high) = _interval(boot), _interval(boot_signed)
-    return {"diff_ci_low": low, "diff_ci_high": high, "signed_ci_low": signed_low, "signed_ci_high": signed_high,
-            # a bound within rounding error of 0 (a sum of shares k/n) is 0, as the table shows it
-            "ci_excludes_zero": None if np.isnan(signed_low) else bool(signed_low > ZERO or signed_high < -ZERO)}
+    return {
+        "diff_ci_low": low,
+        "diff_ci_high": high,
+        "signed_ci_low": signed_low,
+        "signed_ci_high": signed_high,
+        # a bound within rounding error of 0 (a sum of shares k/n) is 0, as the table shows it
+        "ci_excludes_zero": None
+        if np.isnan(signed_low)
+        else bool(signed_low > ZERO or signed_high < -ZERO),
+    }
 
 
 def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> pl.DataFrame:
@@ -67,10 +83,21 @@ def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> 
     valid = variants.filter(pl.col("bsi").is_not_null())
     cells = Cells.of(valid)
     bsi, signed = valid["bsi"].to_numpy(), valid["bsi_signed"].to_numpy()
-    fixed = valid.get_column("deterministic", default=pl.Series([False] * valid.height)).fill_null(False).to_numpy()
-    arms = (valid.with_row_index("row").group_by(*KEYS, "strategy", maintain_order=True)
-            .agg(pl.col("row")).sort(KEYS, maintain_order=True).rows(named=True))  # a key's arms together
-    baselines = {tuple(a[k] for k in KEYS): np.asarray(a["row"]) for a in arms if a["strategy"] == "baseline"}
+    fixed = (
+        valid.get_column("deterministic", default=pl.Series([False] * valid.height))
+        .fill_null(False)
+        .to_numpy()
+    )
+    arms = (
+        valid.with_row_index("row")
+        .group_by(*KEYS, "strategy", maintain_order=True)
+        .agg(pl.col("row"))
+        .sort(KEYS, maintain_order=True)
+        .rows(named=True)
+    )  # a key's arms together
+    baselines = {
+        tuple(a[k] for k in KEYS): np.asarray(a["row"]) for a in arms if a["strategy"] == "baseline"
+    }
     rows, base_draws = [], {}
     for a in arms:
         key = tuple(a[k] for k in KEYS)
@@ -87,12 +114,39 @@ def debiasing(variants: pl.DataFrame, seed: int, resamples: int = BOOTSTRAP) -> 
             continue
         if key not in base_draws:  # one set of baseline draws for all of its strategies
             base_draws = {key: signed_draws(cells.take(base), rng, resamples)}
-        rows.append(row | {"deterministic": False} | _intervals(base_draws[key], signed_draws(cells.take(arm), rng, resamples)))
+        rows.append(
+            row
+            | {"deterministic": False}
+            | _intervals(base_draws[key], signed_draws(cells.take(arm), rng, resamples))
+        )
     schema = {k: pl.String for k in (*KEYS, "strategy")} | {
-        "bsi": pl.Float64, "bsi_baseline": pl.Float64, "K": pl.Int64, "K_baseline": pl.Int64,
-        "reduction": pl.Float64, "diff": pl.Float64, "diff_ci_low": pl.Float64, "diff_ci_high": pl.Float64,
-        "signed_diff": pl.Float64, "signed_ci_low": pl.Float64, "signed_ci_high": pl.Float64,
-        "ci_excludes_zero": pl.Boolean, "deterministic": pl.Boolean, "note": pl.String}
+        "bsi": pl.Float64,
+        "bsi_baseline": pl.Float64,
+        "K": pl.Int64,
+        "K_baseline": pl.Int64,
+        "reduction": pl.Float64,
+        "diff": pl.Float64,
+        "diff_ci_low": pl.Float64,
+        "diff_ci_high": pl.Float64,
+        "signed_diff": pl.Float64,
+        "signed_ci_low": pl.Float64,
+        "signed_ci_high": pl.Float64,
+        "ci_excludes_zero": pl.Boolean,
+        "deterministic": pl.Boolean,
+        "note": pl.String,
+    }
     table = pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None))
-    return snap_zero(table, ["bsi", "bsi_baseline", "diff", "diff_ci_low", "diff_ci_high", "signed_diff",
-                             "signed_ci_low", "signed_ci_high", "reduction"]).sort("experimentSlug", "model", "strategy")
+    return snap_zero(
+        table,
+        [
+            "bsi",
+            "bsi_baseline",
+            "diff",
+            "diff_ci_low",
+            "diff_ci_high",
+            "signed_diff",
+            "signed_ci_low",
+            "signed_ci_high",
+            "reduction",
+        ],
+    ).sort("experimentSlug", "model", "strategy")

@@ -2,6 +2,7 @@
 
 The tests are two-sided, so a q below 0.05 can belong to a shift against the prediction: that is
 no evidence of the bias, and every place that marks significance says so alike."""
+
 from __future__ import annotations
 
 ALPHA = 0.05

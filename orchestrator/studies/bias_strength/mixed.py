@@ -11,6 +11,7 @@ shift of 0.1 in only 33% of runs where the variant-level model found it in 68% (
 intercept has nothing to estimate there either: the normalisation sets every variant's control
 mean to exactly 0.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,17 @@ from scipy import stats
 from orchestrator.analysis.cr2 import cr2
 from orchestrator.analysis.random_effects import RandomEffectsResult, random_effects
 
-_FIELDS = ("mixed_effect", "mixed_p", "mixed_df", "mixed_tau", "odds_ratio", "or_ci_low", "or_ci_high",
-           "robust_effect", "robust_p")
+_FIELDS = (
+    "mixed_effect",
+    "mixed_p",
+    "mixed_df",
+    "mixed_tau",
+    "odds_ratio",
+    "or_ci_low",
+    "or_ci_high",
+    "robust_effect",
+    "robust_p",
+)
 _SAME = 1e-12  # effects closer than this are one effect (rounding of k/n or of a normalisation)
 
 
@@ -30,10 +40,18 @@ def _out(fit: RandomEffectsResult | str, robust: tuple[float, float] | None, odd
     if isinstance(fit, str):
         out["reason"] = fit
     else:
-        out |= {"mixed_effect": fit.effect, "mixed_p": fit.p_value, "mixed_df": fit.df, "mixed_tau": fit.tau}
+        out |= {
+            "mixed_effect": fit.effect,
+            "mixed_p": fit.p_value,
+            "mixed_df": fit.df,
+            "mixed_tau": fit.tau,
+        }
         if odds:
-            out |= {"odds_ratio": float(np.exp(fit.effect)), "or_ci_low": float(np.exp(fit.ci_low)),
-                    "or_ci_high": float(np.exp(fit.ci_high))}
+            out |= {
+                "odds_ratio": float(np.exp(fit.effect)),
+                "or_ci_low": float(np.exp(fit.ci_low)),
+                "or_ci_high": float(np.exp(fit.ci_high)),
+            }
     if robust is not None:
         out["robust_effect"], out["robust_p"] = robust
     return out
@@ -47,18 +65,30 @@ def _identical(effect: float, k: int, odds: bool) -> dict:
         reason = f"no effect in any of the {k} variants (identical in all): no test of generalisation is possible"
     else:
         side = "in the predicted direction" if effect > 0 else "against the prediction"
-        reason = (f"identical effect in all {k} variants: no test of generalisation is possible; "
-                  f"consistent in sign (all {side})")
-    return _out(reason, None, odds) | {"mixed_tau": 0.0, "identical_effect": True}  # the variants agree exactly
+        reason = (
+            f"identical effect in all {k} variants: no test of generalisation is possible; "
+            f"consistent in sign (all {side})"
+        )
+    return _out(reason, None, odds) | {
+        "mixed_tau": 0.0,
+        "identical_effect": True,
+    }  # the variants agree exactly
 
 
-def _pooled_check(n: np.ndarray, resid_sums: np.ndarray, weights: np.ndarray, beta1: float) -> tuple[float, float]:
+def _pooled_check(
+    n: np.ndarray, resid_sums: np.ndarray, weights: np.ndarray, beta1: float
+) -> tuple[float, float]:
     """Test of the condition coefficient of a pooled two-cell model (intercept + condition): CR2
     over variants with Bell-McCaffrey degrees of freedom. n, resid_sums (sum of y - fitted) and
     the working weight per answer are (K, 2), the control in column 0."""
     info = np.zeros((len(n), 2, 2))
     wn = weights * n
-    info[:, 0, 0], info[:, 0, 1], info[:, 1, 0], info[:, 1, 1] = wn.sum(1), wn[:, 1], wn[:, 1], wn[:, 1]
+    info[:, 0, 0], info[:, 0, 1], info[:, 1, 0], info[:, 1, 1] = (
+        wn.sum(1),
+        wn[:, 1],
+        wn[:, 1],
+        wn[:, 1],
+    )
     scores = np.column_stack([resid_sums.sum(1), resid_sums[:, 1]])
     var, df = cr2(info, scores, np.array([0.0, 1.0]))
     if not var > 0:  # every variant exactly at the pooled fit
@@ -86,10 +116,15 @@ def numeric_models(part: pl.DataFrame) -> dict:
     if np.ptp(d) <= _SAME:
         return _identical(float(np.mean(d)), len(d), odds=False)
     n, sums = np.array(n, float), np.array(sums)
-    beta1 = float(sums.sum() / n[:, 1].sum())  # pooled: the control mean is 0, the slope the mean y_T
+    beta1 = float(
+        sums.sum() / n[:, 1].sum()
+    )  # pooled: the control mean is 0, the slope the mean y_T
     resid = np.column_stack([np.zeros(len(n)), sums - beta1 * n[:, 1]])
-    return _out(random_effects(np.array(d), np.array(v)), _pooled_check(n, resid, np.ones_like(n), beta1),
-                odds=False)
+    return _out(
+        random_effects(np.array(d), np.array(v)),
+        _pooled_check(n, resid, np.ones_like(n), beta1),
+        odds=False,
+    )
 
 
 def choice_models(part: pl.DataFrame) -> dict:
@@ -97,8 +132,12 @@ def choice_models(part: pl.DataFrame) -> dict:
     to every cell (Haldane-Anscombe: finite when a cell is 0 or full, as deterministic answers make
     it); the model's odds ratio is the typical variant's. Robust check: pooled logistic regression
     on condition, whose fit is closed-form (each condition's pooled share)."""
-    k = np.column_stack([part["k_C"].fill_null(0).to_numpy(), part["k_T"].fill_null(0).to_numpy()]).astype(float)
-    n = np.column_stack([part["n_C"].fill_null(0).to_numpy(), part["n_T"].fill_null(0).to_numpy()]).astype(float)
+    k = np.column_stack(
+        [part["k_C"].fill_null(0).to_numpy(), part["k_T"].fill_null(0).to_numpy()]
+    ).astype(float)
+    n = np.column_stack(
+        [part["n_C"].fill_null(0).to_numpy(), part["n_T"].fill_null(0).to_numpy()]
+    ).astype(float)
     keep = (n > 0).all(axis=1)
     k, n = k[keep], n[keep]
     if len(k) < 2:
@@ -116,6 +155,10 @@ def choice_models(part: pl.DataFrame) -> dict:
     robust = None
     if ((pooled > 0) & (pooled < 1)).all():
         logit = np.log(pooled / (1 - pooled))
-        robust = _pooled_check(n, k - n * pooled, np.tile(pooled * (1 - pooled), (len(n), 1)),
-                               float(logit[1] - logit[0]))
+        robust = _pooled_check(
+            n,
+            k - n * pooled,
+            np.tile(pooled * (1 - pooled), (len(n), 1)),
+            float(logit[1] - logit[0]),
+        )
     return _out(random_effects(d, v), robust, odds=True)

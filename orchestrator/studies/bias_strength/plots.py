@@ -2,6 +2,7 @@
 
 Each is drawn by a `*_figure` function (its data can be read back from the figure: the heatmap's
 image array, its cell texts and the uncertainty bars) and finished to SVG/PNG by the other."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,9 @@ def _marks(r: dict) -> str:
     # every variant has no test at all: '=' says so rather than leave it to read as not significant.
     if r.get("identical_effect"):
         return "="
-    return (("*" if called(r["q_variant"], r["bsi_signed"]) == "predicted" else "")
-            + ("+" if called(r["q_mixed"], r["mixed_effect"]) == "predicted" else ""))
+    return ("*" if called(r["q_variant"], r["bsi_signed"]) == "predicted" else "") + (
+        "+" if called(r["q_mixed"], r["mixed_effect"]) == "predicted" else ""
+    )
 
 
 def _cell(value: float) -> str:
@@ -48,19 +50,35 @@ def heatmap_figure(summary: pl.DataFrame):
     limit = max(1.0, float(np.nanmax(np.abs(grid)))) if np.isfinite(grid).any() else 1.0
     # tall enough for the colour bar's label to stay below the three-line title with few biases
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys), max(3.0, 1.1 + 0.4 * len(biases))))
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    image = ax.imshow(
+        np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto"
+    )
     for i, bias in enumerate(biases):
         for j, key in enumerate(keys):
             value = grid[i, j]
             text = "–" if np.isnan(value) else f"{_cell(value)}{marks[i][j]}"
-            ax.text(j, i, text, ha="center", va="center", fontsize=7, gid=f"bsi-cell {bias} {key}",
-                    color="white" if abs(value) > 0.6 * limit else "black")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=7,
+                gid=f"bsi-cell {bias} {key}",
+                color="white" if abs(value) > 0.6 * limit else "black",
+            )
     ax.set_xticks(range(len(keys)), [names[k] for k in keys], rotation=20, ha="right", fontsize=7)
     ax.set_yticks(range(len(biases)), biases, fontsize=7)
-    fig.colorbar(image, ax=ax, fraction=0.04).set_label("signed BSI (> 0: as predicted)", fontsize=7)
-    ax.set_title("Signed BSI by bias and model\n* variant-level t-test, + mixed model (BH q < 0.05), "
-                 "marked only in the predicted direction\n= the same effect in every variant: "
-                 "consistent, but no test is possible", fontsize=8, loc="left")
+    fig.colorbar(image, ax=ax, fraction=0.04).set_label(
+        "signed BSI (> 0: as predicted)", fontsize=7
+    )
+    ax.set_title(
+        "Signed BSI by bias and model\n* variant-level t-test, + mixed model (BH q < 0.05), "
+        "marked only in the predicted direction\n= the same effect in every variant: "
+        "consistent, but no test is possible",
+        fontsize=8,
+        loc="left",
+    )
     fig.tight_layout()
     return fig
 
@@ -75,21 +93,41 @@ def uncertainty_figure(summary: pl.DataFrame):
     is the SD of the variants' |BSI|, each with its own sampling noise, so it is no measure of the
     wording's effect alone (the mixed model's tau is, but for choices on the log-odds scale, which
     this axis is not: it stays in the tables)."""
-    agg = (summary.group_by("experimentSlug", maintain_order=True)
-           .agg(pl.col("sigma_stat").mean(), pl.col("sigma_sys").mean()))
+    agg = summary.group_by("experimentSlug", maintain_order=True).agg(
+        pl.col("sigma_stat").mean(), pl.col("sigma_sys").mean()
+    )
     x = np.arange(agg.height)
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
-    bars = (("sigma_stat", -0.2, "#1f77b4", "σ_stat (finite samples, bootstrap)", "σ_stat n/a"),
-            ("sigma_sys", 0.2, "#ff7f0e", "σ_sys (spread across variants, incl. sampling noise)", "σ_sys unknown (K < 2)"))
+    bars = (
+        ("sigma_stat", -0.2, "#1f77b4", "σ_stat (finite samples, bootstrap)", "σ_stat n/a"),
+        (
+            "sigma_sys",
+            0.2,
+            "#ff7f0e",
+            "σ_sys (spread across variants, incl. sampling noise)",
+            "σ_sys unknown (K < 2)",
+        ),
+    )
     for column, shift, colour, label, missing in bars:
         values = agg[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
         ax.bar(x + shift, values, 0.4, color=colour, label=label, gid=column)
         for i in np.flatnonzero(np.isnan(values)):
-            ax.text(x[i] + shift, 0, missing, rotation=90, ha="center", va="bottom", fontsize=6,
-                    color=colour, gid=f"missing {column} {agg['experimentSlug'][int(i)]}")
+            ax.text(
+                x[i] + shift,
+                0,
+                missing,
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                color=colour,
+                gid=f"missing {column} {agg['experimentSlug'][int(i)]}",
+            )
     ax.set_xticks(x, agg["experimentSlug"].to_list(), rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("uncertainty on BSI", fontsize=8)
-    if not np.isfinite(agg.select(pl.col("sigma_stat", "sigma_sys").cast(pl.Float64)).to_numpy()).any():
+    if not np.isfinite(
+        agg.select(pl.col("sigma_stat", "sigma_sys").cast(pl.Float64)).to_numpy()
+    ).any():
         ax.set_ylim(0, 1)  # nothing drawn: give the labels room
     ax.legend(fontsize=7)
     ax.tick_params(labelsize=7)

@@ -5,6 +5,7 @@ Choice options are listed by role and shown by the planner in counterbalanced or
 answer instruction is added here, the same for every variant, so variants differ only in the
 scenario and the manipulation.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,20 +15,35 @@ from pydantic import Field, model_validator
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import Forbidding, validate
-from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
-                                      Strategy, Variant)
+from orchestrator.spec.models import (
+    Condition,
+    Experiment,
+    Job,
+    Metric,
+    ResponseContract,
+    Strategy,
+    Variant,
+)
 
 FORMAT = "bias-orchestrator-job/1"
-NUMBER_INSTRUCTION = ('Give a brief justification, then end your answer with a JSON object: '
-                      '{"value": <your estimate as a number>}')
+NUMBER_INSTRUCTION = (
+    "Give a brief justification, then end your answer with a JSON object: "
+    '{"value": <your estimate as a number>}'
+)
 # The paper's debiasing strategies (D1-D3) beside the baseline.
 STRATEGIES = (
     Strategy(id="baseline"),
     Strategy(id="cot", user_suffix="Let's think step by step."),
-    Strategy(id="warning", user_suffix="Be aware that this question may contain elements designed to "
-             "trigger {bias}. Ensure your answer is based solely on the relevant information."),
-    Strategy(id="analyst", system_prompt="You are a rational decision analyst trained to identify and "
-             "avoid cognitive biases. Provide your most objective assessment."),
+    Strategy(
+        id="warning",
+        user_suffix="Be aware that this question may contain elements designed to "
+        "trigger {bias}. Ensure your answer is based solely on the relevant information.",
+    ),
+    Strategy(
+        id="analyst",
+        system_prompt="You are a rational decision analyst trained to identify and "
+        "avoid cognitive biases. Provide your most objective assessment.",
+    ),
 )
 
 
@@ -86,8 +102,18 @@ def _number_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
     for j, raw in enumerate(bias.variants):
         v: NumberVariant = validate(NumberVariant, raw, path, (*where, "variants", j))
         contract = ResponseContract(kind="number", field="value")
-        out.append(tuple(Variant(id=v.id, domain=v.domain, prompt=f"{text}\n\n{NUMBER_INSTRUCTION}",
-                                 contract=contract, anchor=v.anchor) for text in (v.control, v.treatment)))
+        out.append(
+            tuple(
+                Variant(
+                    id=v.id,
+                    domain=v.domain,
+                    prompt=f"{text}\n\n{NUMBER_INSTRUCTION}",
+                    contract=contract,
+                    anchor=v.anchor,
+                )
+                for text in (v.control, v.treatment)
+            )
+        )
     return out
 
 
@@ -98,10 +124,22 @@ def _choice_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
         pair = []
         for cond in (v.control, v.treatment):
             roles = tuple(cond.options)
-            contract = ResponseContract(kind="choice", field="choice", roles=roles,
-                                        options=tuple(cond.options[r] for r in roles))
-            pair.append(Variant(id=v.id, domain=v.domain, prompt=cond.prompt, contract=contract,
-                                present_options=True, predicted=v.predicted))
+            contract = ResponseContract(
+                kind="choice",
+                field="choice",
+                roles=roles,
+                options=tuple(cond.options[r] for r in roles),
+            )
+            pair.append(
+                Variant(
+                    id=v.id,
+                    domain=v.domain,
+                    prompt=cond.prompt,
+                    contract=contract,
+                    present_options=True,
+                    predicted=v.predicted,
+                )
+            )
         out.append(tuple(pair))
     return out
 
@@ -112,18 +150,43 @@ def job_from_native(data: Any, path: Path, job_id: str) -> Job:
     for i, bias in enumerate(spec.biases):
         where = ("biases", i)
         if bias.slug in seen:
-            raise UserError(f"duplicate bias slug '{bias.slug}'", file=str(path), field=f"biases[{i}].slug",
-                            fix="give every bias its own slug")
+            raise UserError(
+                f"duplicate bias slug '{bias.slug}'",
+                file=str(path),
+                field=f"biases[{i}].slug",
+                fix="give every bias its own slug",
+            )
         seen.add(bias.slug)
         pairs = (_number_variants if bias.kind == "number" else _choice_variants)(bias, path, where)
         ids = [p[0].id for p in pairs]
         if len(set(ids)) != len(ids):
-            raise UserError("duplicate variant ids", file=str(path), field=f"biases[{i}].variants",
-                            fix="give every variant of a bias its own id")
-        conditions = tuple(Condition(index=c, label=("control", "treatment")[c],
-                                     variants=tuple(p[c] for p in pairs)) for c in (0, 1))
-        experiments.append(Experiment(slug=bias.slug, bias_slug=bias.slug, conditions=conditions,
-                                      metric=Metric(type="bsi", label=bias.name, unit=bias.category)))
-    return Job(id=job_id, title=spec.title, system_prompt=spec.systemPrompt, min_samples=spec.samples,
-               recommended_temperature=spec.temperature, experiments=tuple(experiments),
-               strategies=STRATEGIES, kind="bsi")
+            raise UserError(
+                "duplicate variant ids",
+                file=str(path),
+                field=f"biases[{i}].variants",
+                fix="give every variant of a bias its own id",
+            )
+        conditions = tuple(
+            Condition(
+                index=c, label=("control", "treatment")[c], variants=tuple(p[c] for p in pairs)
+            )
+            for c in (0, 1)
+        )
+        experiments.append(
+            Experiment(
+                slug=bias.slug,
+                bias_slug=bias.slug,
+                conditions=conditions,
+                metric=Metric(type="bsi", label=bias.name, unit=bias.category),
+            )
+        )
+    return Job(
+        id=job_id,
+        title=spec.title,
+        system_prompt=spec.systemPrompt,
+        min_samples=spec.samples,
+        recommended_temperature=spec.temperature,
+        experiments=tuple(experiments),
+        strategies=STRATEGIES,
+        kind="bsi",
+    )

@@ -3,6 +3,7 @@ from templates and value grids (`instructed-to-bias/1`), answers chosen by optio
 paper's bias scores (treatment minus control share of the target) per model with its t-test,
 the decoy's attraction measure, belief accuracy, differences between models, per-product and
 per-price-gap decoy scores, and the answers as CSV or parquet."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,38 +30,54 @@ class Instructed(Study):
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.instructed.analysis import all_scores
         from orchestrator.studies.instructed.compare import belief_accuracy, differences
+
         if not self.has_jobs(run):
             return []
         scores, products, pairs = all_scores(run, self.kind)
         if not scores.height:
             return []
-        outputs = [Output("instructed_scores", "scores", scores),
-                   Output("instructed_accuracy", "accuracy", belief_accuracy(run, self.kind)),
-                   Output("instructed_did", "differences", differences(scores)),
-                   Output("instructed_products", "products", products),
-                   Output("instructed_price_gap", "pairs", pairs)]
+        outputs = [
+            Output("instructed_scores", "scores", scores),
+            Output("instructed_accuracy", "accuracy", belief_accuracy(run, self.kind)),
+            Output("instructed_did", "differences", differences(scores)),
+            Output("instructed_products", "products", products),
+            Output("instructed_price_gap", "pairs", pairs),
+        ]
         return [o for o in outputs if o.frame.height]
 
     def effects(self, tables):
         from orchestrator.analysis.effects import effect_rows
         import polars as pl
+
         if "instructed_scores" not in tables:
             return None
-        return effect_rows(tables["instructed_scores"], self.kind, "bias score", "score",
-                           "bias_score", "ci_low", "ci_high", p="p",
-                           se=pl.coalesce("se_adjusted", "se"), df="df",
-                           n=pl.col("n_treatment") + pl.col("n_control"))
+        return effect_rows(
+            tables["instructed_scores"],
+            self.kind,
+            "bias score",
+            "score",
+            "bias_score",
+            "ci_low",
+            "ci_high",
+            p="p",
+            se=pl.coalesce("se_adjusted", "se"),
+            df="df",
+            n=pl.col("n_treatment") + pl.col("n_control"),
+        )
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.instructed.table import print_tables
+
         print_tables(tables, console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.instructed.report import report
+
         if "instructed_scores" not in tables:
             return ReportPart()
         return report(tables, out_dir)
 
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.instructed.export import export_answers
+
         return export_answers(name, run_dir, out_dir)

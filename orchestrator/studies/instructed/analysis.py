@@ -10,6 +10,7 @@ A decoy score also gets the attraction measure: the same difference among the an
 chose the target or the competitor (the decoy left out), since a third option alone lowers
 every option's share (from 1/2 to 1/3 for a respondent choosing at random).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,20 +36,35 @@ def counts(joined: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     target's count among them (hits), answers in the decoy (n_decoy), unparsed ones, and the
     answer modes seen."""
     ok = pl.col("status") == "ok"
-    return (joined.group_by(*KEYS, "score", *by, "conditionIndex")
-            .agg(n=ok.sum(), unparsed=(~ok).sum(), hits=(ok & (pl.col("role") == pl.col("target"))).sum(),
-                 n_decoy=(ok & (pl.col("role") == "decoy")).sum(), modes=pl.col("mode").unique()))
+    return joined.group_by(*KEYS, "score", *by, "conditionIndex").agg(
+        n=ok.sum(),
+        unparsed=(~ok).sum(),
+        hits=(ok & (pl.col("role") == pl.col("target"))).sum(),
+        n_decoy=(ok & (pl.col("role") == "decoy")).sum(),
+        modes=pl.col("mode").unique(),
+    )
 
 
 def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     arm = [counted.filter(pl.col("conditionIndex") == c).drop("conditionIndex") for c in (1, 0)]
-    wide = (arm[0].join(arm[1], on=keys, how="full", coalesce=True, suffix="_control")
-            .rename({"n": "n_treatment", "hits": "hits_treatment", "unparsed": "unparsed_treatment",
-                     "n_decoy": "n_decoy_treatment"}))
+    wide = (
+        arm[0]
+        .join(arm[1], on=keys, how="full", coalesce=True, suffix="_control")
+        .rename(
+            {
+                "n": "n_treatment",
+                "hits": "hits_treatment",
+                "unparsed": "unparsed_treatment",
+                "n_decoy": "n_decoy_treatment",
+            }
+        )
+    )
     modes = pl.concat_list(pl.col("modes").fill_null([]), pl.col("modes_control").fill_null([]))
-    return (wide.with_columns(modes.list.unique().list.sort().list.join("+").alias("mode"))
-            .drop("modes", "modes_control", "n_decoy_control")
-            .with_columns(pl.col(pl.UInt32, pl.Int64).fill_null(0).cast(pl.Int64)))
+    return (
+        wide.with_columns(modes.list.unique().list.sort().list.join("+").alias("mode"))
+        .drop("modes", "modes_control", "n_decoy_control")
+        .with_columns(pl.col(pl.UInt32, pl.Int64).fill_null(0).cast(pl.Int64))
+    )
 
 
 def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
@@ -63,18 +79,32 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
     attraction = [np.where(decoy, x, np.nan) for x in newcombe(kt, pair_t, kc, nc)]
     with np.errstate(divide="ignore", invalid="ignore"):
         share_t, share_c = kt / nt, kc / nc
-    return wide.with_columns(
-        pl.Series("share_treatment", share_t), pl.Series("share_control", share_c),
-        pl.Series("bias_score", diff), pl.Series("ci_low", low), pl.Series("ci_high", high),
-        pl.Series("p", p), pl.Series("se", share_difference_se(kt, nt, kc, nc)),
-        pl.Series("se_adjusted", share_difference_se(kt, nt, kc, nc, add=1)),
-        pl.Series("t", t), pl.Series("df", df), pl.Series("p_t", p_t),
-        pl.Series("attraction", attraction[0]), pl.Series("attraction_ci_low", attraction[1]),
-        pl.Series("attraction_ci_high", attraction[2]), pl.Series("attraction_p", attraction[3])
-    ).fill_nan(None).with_columns(zero(pl.col(c)).alias(c) for c in ("bias_score", "attraction"))
+    return (
+        wide.with_columns(
+            pl.Series("share_treatment", share_t),
+            pl.Series("share_control", share_c),
+            pl.Series("bias_score", diff),
+            pl.Series("ci_low", low),
+            pl.Series("ci_high", high),
+            pl.Series("p", p),
+            pl.Series("se", share_difference_se(kt, nt, kc, nc)),
+            pl.Series("se_adjusted", share_difference_se(kt, nt, kc, nc, add=1)),
+            pl.Series("t", t),
+            pl.Series("df", df),
+            pl.Series("p_t", p_t),
+            pl.Series("attraction", attraction[0]),
+            pl.Series("attraction_ci_low", attraction[1]),
+            pl.Series("attraction_ci_high", attraction[2]),
+            pl.Series("attraction_p", attraction[3]),
+        )
+        .fill_nan(None)
+        .with_columns(zero(pl.col(c)).alias(c) for c in ("bias_score", "attraction"))
+    )
 
 
-def scored(run: Run, kind: str, by: list[str] = (), counted: pl.DataFrame | None = None) -> pl.DataFrame:
+def scored(
+    run: Run, kind: str, by: list[str] = (), counted: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The scores per model, strategy, score and the `by` columns, models in the run's order
     (from `counts` by those columns, when the caller has them)."""
     by = list(by)
@@ -88,8 +118,9 @@ def scored(run: Run, kind: str, by: list[str] = (), counted: pl.DataFrame | None
 
 def rank(column: str, order: list[str]) -> pl.Expr:
     """A column's values by their place in `order` (others after), for sorting rows."""
-    return pl.col(column).replace_strict({x: i for i, x in enumerate(order)}, default=len(order),
-                                         return_dtype=pl.Int64)
+    return pl.col(column).replace_strict(
+        {x: i for i, x in enumerate(order)}, default=len(order), return_dtype=pl.Int64
+    )
 
 
 def ordered(table: pl.DataFrame, run: Run, kind: str, by: list[str] = ()) -> pl.DataFrame:
@@ -101,41 +132,59 @@ def ordered(table: pl.DataFrame, run: Run, kind: str, by: list[str] = ()) -> pl.
     if "experimentSlug" in table.columns:
         ranks.append(rank("experimentSlug", slugs).alias("_e"))
     rest = [c for c in by if c != "experimentSlug"]
-    return (table.with_columns(pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
-                               *ranks)
-            .sort("_m", "strategy", "_s", *(["_e"] if len(ranks) > 2 else []), *rest)
-            .drop("_m", "_s", "_e", strict=False)
-            .select("model", *KEYS, "score", *by, pl.exclude("model", *KEYS, "score", *by)))
+    return (
+        table.with_columns(
+            pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
+            *ranks,
+        )
+        .sort("_m", "strategy", "_s", *(["_e"] if len(ranks) > 2 else []), *rest)
+        .drop("_m", "_s", "_e", strict=False)
+        .select("model", *KEYS, "score", *by, pl.exclude("model", *KEYS, "score", *by))
+    )
 
 
 PRODUCT_KEYS = ["experimentSlug"]
 
 
-def all_scores(run: Run, kind: str = "instructed") -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def all_scores(
+    run: Run, kind: str = "instructed"
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """bias_scores, product_scores and pair_scores from one read of the results (polars runs
     the three counts over one shared scan)."""
     joined = scored_answers(run, kind)
-    pooled, products, pairs = pl.collect_all([counts(joined, by) for by in ([], PRODUCT_KEYS, PAIR_KEYS)])
-    return (bias_scores(run, kind, pooled), product_scores(run, kind, products),
-            pair_scores(run, kind, pairs))
+    pooled, products, pairs = pl.collect_all(
+        [counts(joined, by) for by in ([], PRODUCT_KEYS, PAIR_KEYS)]
+    )
+    return (
+        bias_scores(run, kind, pooled),
+        product_scores(run, kind, products),
+        pair_scores(run, kind, pairs),
+    )
 
 
-def bias_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
+def bias_scores(
+    run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The five scores per model and strategy, the products pooled."""
     return scored(run, kind, [], counted)
 
 
-def product_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
+def product_scores(
+    run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Decoy Cheaper and Decoy Expensive per product (each product is its own dataset)."""
     table = scored(run, kind, PRODUCT_KEYS, counted)
     return table.filter(pl.col("score").str.starts_with("Decoy")) if table.height else table
 
 
-def pair_scores(run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None) -> pl.DataFrame:
+def pair_scores(
+    run: Run, kind: str = "instructed", counted: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The decoy scores per product and grid pair, with the pair's target and competitor prices
     and their gap (|competitor - target|: the dearer minus the cheaper price, to the cent)."""
     table = scored(run, kind, PAIR_KEYS, counted)
     if not table.height:
         return table
-    return (table.filter(pl.col("score").str.starts_with("Decoy"))
-            .with_columns((pl.col("competitor_price") - pl.col("target_price")).abs().round(2).alias("price_gap")))
+    return table.filter(pl.col("score").str.starts_with("Decoy")).with_columns(
+        (pl.col("competitor_price") - pl.col("target_price")).abs().round(2).alias("price_gap")
+    )

@@ -10,6 +10,7 @@ One answer per item counts for a deterministic answer: a model at temperature 0,
 answer (the argmax of fixed log-probabilities). Its repeated samples are one draw: counted as
 many, they would shrink every interval by sqrt(samples) for nothing. The first sample stands.
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -17,14 +18,28 @@ import polars as pl
 from orchestrator.analysis.load import NO_ANSWER, Run
 
 GENERATE, SCORE = "generate", "score"
-CANDIDATE = pl.Struct({"option": pl.String, "role": pl.String, "logp": pl.Float64,
-                       "premise": pl.Float64, "pmi": pl.Float64})
+CANDIDATE = pl.Struct(
+    {
+        "option": pl.String,
+        "role": pl.String,
+        "logp": pl.Float64,
+        "premise": pl.Float64,
+        "pmi": pl.Float64,
+    }
+)
 SCHEMA = {
-    "taskId": pl.String, "status": pl.String, "modelKey": pl.String, "job": pl.String,
-    "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
-    "strategy": pl.String, "sample": pl.Int64,
-    "response": pl.Struct({"choice": pl.String, "role": pl.String, "mode": pl.String,
-                           "scores": pl.List(CANDIDATE)}),
+    "taskId": pl.String,
+    "status": pl.String,
+    "modelKey": pl.String,
+    "job": pl.String,
+    "experimentSlug": pl.String,
+    "conditionIndex": pl.Int64,
+    "variant": pl.String,
+    "strategy": pl.String,
+    "sample": pl.Int64,
+    "response": pl.Struct(
+        {"choice": pl.String, "role": pl.String, "mode": pl.String, "scores": pl.List(CANDIDATE)}
+    ),
 }
 CELL = ["modelKey", "strategy", "job", "experimentSlug", "conditionIndex", "variant"]
 
@@ -35,11 +50,16 @@ def scan(run: Run, jobs: list[str], leave_out: tuple[str, ...] = tuple(NO_ANSWER
     (the candidates; null in generation mode)."""
     lf = pl.scan_ndjson(run.readable.path, schema=SCHEMA, ignore_errors=True)
     r = pl.col("response").struct
-    return (lf.filter(pl.col("job").is_in(jobs) & ~pl.col("status").is_in(leave_out))
-              .with_columns(r.field("choice").alias("choice"), r.field("role").alias("role"),
-                            r.field("mode").fill_null(GENERATE).alias("mode"),
-                            r.field("scores").alias("scores"))
-              .drop("response"))
+    return (
+        lf.filter(pl.col("job").is_in(jobs) & ~pl.col("status").is_in(leave_out))
+        .with_columns(
+            r.field("choice").alias("choice"),
+            r.field("role").alias("role"),
+            r.field("mode").fill_null(GENERATE).alias("mode"),
+            r.field("scores").alias("scores"),
+        )
+        .drop("response")
+    )
 
 
 def answers(run: Run, kind: str) -> pl.LazyFrame:

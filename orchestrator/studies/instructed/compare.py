@@ -14,6 +14,7 @@ plain Wald variance is 0 where every answer of a condition is alike, and would g
 models a difference of 0 [0, 0]. Where item effects are shared by both models this is conservative (a positive
 correlation would shrink the difference's variance).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,8 +34,11 @@ WORDS = ("invented", "real", "all")
 def belief_accuracy(run: Run, kind: str = "instructed") -> pl.DataFrame:
     ok = pl.col("status") == "ok"
     joined = answers(run, kind).join(belief_frame(run, kind).lazy(), on=ITEM_KEYS)
-    agg = {"n": ok.sum(), "correct": (ok & (pl.col("role") == pl.col("correct"))).sum(),
-           "unparsed": (~ok).sum()}
+    agg = {
+        "n": ok.sum(),
+        "correct": (ok & (pl.col("role") == pl.col("correct"))).sum(),
+        "unparsed": (~ok).sum(),
+    }
     per_words = joined.group_by("modelKey", "strategy", "words").agg(**agg)
     both = joined.group_by("modelKey", "strategy").agg(**agg).with_columns(words=pl.lit("all"))
     table = pl.concat([per_words, both.select(per_words.collect_schema().names())]).collect()
@@ -42,19 +46,49 @@ def belief_accuracy(run: Run, kind: str = "instructed") -> pl.DataFrame:
         return pl.DataFrame()
     low, high = wilson(table["correct"].to_numpy(), table["n"].to_numpy())
     names = run.models
-    return (table.with_columns(
-                pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
-                (pl.col("correct") / pl.col("n")).alias("accuracy"),
-                pl.Series("ci_low", low), pl.Series("ci_high", high),
-                rank("modelKey", list(names)).alias("_m"),
-                pl.col("words").replace_strict({w: i for i, w in enumerate(WORDS)}, return_dtype=pl.Int64).alias("_w"))
-            .fill_nan(None).sort("_m", "strategy", "_w").drop("_m", "_w")
-            .select("model", "modelKey", "strategy", "words", "n", "correct", "unparsed", "accuracy",
-                    "ci_low", "ci_high"))
+    return (
+        table.with_columns(
+            pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
+            (pl.col("correct") / pl.col("n")).alias("accuracy"),
+            pl.Series("ci_low", low),
+            pl.Series("ci_high", high),
+            rank("modelKey", list(names)).alias("_m"),
+            pl.col("words")
+            .replace_strict({w: i for i, w in enumerate(WORDS)}, return_dtype=pl.Int64)
+            .alias("_w"),
+        )
+        .fill_nan(None)
+        .sort("_m", "strategy", "_w")
+        .drop("_m", "_w")
+        .select(
+            "model",
+            "modelKey",
+            "strategy",
+            "words",
+            "n",
+            "correct",
+            "unparsed",
+            "accuracy",
+            "ci_low",
+            "ci_high",
+        )
+    )
 
 
-DID_COLUMNS = ["strategy", "score", "model_a", "modelKey_a", "model_b", "modelKey_b", "bias_a", "bias_b",
-               "did", "ci_low", "ci_high", "p"]
+DID_COLUMNS = [
+    "strategy",
+    "score",
+    "model_a",
+    "modelKey_a",
+    "model_b",
+    "modelKey_b",
+    "bias_a",
+    "bias_b",
+    "did",
+    "ci_low",
+    "ci_high",
+    "p",
+]
 
 
 def differences(scores: pl.DataFrame) -> pl.DataFrame:
@@ -63,18 +97,34 @@ def differences(scores: pl.DataFrame) -> pl.DataFrame:
     if not scores.height:
         return pl.DataFrame()
     keys = scores["modelKey"].unique(maintain_order=True).to_list()
-    pairs = pl.DataFrame(list(itertools.combinations(keys, 2)), orient="row",
-                         schema={"modelKey_a": pl.String, "modelKey_b": pl.String}).with_row_index("_p")
+    pairs = pl.DataFrame(
+        list(itertools.combinations(keys, 2)),
+        orient="row",
+        schema={"modelKey_a": pl.String, "modelKey_b": pl.String},
+    ).with_row_index("_p")
     if not pairs.height:
         return pl.DataFrame()
-    side = scores.select("modelKey", "model", "strategy", "score", bias="bias_score", se="se_adjusted")
+    side = scores.select(
+        "modelKey", "model", "strategy", "score", bias="bias_score", se="se_adjusted"
+    )
     a = side.rename({c: f"{c}_a" for c in ("modelKey", "model", "bias", "se")})
     b = side.rename({c: f"{c}_b" for c in ("modelKey", "model", "bias", "se")})
     both = pairs.join(a, on="modelKey_a").join(b, on=["modelKey_b", "strategy", "score"])
     rank = {s: i for i, s in enumerate(scores["score"].unique(maintain_order=True))}
-    both = both.with_columns(pl.col("score").replace_strict(rank, return_dtype=pl.Int64).alias("_s")
-                             ).sort("strategy", "_p", "_s")
-    did, low, high, p = difference(*(both[c].to_numpy() for c in ("bias_a", "se_a", "bias_b", "se_b")))
-    return (both.with_columns(pl.Series("did", did), pl.Series("ci_low", low), pl.Series("ci_high", high),
-                              pl.Series("p", p))
-            .fill_nan(None).with_columns(zero(pl.col("did")).alias("did")).select(DID_COLUMNS))
+    both = both.with_columns(
+        pl.col("score").replace_strict(rank, return_dtype=pl.Int64).alias("_s")
+    ).sort("strategy", "_p", "_s")
+    did, low, high, p = difference(
+        *(both[c].to_numpy() for c in ("bias_a", "se_a", "bias_b", "se_b"))
+    )
+    return (
+        both.with_columns(
+            pl.Series("did", did),
+            pl.Series("ci_low", low),
+            pl.Series("ci_high", high),
+            pl.Series("p", p),
+        )
+        .fill_nan(None)
+        .with_columns(zero(pl.col("did")).alias("did"))
+        .select(DID_COLUMNS)
+    )

@@ -10,6 +10,7 @@ the choice); null for a generated answer (`mode` "generate"). A decoy control it
 both decoy scores with opposite targets (`target` "cheaper; expensive"): its `chose_target` is
 null, and `role` says which it chose.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,31 +48,59 @@ def item_table(run, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
                 scores = item_scores(exp.metric.label, cond.index, item)
                 targets = v.predicted or "; ".join(role for _, role in scores)
                 key = (job_id, exp.slug, cond.index, v.id)
-                rows.append({"job": job_id, "experimentSlug": exp.slug, "conditionIndex": cond.index,
-                             "variant": v.id, "bias": exp.metric.label, "product": v.domain,
-                             "condition": cond.label, "template": item.pop("template", None),
-                             "option_order": item.pop("order", None), "options": "; ".join(v.contract.options),
-                             "roles": "; ".join(v.contract.roles), "target": targets,
-                             "bias_scores": "; ".join(s for s, _ in scores),
-                             **{f"item_{k}": x for k, x in item.items() if k != "shown"}})
+                rows.append(
+                    {
+                        "job": job_id,
+                        "experimentSlug": exp.slug,
+                        "conditionIndex": cond.index,
+                        "variant": v.id,
+                        "bias": exp.metric.label,
+                        "product": v.domain,
+                        "condition": cond.label,
+                        "template": item.pop("template", None),
+                        "option_order": item.pop("order", None),
+                        "options": "; ".join(v.contract.options),
+                        "roles": "; ".join(v.contract.roles),
+                        "target": targets,
+                        "bias_scores": "; ".join(s for s, _ in scores),
+                        **{f"item_{k}": x for k, x in item.items() if k != "shown"},
+                    }
+                )
                 positions += [(*key, option, k) for k, option in enumerate(v.contract.options, 1)]
     columns = list(dict.fromkeys(c for r in rows for c in r))
     items = pl.DataFrame({c: _column([r.get(c) for r in rows]) for c in columns})
-    return items, pl.DataFrame(positions, orient="row", schema={
-        "job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
-        "option": pl.String, "position": pl.Int64})
+    return items, pl.DataFrame(
+        positions,
+        orient="row",
+        schema={
+            "job": pl.String,
+            "experimentSlug": pl.String,
+            "conditionIndex": pl.Int64,
+            "variant": pl.String,
+            "option": pl.String,
+            "position": pl.Int64,
+        },
+    )
 
 
 def candidate_columns(answers: pl.DataFrame, positions: pl.DataFrame, most: int) -> pl.DataFrame:
     """`_row` and logp_k, premise_k, pmi_k per option position k (1..most): null where the answer
     was generated or gave no score for that option."""
-    scored = (answers.filter(pl.col("scores").is_not_null()).select("_row", *ITEM_KEYS, "scores")
-              .explode("scores").drop_nulls("scores").unnest("scores")
-              .join(positions, on=[*ITEM_KEYS, "option"]))
+    scored = (
+        answers.filter(pl.col("scores").is_not_null())
+        .select("_row", *ITEM_KEYS, "scores")
+        .explode("scores")
+        .drop_nulls("scores")
+        .unnest("scores")
+        .join(positions, on=[*ITEM_KEYS, "option"])
+    )
     out = answers.select("_row")
     for k in range(1, most + 1):
-        at = (scored.filter(pl.col("position") == k).unique("_row", keep="first", maintain_order=True)
-              .select("_row", *(pl.col(f).alias(f"{f}_{k}") for f in CANDIDATE_FIELDS)))
+        at = (
+            scored.filter(pl.col("position") == k)
+            .unique("_row", keep="first", maintain_order=True)
+            .select("_row", *(pl.col(f).alias(f"{f}_{k}") for f in CANDIDATE_FIELDS))
+        )
         out = out.join(at, on="_row", how="left")
     return out
 
@@ -82,25 +111,52 @@ def answers_table(run_dir: Path, kind: str = "instructed") -> pl.DataFrame:
     if not jobs:
         return pl.DataFrame()
     items, positions = item_table(run, kind)
-    records = (scan(run, jobs, leave_out=("failed",)).collect().with_row_index("_row"))
+    records = scan(run, jobs, leave_out=("failed",)).collect().with_row_index("_row")
     if not records.height:
         return pl.DataFrame()
     most = int(positions.group_by(ITEM_KEYS).len()["len"].max())
     names = run.models
     slugs = [e.slug for _, e in experiments(run, kind)]
-    table = (records.join(items, on=ITEM_KEYS, how="left")
-             .join(candidate_columns(records, positions, most), on="_row", how="left")
-             .with_columns(
-                 pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
-                 pl.when((pl.col("status") == "ok") & ~pl.col("target").str.contains("; "))
-                   .then(pl.col("role") == pl.col("target")).alias("chose_target"),
-                 rank("modelKey", list(names)).alias("_m"), rank("experimentSlug", slugs).alias("_e"))
-             .sort("_m", "strategy", "_e", "conditionIndex", "variant", "sample"))
-    first = ["model", "modelKey", "strategy", "job", "bias", "experimentSlug", "product", "condition",
-             "conditionIndex", "variant", "sample", "template"]
+    table = (
+        records.join(items, on=ITEM_KEYS, how="left")
+        .join(candidate_columns(records, positions, most), on="_row", how="left")
+        .with_columns(
+            pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
+            pl.when((pl.col("status") == "ok") & ~pl.col("target").str.contains("; "))
+            .then(pl.col("role") == pl.col("target"))
+            .alias("chose_target"),
+            rank("modelKey", list(names)).alias("_m"),
+            rank("experimentSlug", slugs).alias("_e"),
+        )
+        .sort("_m", "strategy", "_e", "conditionIndex", "variant", "sample")
+    )
+    first = [
+        "model",
+        "modelKey",
+        "strategy",
+        "job",
+        "bias",
+        "experimentSlug",
+        "product",
+        "condition",
+        "conditionIndex",
+        "variant",
+        "sample",
+        "template",
+    ]
     item_columns = [c for c in items.columns if c.startswith("item_")]
-    answer = ["option_order", "options", "roles", "status", "choice", "role", "target", "chose_target",
-              "bias_scores", "mode"]
+    answer = [
+        "option_order",
+        "options",
+        "roles",
+        "status",
+        "choice",
+        "role",
+        "target",
+        "chose_target",
+        "bias_scores",
+        "mode",
+    ]
     candidates = [f"{f}_{k}" for k in range(1, most + 1) for f in CANDIDATE_FIELDS]
     return table.select(*first, *item_columns, *answer, *candidates, "taskId")
 
@@ -118,4 +174,3 @@ def export_answers(name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
     else:
         table.write_parquet(path)
     return {path: table.height}
-

@@ -6,6 +6,7 @@ The shares' own intervals are Newcombe's (analysis/stats.py); the t-test is ther
 paper reports it ("student's t-test", equal variances), and each is checked against scipy in
 the tests.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,7 @@ paper), read from the run's manifest (the items and their `Variant.item` facts a
   real-term conclusions (treatment) against every invented-word one (control); an unbelievable
   valid or believable invalid real-term argument counts in neither score.
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -19,9 +20,17 @@ from orchestrator.analysis.load import Run
 SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
 DECOY, CERTAINTY, BELIEF = "decoy effect", "certainty effect", "belief bias"
 ITEM_KEYS = ["job", "experimentSlug", "conditionIndex", "variant"]
-SCHEMA = {"job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
-          "score": pl.String, "target": pl.String, "pair": pl.Int64, "target_price": pl.Float64,
-          "competitor_price": pl.Float64}
+SCHEMA = {
+    "job": pl.String,
+    "experimentSlug": pl.String,
+    "conditionIndex": pl.Int64,
+    "variant": pl.String,
+    "score": pl.String,
+    "target": pl.String,
+    "pair": pl.Int64,
+    "target_price": pl.Float64,
+    "competitor_price": pl.Float64,
+}
 
 
 def item_scores(experiment_label: str, condition: int, item: dict) -> list[tuple[str, str]]:
@@ -67,16 +76,31 @@ def items_frame(run: Run, kind: str) -> pl.DataFrame:
                 item = v.item or {}
                 for score, role in item_scores(exp.metric.label, cond.index, item):
                     pair = item["pair"] if decoy else None
-                    rows.append((job_id, exp.slug, cond.index, v.id, score, role, pair, *prices(role, item)))
+                    rows.append(
+                        (job_id, exp.slug, cond.index, v.id, score, role, pair, *prices(role, item))
+                    )
     return pl.DataFrame(rows, orient="row", schema=SCHEMA)
 
 
 def belief_frame(run: Run, kind: str) -> pl.DataFrame:
     """Every belief item with its correct answer (`predicted`: the argument's form) and the words
     it is in (real: treatment; invented: control)."""
-    rows = [(job_id, exp.slug, cond.index, v.id, v.predicted, ("invented", "real")[cond.index])
-            for job_id, exp in experiments(run, kind) if exp.metric.label == BELIEF
-            for cond in exp.conditions for v in cond.variants]
-    return pl.DataFrame(rows, orient="row", schema={
-        "job": pl.String, "experimentSlug": pl.String, "conditionIndex": pl.Int64, "variant": pl.String,
-        "correct": pl.String, "words": pl.String})
+    rows = [
+        (job_id, exp.slug, cond.index, v.id, v.predicted, ("invented", "real")[cond.index])
+        for job_id, exp in experiments(run, kind)
+        if exp.metric.label == BELIEF
+        for cond in exp.conditions
+        for v in cond.variants
+    ]
+    return pl.DataFrame(
+        rows,
+        orient="row",
+        schema={
+            "job": pl.String,
+            "experimentSlug": pl.String,
+            "conditionIndex": pl.Int64,
+            "variant": pl.String,
+            "correct": pl.String,
+            "words": pl.String,
+        },
+    )

@@ -3,6 +3,7 @@ Cheaper score against the target-competitor price gap per product (the paper's F
 
 Each is drawn by a `*_figure` function (its bars and points can be read back from the figure)
 and finished to SVG/PNG by the other."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,15 +40,26 @@ def scores_figure(scores: pl.DataFrame):
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(names) * max(1, len(series)) ** 0.5), 3.4))
     for i, (model, strategy) in enumerate(series):
         part = scores.filter((pl.col("model") == model) & (pl.col("strategy") == strategy))
-        part = pl.DataFrame({"score": names}).join(part, on="score", how="left", maintain_order="left")
+        part = pl.DataFrame({"score": names}).join(
+            part, on="score", how="left", maintain_order="left"
+        )
         y, err = _errors(part, "bias_score")
         x = np.arange(len(names)) + (i - (len(series) - 1) / 2) * width
-        ax.bar(x, np.nan_to_num(y), width, yerr=err, capsize=2, label=series_label(model, strategy, strategies),
-               gid=f"scores {model} {strategy}")
+        ax.bar(
+            x,
+            np.nan_to_num(y),
+            width,
+            yerr=err,
+            capsize=2,
+            label=series_label(model, strategy, strategies),
+            gid=f"scores {model} {strategy}",
+        )
     ax.axhline(0, color="#999", lw=0.8)
     ax.set_xticks(range(len(names)), names, fontsize=8)
     ax.set_ylabel("bias score (treatment - control)", fontsize=8)
-    ax.set_title("Bias scores (Equation 1) with 95% CIs; > 0: the human bias", fontsize=9, loc="left")
+    ax.set_title(
+        "Bias scores (Equation 1) with 95% CIs; > 0: the human bias", fontsize=9, loc="left"
+    )
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -62,18 +74,37 @@ def gap_figure(pairs: pl.DataFrame):
     products = part["experimentSlug"].unique(maintain_order=True).to_list()
     series = part.select("model", "strategy").unique(maintain_order=True).rows()
     strategies = part["strategy"].n_unique()
-    fig, axes = plt.subplots(1, max(1, len(products)), squeeze=False, sharey=True,
-                             figsize=(2.0 + 2.6 * max(1, len(products)), 3.2))
+    fig, axes = plt.subplots(
+        1,
+        max(1, len(products)),
+        squeeze=False,
+        sharey=True,
+        figsize=(2.0 + 2.6 * max(1, len(products)), 3.2),
+    )
     for ax, product in zip(axes[0], products, strict=False):
         gaps = part.filter(pl.col("experimentSlug") == product)["price_gap"]
-        step = 0.012 * float(gaps.max() - gaps.min() or 1)  # models side by side where they share a gap
+        step = 0.012 * float(
+            gaps.max() - gaps.min() or 1
+        )  # models side by side where they share a gap
         for i, (model, strategy) in enumerate(series):
-            rows = part.filter((pl.col("experimentSlug") == product) & (pl.col("model") == model)
-                               & (pl.col("strategy") == strategy)).sort("price_gap")
+            rows = part.filter(
+                (pl.col("experimentSlug") == product)
+                & (pl.col("model") == model)
+                & (pl.col("strategy") == strategy)
+            ).sort("price_gap")
             y, err = _errors(rows, "bias_score")
             x = rows["price_gap"].to_numpy() + (i - (len(series) - 1) / 2) * step
-            ax.errorbar(x, y, yerr=err, fmt="o", ms=3, capsize=2, elinewidth=0.8,
-                        label=series_label(model, strategy, strategies), gid=f"gap {product} {model} {strategy}")
+            ax.errorbar(
+                x,
+                y,
+                yerr=err,
+                fmt="o",
+                ms=3,
+                capsize=2,
+                elinewidth=0.8,
+                label=series_label(model, strategy, strategies),
+                gid=f"gap {product} {model} {strategy}",
+            )
         ax.axhline(0, color="#999", lw=0.8)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 50k, not 50000 running into 60000
         ax.set_title(product.removeprefix("decoy-"), fontsize=8)

@@ -1,5 +1,6 @@
 """The Instructed to Bias report sections: the bias scores (with the bar chart), belief-bias
 accuracy, the model differences, the per-product decoy scores and the price-gap figure."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,24 +22,30 @@ SCORES_NOTE = (
     "the same difference among the answers choosing the target or the competitor, the decoy left "
     "out: the third option alone lowers the target's share (by 1/6 for a respondent choosing at "
     "random), and this measure does not move with it. Every p is unadjusted. A model at "
-    "temperature 0 and a scored answer count once per item.")
+    "temperature 0 and a scored answer count once per item."
+)
 ACCURACY_NOTE = (
     "Belief-bias accuracy on logical validity (the paper's section 6.3): share of parsed answers "
     "that name the argument's form (valid or invalid), in real words (treatment, believable and "
-    "unbelievable conclusions), invented words (control) and both; 95% Wilson interval.")
+    "unbelievable conclusions), invented words (control) and both; 95% Wilson interval."
+)
 DID_NOTE = (
     "Difference-in-differences (the paper's pretrained vs instruction-tuned contrast, section 5): "
     "for each pair of models in the campaign's order, the first model's bias score minus the "
     "second's. The scores are taken as independent samples: their (Agresti-Caffo) variances add, giving a "
     "normal 95% CI and a z-test p. Put the pretrained model first and its instruction-tuned "
-    "version second: a negative difference is then a larger bias after instruction tuning.")
-PRODUCT_NOTE = ("Decoy scores per product (each its own dataset), as in the paper's Figure 5; "
-                "columns as in the bias-score table.")
+    "version second: a negative difference is then a larger bias after instruction tuning."
+)
+PRODUCT_NOTE = (
+    "Decoy scores per product (each its own dataset), as in the paper's Figure 5; "
+    "columns as in the bias-score table."
+)
 GAP_NOTE = (
     "Decoy Cheaper score per grid pair (the paper's Figure 6) against the pair's price gap "
     "(the competitor's price minus the target's); each point is one pair's treatment items against "
     "its control items (few per pair: wide intervals). Every pair and both decoy scores are in "
-    "instructed_price_gap.csv.")
+    "instructed_price_gap.csv."
+)
 
 
 def _label(r: dict, strategies: int) -> str:
@@ -49,60 +56,112 @@ def _ci(value, low, high) -> str:
     return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
 
 
-def score_rows(scores: pl.DataFrame, extra: tuple[tuple[str, str], ...] = ()) -> list[dict[str, str]]:
+def score_rows(
+    scores: pl.DataFrame, extra: tuple[tuple[str, str], ...] = ()
+) -> list[dict[str, str]]:
     """One row per score; `extra`: (header, column) pairs shown after the model."""
     strategies = scores["strategy"].n_unique() if scores.height else 1
     rows = []
     for r in scores.iter_rows(named=True):
         decoy = r["attraction"] is not None
-        row = {"model": _label(r, strategies), **{h: str(r[c]) for h, c in extra}, "bias score": r["score"],
-               "treatment": f"{fmt(r['share_treatment'])} (n={r['n_treatment']})",
-               "control": f"{fmt(r['share_control'])} (n={r['n_control']})",
-               "score [95% CI]": _ci(r["bias_score"], r["ci_low"], r["ci_high"]), "p": fmt(r["p"], 3),
-               "t (df)": f"{fmt(r['t'])} ({fmt(r['df'], 6)})", "p (t-test)": fmt(r["p_t"], 3),
-               "attraction [95% CI]": _ci(r["attraction"], r["attraction_ci_low"], r["attraction_ci_high"])
-               if decoy else "–",
-               "p (attraction)": fmt(r["attraction_p"], 3) if decoy else "–",
-               "unparsed": str(r["unparsed_treatment"] + r["unparsed_control"])}
+        row = {
+            "model": _label(r, strategies),
+            **{h: str(r[c]) for h, c in extra},
+            "bias score": r["score"],
+            "treatment": f"{fmt(r['share_treatment'])} (n={r['n_treatment']})",
+            "control": f"{fmt(r['share_control'])} (n={r['n_control']})",
+            "score [95% CI]": _ci(r["bias_score"], r["ci_low"], r["ci_high"]),
+            "p": fmt(r["p"], 3),
+            "t (df)": f"{fmt(r['t'])} ({fmt(r['df'], 6)})",
+            "p (t-test)": fmt(r["p_t"], 3),
+            "attraction [95% CI]": _ci(
+                r["attraction"], r["attraction_ci_low"], r["attraction_ci_high"]
+            )
+            if decoy
+            else "–",
+            "p (attraction)": fmt(r["attraction_p"], 3) if decoy else "–",
+            "unparsed": str(r["unparsed_treatment"] + r["unparsed_control"]),
+        }
         rows.append(row)
     return rows
 
 
 def accuracy_rows(accuracy: pl.DataFrame) -> list[dict[str, str]]:
     strategies = accuracy["strategy"].n_unique()
-    return [{"model": _label(r, strategies), "words": r["words"],
-             "accuracy [95% CI]": _ci(r["accuracy"], r["ci_low"], r["ci_high"]),
-             "correct / parsed": f"{r['correct']} / {r['n']}", "unparsed": str(r["unparsed"])}
-            for r in accuracy.iter_rows(named=True)]
+    return [
+        {
+            "model": _label(r, strategies),
+            "words": r["words"],
+            "accuracy [95% CI]": _ci(r["accuracy"], r["ci_low"], r["ci_high"]),
+            "correct / parsed": f"{r['correct']} / {r['n']}",
+            "unparsed": str(r["unparsed"]),
+        }
+        for r in accuracy.iter_rows(named=True)
+    ]
 
 
 def did_rows(did: pl.DataFrame) -> list[dict[str, str]]:
     strategies = did["strategy"].n_unique()
-    return [{"first model": r["model_a"], "second model": r["model_b"],
-             **({"strategy": r["strategy"]} if strategies > 1 else {}), "bias score": r["score"],
-             "first": fmt(r["bias_a"]), "second": fmt(r["bias_b"]),
-             "difference [95% CI]": _ci(r["did"], r["ci_low"], r["ci_high"]), "p": fmt(r["p"], 3)}
-            for r in did.iter_rows(named=True)]
+    return [
+        {
+            "first model": r["model_a"],
+            "second model": r["model_b"],
+            **({"strategy": r["strategy"]} if strategies > 1 else {}),
+            "bias score": r["score"],
+            "first": fmt(r["bias_a"]),
+            "second": fmt(r["bias_b"]),
+            "difference [95% CI]": _ci(r["did"], r["ci_low"], r["ci_high"]),
+            "p": fmt(r["p"], 3),
+        }
+        for r in did.iter_rows(named=True)
+    ]
 
 
 def report(tables: dict[str, pl.DataFrame], out_dir: Path) -> ReportPart:
     scores = tables["instructed_scores"]
     part = ReportPart()
-    part.sections.append(Section("Instructed to Bias: bias scores", SCORES_NOTE, score_rows(scores),
-                                 (("instructed-scores", plots.scores_plot(scores, out_dir / "instructed-scores.png")),)))
+    part.sections.append(
+        Section(
+            "Instructed to Bias: bias scores",
+            SCORES_NOTE,
+            score_rows(scores),
+            (("instructed-scores", plots.scores_plot(scores, out_dir / "instructed-scores.png")),),
+        )
+    )
     accuracy = tables.get("instructed_accuracy")
     if accuracy is not None and accuracy.height:
-        part.sections.append(Section("Instructed to Bias: belief-bias accuracy", ACCURACY_NOTE,
-                                     accuracy_rows(accuracy)))
+        part.sections.append(
+            Section(
+                "Instructed to Bias: belief-bias accuracy", ACCURACY_NOTE, accuracy_rows(accuracy)
+            )
+        )
     did = tables.get("instructed_did")
     if did is not None and did.height:
-        part.sections.append(Section("Instructed to Bias: differences between models", DID_NOTE, did_rows(did)))
+        part.sections.append(
+            Section("Instructed to Bias: differences between models", DID_NOTE, did_rows(did))
+        )
     products = tables.get("instructed_products")
     if products is not None and products.height:
-        part.sections.append(Section("Instructed to Bias: decoy scores per product", PRODUCT_NOTE,
-                                     score_rows(products, (("product", "experimentSlug"),))))
+        part.sections.append(
+            Section(
+                "Instructed to Bias: decoy scores per product",
+                PRODUCT_NOTE,
+                score_rows(products, (("product", "experimentSlug"),)),
+            )
+        )
     pairs = tables.get("instructed_price_gap")
     if pairs is not None and pairs.filter(pl.col("score") == plots.GAP_SCORE).height:
-        part.sections.append(Section("Instructed to Bias: decoy score by price gap", GAP_NOTE, [],
-                                     (("instructed-price-gap", plots.gap_plot(pairs, out_dir / "instructed-price-gap.png")),)))
+        part.sections.append(
+            Section(
+                "Instructed to Bias: decoy score by price gap",
+                GAP_NOTE,
+                [],
+                (
+                    (
+                        "instructed-price-gap",
+                        plots.gap_plot(pairs, out_dir / "instructed-price-gap.png"),
+                    ),
+                ),
+            )
+        )
     return part

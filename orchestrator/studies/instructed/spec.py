@@ -5,6 +5,7 @@ generators (generate.py) expand template x grid row x order x condition into ite
 a prompt says is in the file: the generators only compute decoy prices and qualities, the
 control lotteries' scaled chances, and the option orders.
 """
+
 from __future__ import annotations
 
 from typing import Literal

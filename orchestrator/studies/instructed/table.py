@@ -1,4 +1,5 @@
 """The Instructed to Bias scores and model differences in the terminal."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -7,12 +8,25 @@ from rich.table import Column, Table
 
 from orchestrator.studies.instructed.report import did_rows, score_rows
 
-RIGHT = ("treatment", "control", "score [95% CI]", "p", "t (df)", "p (t-test)", "attraction [95% CI]",
-         "p (attraction)", "first", "second", "difference [95% CI]")
+RIGHT = (
+    "treatment",
+    "control",
+    "score [95% CI]",
+    "p",
+    "t (df)",
+    "p (t-test)",
+    "attraction [95% CI]",
+    "p (attraction)",
+    "first",
+    "second",
+    "difference [95% CI]",
+)
 
 
 def _print(rows: list[dict[str, str]], title: str, console: Console) -> None:
-    table = Table(*(Column(c, justify="right" if c in RIGHT else "left") for c in rows[0]), title=title)
+    table = Table(
+        *(Column(c, justify="right" if c in RIGHT else "left") for c in rows[0]), title=title
+    )
     for r in rows:
         table.add_row(*(escape(v) for v in r.values()))
     console.print(table)
@@ -25,4 +39,8 @@ def print_tables(tables, console: Console) -> None:
         _print(rows, "Instructed to Bias: bias scores (Equation 1; p unadjusted)", console)
     did = tables.get("instructed_did")
     if did is not None and did.height:
-        _print(did_rows(did), "Instructed to Bias: differences between models (first - second)", console)
+        _print(
+            did_rows(did),
+            "Instructed to Bias: differences between models (first - second)",
+            console,
+        )

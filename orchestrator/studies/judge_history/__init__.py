@@ -1,6 +1,7 @@
 """The preregistered "AI Judge History" study (seed 002): fixed answers judged blind, with a
 history framing, and with a prior score shown; the signed prior-score pull and the secondary
 outcomes; the study's own result JSON as an export."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,6 +27,7 @@ class JudgeHistory(Study):
 
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.judge_history.analysis import judge_outcomes
+
         summary, tasks = judge_outcomes(run)
         if not summary.height:
             return []
@@ -33,11 +35,13 @@ class JudgeHistory(Study):
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.judge_history.table import print_table
+
         if "judge_summary" in tables:
             print_table(tables["judge_summary"], console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.judge_history.report import report
+
         if "judge_summary" not in tables:
             return ReportPart()
         return report(tables["judge_summary"], tables["judge_tasks"], out_dir)
@@ -46,14 +50,25 @@ class JudgeHistory(Study):
         import polars as pl
 
         from orchestrator.analysis.effects import effect_rows
+
         if "judge_summary" not in tables:
             return None
         # the pull's CI spans the tasks, fixed from night to night: conservative for compare
-        return effect_rows(tables["judge_summary"], self.kind, "mean pull", "job", "mean_pull",
-                           "mean_pull_ci_low", "mean_pull_ci_high", strategy=None,
-                           p="wilcoxon_p", n="tasks_with_all_conditions",
-                           df=pl.col("tasks_with_all_conditions") - 1)  # a t-interval over the tasks
+        return effect_rows(
+            tables["judge_summary"],
+            self.kind,
+            "mean pull",
+            "job",
+            "mean_pull",
+            "mean_pull_ci_low",
+            "mean_pull_ci_high",
+            strategy=None,
+            p="wilcoxon_p",
+            n="tasks_with_all_conditions",
+            df=pl.col("tasks_with_all_conditions") - 1,
+        )  # a t-interval over the tasks
 
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.judge_history.export import export_judge_history
+
         return export_judge_history(run_dir, out_dir)

@@ -11,6 +11,7 @@ from the noisy blind or framing mean they are measured from; correction harm ove
 rather than over a set chosen by the outcome; intervals that hold over 8 tasks (t for the mean,
 order statistics for the median).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,24 +27,42 @@ TIE = 1e-9  # absolute errors of means of integers that differ by less are equal
 
 
 def items_table(run: Run) -> pl.DataFrame:
-    rows = [{"job": job.id, "experimentSlug": e.slug, "gold": e.judged.gold_score,
-             "prior": e.judged.prior_score}
-            for job in run.jobs.values() if job.kind == "judge-history" for e in job.experiments]
-    return pl.DataFrame(rows, schema={"job": pl.String, "experimentSlug": pl.String,
-                                      "gold": pl.Int64, "prior": pl.Int64})
+    rows = [
+        {
+            "job": job.id,
+            "experimentSlug": e.slug,
+            "gold": e.judged.gold_score,
+            "prior": e.judged.prior_score,
+        }
+        for job in run.jobs.values()
+        if job.kind == "judge-history"
+        for e in job.experiments
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={"job": pl.String, "experimentSlug": pl.String, "gold": pl.Int64, "prior": pl.Int64},
+    )
 
 
 def per_condition(run: Run, items: pl.DataFrame) -> pl.DataFrame:
     """Valid n, mean, SD, pass count and verdict/score disagreements per model x task x condition."""
     ok = pl.col("status") == "ok"
-    return (final_records(run)
-            .join(items.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
-            .group_by("job", "modelKey", "experimentSlug", "conditionIndex")
-            .agg(n_valid=ok.sum(), n_records=pl.len(),
-                 mean=pl.col("value").filter(ok).mean(), sd=pl.col("value").filter(ok).std(ddof=1),
-                 n_pass=(pl.col("choice") == "pass").filter(ok).sum(),
-                 n_inconsistent=((pl.col("value") >= 4) != (pl.col("choice") == "pass")).filter(ok).sum())
-            .collect(engine="streaming"))
+    return (
+        final_records(run)
+        .join(items.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
+        .group_by("job", "modelKey", "experimentSlug", "conditionIndex")
+        .agg(
+            n_valid=ok.sum(),
+            n_records=pl.len(),
+            mean=pl.col("value").filter(ok).mean(),
+            sd=pl.col("value").filter(ok).std(ddof=1),
+            n_pass=(pl.col("choice") == "pass").filter(ok).sum(),
+            n_inconsistent=((pl.col("value") >= 4) != (pl.col("choice") == "pass"))
+            .filter(ok)
+            .sum(),
+        )
+        .collect(engine="streaming")
+    )
 
 
 def _sign(x: pl.Expr) -> pl.Expr:
@@ -65,41 +84,68 @@ def task_outcomes(cond: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     outcome. `cond` has job, modelKey, experimentSlug, conditionIndex, n_valid, mean, sd, n_pass."""
     wide = None
     for index, name in CONDITION_NAMES.items():
-        part = (cond.filter(pl.col("conditionIndex") == index)
-                .select("job", "modelKey", "experimentSlug", pl.col("n_valid").alias(f"n_{name}"),
-                        pl.col("mean").alias(name), pl.col("sd").alias(f"sd_{name}"),
-                        # none valid: no share (0/0 is NaN, and polars orders NaN above 0.5)
-                        pl.when(pl.col("n_valid") > 0).then(pl.col("n_pass") / pl.col("n_valid"))
-                        .alias(f"pass_share_{name}")))
+        part = cond.filter(pl.col("conditionIndex") == index).select(
+            "job",
+            "modelKey",
+            "experimentSlug",
+            pl.col("n_valid").alias(f"n_{name}"),
+            pl.col("mean").alias(name),
+            pl.col("sd").alias(f"sd_{name}"),
+            # none valid: no share (0/0 is NaN, and polars orders NaN above 0.5)
+            pl.when(pl.col("n_valid") > 0)
+            .then(pl.col("n_pass") / pl.col("n_valid"))
+            .alias(f"pass_share_{name}"),
+        )
         keys = ["job", "modelKey", "experimentSlug"]
         wide = part if wide is None else wide.join(part, on=keys, how="full", coalesce=True)
     wide = wide.join(items, on=["job", "experimentSlug"], how="left")
-    majority = lambda c: (pl.when(pl.col(f"pass_share_{c}") > 0.5).then(pl.lit("pass"))  # noqa: E731
-                          .when(pl.col(f"pass_share_{c}") < 0.5).then(pl.lit("fail")))
-    of_mean = lambda c: (pl.when(pl.col(c) >= PASS_FROM).then(pl.lit("pass"))  # noqa: E731
-                         .when(pl.col(c).is_not_null()).then(pl.lit("fail")))
-    return wide.with_columns(
-        pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
-        pull_gold_signed=_signed(pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")),
-        anchor_vs_framing=_signed(pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")),
-        anchor_vs_framing_gold_signed=_signed(pl.col("prior") - pl.col("gold"),
-                                              pl.col("anchor") - pl.col("framing")),
-        anchor_minus_framing=zero(pl.col("anchor") - pl.col("framing")),
-        abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
-        abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
-        abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),
-        verdict_blind=majority("blind"), verdict_anchor=majority("anchor"),
-        # The published scorer's verdict: that of the task's mean score.
-        verdict_blind_of_mean=of_mean("blind"), verdict_anchor_of_mean=of_mean("anchor"),
-    ).with_columns(
-        # Over every task with both means: is the anchored mean farther from gold than the blind
-        # one (harm), nearer (help), or neither (a tie)?
-        correction_harm=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) > TIE,
-        correction_help=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) < -TIE,
-        verdict_flip=pl.when(pl.col("verdict_blind").is_not_null() & pl.col("verdict_anchor").is_not_null())
-                       .then(pl.col("verdict_blind") != pl.col("verdict_anchor")),
-        verdict_flip_of_mean=pl.col("verdict_blind_of_mean") != pl.col("verdict_anchor_of_mean"),
-    ).sort("job", "modelKey", "experimentSlug")
+    majority = lambda c: (
+        pl.when(pl.col(f"pass_share_{c}") > 0.5)
+        .then(pl.lit("pass"))  # noqa: E731
+        .when(pl.col(f"pass_share_{c}") < 0.5)
+        .then(pl.lit("fail"))
+    )
+    of_mean = lambda c: (
+        pl.when(pl.col(c) >= PASS_FROM)
+        .then(pl.lit("pass"))  # noqa: E731
+        .when(pl.col(c).is_not_null())
+        .then(pl.lit("fail"))
+    )
+    return (
+        wide.with_columns(
+            pull=_signed(pl.col("prior") - pl.col("blind"), pl.col("anchor") - pl.col("blind")),
+            pull_gold_signed=_signed(
+                pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("blind")
+            ),
+            anchor_vs_framing=_signed(
+                pl.col("prior") - pl.col("framing"), pl.col("anchor") - pl.col("framing")
+            ),
+            anchor_vs_framing_gold_signed=_signed(
+                pl.col("prior") - pl.col("gold"), pl.col("anchor") - pl.col("framing")
+            ),
+            anchor_minus_framing=zero(pl.col("anchor") - pl.col("framing")),
+            abs_error_blind=(pl.col("blind") - pl.col("gold")).abs(),
+            abs_error_framing=(pl.col("framing") - pl.col("gold")).abs(),
+            abs_error_anchor=(pl.col("anchor") - pl.col("gold")).abs(),
+            verdict_blind=majority("blind"),
+            verdict_anchor=majority("anchor"),
+            # The published scorer's verdict: that of the task's mean score.
+            verdict_blind_of_mean=of_mean("blind"),
+            verdict_anchor_of_mean=of_mean("anchor"),
+        )
+        .with_columns(
+            # Over every task with both means: is the anchored mean farther from gold than the blind
+            # one (harm), nearer (help), or neither (a tie)?
+            correction_harm=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) > TIE,
+            correction_help=(pl.col("abs_error_anchor") - pl.col("abs_error_blind")) < -TIE,
+            verdict_flip=pl.when(
+                pl.col("verdict_blind").is_not_null() & pl.col("verdict_anchor").is_not_null()
+            ).then(pl.col("verdict_blind") != pl.col("verdict_anchor")),
+            verdict_flip_of_mean=pl.col("verdict_blind_of_mean")
+            != pl.col("verdict_anchor_of_mean"),
+        )
+        .sort("job", "modelKey", "experimentSlug")
+    )
 
 
 def wilcoxon_p(values: np.ndarray) -> float:
@@ -108,8 +154,15 @@ def wilcoxon_p(values: np.ndarray) -> float:
     return float(stats.wilcoxon(values, zero_method="wilcox").pvalue)
 
 
-INTERVALS = ("mean", "mean_ci_low", "mean_ci_high", "median", "median_ci_low", "median_ci_high",
-             "median_ci_level")
+INTERVALS = (
+    "mean",
+    "mean_ci_low",
+    "mean_ci_high",
+    "median",
+    "median_ci_low",
+    "median_ci_high",
+    "median_ci_level",
+)
 
 
 def intervals(values: np.ndarray) -> dict[str, np.ndarray | float]:
@@ -117,8 +170,21 @@ def intervals(values: np.ndarray) -> dict[str, np.ndarray | float]:
     the median with its order-statistic interval and the level that interval reaches."""
     mean_low, mean_high = t_interval(values)
     median_low, median_high, level = median_interval(values)
-    return dict(zip(INTERVALS, (np.mean(values, axis=-1), mean_low, mean_high, np.median(values, axis=-1),
-                                median_low, median_high, level), strict=True))
+    return dict(
+        zip(
+            INTERVALS,
+            (
+                np.mean(values, axis=-1),
+                mean_low,
+                mean_high,
+                np.median(values, axis=-1),
+                median_low,
+                median_high,
+                level,
+            ),
+            strict=True,
+        )
+    )
 
 
 def location(values: np.ndarray, suffix: str = "") -> dict[str, float | None]:
@@ -128,7 +194,9 @@ def location(values: np.ndarray, suffix: str = "") -> dict[str, float | None]:
     named = {}
     for key, value in found.items():
         head, _, tail = key.partition("_")  # "mean_ci_low" -> mean_pull<suffix>_ci_low
-        named[f"{head}_pull{suffix}{'_' if tail else ''}{tail}"] = None if value is None else _zero_value(float(value))
+        named[f"{head}_pull{suffix}{'_' if tail else ''}{tail}"] = (
+            None if value is None else _zero_value(float(value))
+        )
     return named | {f"wilcoxon_p{suffix}": wilcoxon_p(values)}
 
 
@@ -137,12 +205,18 @@ def _counts(part: pl.DataFrame) -> dict[str, int | float | None]:
     both = part.filter(pl.col("correction_harm").is_not_null())
     harm, helped = int(both["correction_harm"].sum()), int(both["correction_help"].sum())
     flips, by_mean = part["verdict_flip"].drop_nulls(), part["verdict_flip_of_mean"].drop_nulls()
-    return {"correction_harm": harm, "correction_helped": helped,
-            "correction_tied": both.height - harm - helped, "correction_tasks": both.height,
-            "correction_harm_share": harm / both.height if both.height else None,
-            "verdict_flips": int(flips.sum()), "verdict_flips_of": flips.len(),
-            "verdict_flip_rate": by_mean.mean(), "verdict_flips_by_mean": int(by_mean.sum()),
-            "verdict_flips_by_mean_of": by_mean.len()}
+    return {
+        "correction_harm": harm,
+        "correction_helped": helped,
+        "correction_tied": both.height - harm - helped,
+        "correction_tasks": both.height,
+        "correction_harm_share": harm / both.height if both.height else None,
+        "verdict_flips": int(flips.sum()),
+        "verdict_flips_of": flips.len(),
+        "verdict_flip_rate": by_mean.mean(),
+        "verdict_flips_by_mean": int(by_mean.sum()),
+        "verdict_flips_by_mean_of": by_mean.len(),
+    }
 
 
 def _incomplete(with_all: int, n_tasks: int, counts: pl.Series) -> str:
@@ -158,27 +232,41 @@ def model_summary(tasks: pl.DataFrame, cond: pl.DataFrame, n_tasks: int) -> pl.D
     for (job, model_key), part in tasks.group_by(["job", "modelKey"], maintain_order=True):
         mine = cond.filter((pl.col("job") == job) & (pl.col("modelKey") == model_key))
         counts = mine["n_valid"]
-        complete = part.height == n_tasks and counts.len() == 3 * n_tasks and counts.n_unique() == 1 \
+        complete = (
+            part.height == n_tasks
+            and counts.len() == 3 * n_tasks
+            and counts.n_unique() == 1
             and counts[0] > 0
+        )
         pulls = part["pull"].drop_nulls().drop_nans().to_numpy()
         gold_signed = part["pull_gold_signed"].drop_nulls().drop_nans().to_numpy()
-        rows.append({
-            "job": job, "modelKey": model_key, "complete": complete,
-            "tasks_with_all_conditions": len(pulls), "tasks_planned": n_tasks,
-            "judgments_per_condition": int(counts[0]) if complete else None,
-            "incomplete": None if complete else _incomplete(len(pulls), n_tasks, counts),
-            **location(pulls), **location(gold_signed, "_gold_signed"),
-            "mean_anchor_vs_framing": _zero_value(part["anchor_vs_framing"].mean()),
-            "mean_anchor_vs_framing_gold_signed": _zero_value(part["anchor_vs_framing_gold_signed"].mean()),
-            "mean_anchor_minus_framing": _zero_value(part["anchor_minus_framing"].mean()),
-            "abs_error_blind": part["abs_error_blind"].mean(),
-            "abs_error_framing": part["abs_error_framing"].mean(),
-            "abs_error_anchor": part["abs_error_anchor"].mean(),
-            **_counts(part),
-            "inconsistent_verdicts": int(mine["n_inconsistent"].sum()),
-            "valid_judgments": int(mine["n_valid"].sum()),
-            "mean_sd_blind": part["sd_blind"].mean(), "mean_sd_framing": part["sd_framing"].mean(),
-            "mean_sd_anchor": part["sd_anchor"].mean()})
+        rows.append(
+            {
+                "job": job,
+                "modelKey": model_key,
+                "complete": complete,
+                "tasks_with_all_conditions": len(pulls),
+                "tasks_planned": n_tasks,
+                "judgments_per_condition": int(counts[0]) if complete else None,
+                "incomplete": None if complete else _incomplete(len(pulls), n_tasks, counts),
+                **location(pulls),
+                **location(gold_signed, "_gold_signed"),
+                "mean_anchor_vs_framing": _zero_value(part["anchor_vs_framing"].mean()),
+                "mean_anchor_vs_framing_gold_signed": _zero_value(
+                    part["anchor_vs_framing_gold_signed"].mean()
+                ),
+                "mean_anchor_minus_framing": _zero_value(part["anchor_minus_framing"].mean()),
+                "abs_error_blind": part["abs_error_blind"].mean(),
+                "abs_error_framing": part["abs_error_framing"].mean(),
+                "abs_error_anchor": part["abs_error_anchor"].mean(),
+                **_counts(part),
+                "inconsistent_verdicts": int(mine["n_inconsistent"].sum()),
+                "valid_judgments": int(mine["n_valid"].sum()),
+                "mean_sd_blind": part["sd_blind"].mean(),
+                "mean_sd_framing": part["sd_framing"].mean(),
+                "mean_sd_anchor": part["sd_anchor"].mean(),
+            }
+        )
     return pl.DataFrame(rows)
 
 

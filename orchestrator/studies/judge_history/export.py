@@ -1,4 +1,5 @@
 """Export in the AI Judge History study's own result JSON, one document per job and model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,7 +21,9 @@ def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     manifest = RunStore(run_dir).read_manifest()
     jobs = jobs_of_kind(manifest, "judge-history")
     path = run_dir / RESULTS
-    final: dict[str, tuple[int, int, str]] = {}  # task id -> (offset, length, status), first seen first
+    final: dict[
+        str, tuple[int, int, str]
+    ] = {}  # task id -> (offset, length, status), first seen first
     for task_id, status, offset, length, rec in records(path, terminal_only=False):
         if rec["job"] in jobs and final.get(task_id, (0, 0, "failed"))[2] == "failed":
             final[task_id] = (offset, length, status)
@@ -29,31 +32,55 @@ def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     with mapped(path) as data:
         for offset, length, status in final.values():
             if status == "ok":
-                _add_judgment(runs, jobs, manifest, orjson.loads(data[offset:offset + length]))
+                _add_judgment(runs, jobs, manifest, orjson.loads(data[offset : offset + length]))
     counts = {}
     for (job_id, model_key), doc in runs.items():
-        doc["judgments"].sort(key=lambda j: (j["taskId"], CONDITIONS.index(j["condition"]), j["repetition"]))
+        doc["judgments"].sort(
+            key=lambda j: (j["taskId"], CONDITIONS.index(j["condition"]), j["repetition"])
+        )
         out = out_dir / f"{job_id}__{model_key}.json"
         out.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         counts[out] = len(doc["judgments"])
     return counts
 
 
-def _add_judgment(runs: dict[tuple[str, str], dict[str, Any]], jobs: dict[str, dict[str, Any]],
-                  manifest: dict[str, Any], rec: dict[str, Any]) -> None:
+def _add_judgment(
+    runs: dict[tuple[str, str], dict[str, Any]],
+    jobs: dict[str, dict[str, Any]],
+    manifest: dict[str, Any],
+    rec: dict[str, Any],
+) -> None:
     job, model = jobs[rec["job"]], rec["model"]
-    doc = runs.setdefault((rec["job"], rec["modelKey"]), {
-        "studyId": job["study_id"], "specVersion": job["spec_version"],
-        "runId": f"{manifest['campaign']}/{manifest['runId']}/{rec['modelKey']}",
-        "recordedAt": rec["finishedAt"],
-        "model": {"provider": model["provider"], "name": model["name"], "version": model["version"],
-                  "temperature": model["temperature"], "topP": model["topP"],
-                  "maxTokens": model["maxTokens"], "seed": model["seed"],
-                  "structuredOutput": model.get("structuredOutput", False),
-                  "freshContextPerJudgment": True},
-        "judgments": []})
+    doc = runs.setdefault(
+        (rec["job"], rec["modelKey"]),
+        {
+            "studyId": job["study_id"],
+            "specVersion": job["spec_version"],
+            "runId": f"{manifest['campaign']}/{manifest['runId']}/{rec['modelKey']}",
+            "recordedAt": rec["finishedAt"],
+            "model": {
+                "provider": model["provider"],
+                "name": model["name"],
+                "version": model["version"],
+                "temperature": model["temperature"],
+                "topP": model["topP"],
+                "maxTokens": model["maxTokens"],
+                "seed": model["seed"],
+                "structuredOutput": model.get("structuredOutput", False),
+                "freshContextPerJudgment": True,
+            },
+            "judgments": [],
+        },
+    )
     doc["recordedAt"] = max(doc["recordedAt"], rec["finishedAt"])
     r = rec["response"]
-    doc["judgments"].append({"taskId": rec["experimentSlug"], "condition": CONDITIONS[rec["conditionIndex"]],
-                             "repetition": rec["sample"], "score": r["value"], "verdict": r["choice"],
-                             "reason": r.get("reason", "")})
+    doc["judgments"].append(
+        {
+            "taskId": rec["experimentSlug"],
+            "condition": CONDITIONS[rec["conditionIndex"]],
+            "repetition": rec["sample"],
+            "score": r["value"],
+            "verdict": r["choice"],
+            "reason": r.get("reason", ""),
+        }
+    )

@@ -5,6 +5,7 @@ history-anchor. The prompts come from templates (`promptTemplates` in the job fi
 defaults below) in which only the history sentence differs between conditions: the question,
 rubric, candidate answer and output format are the same bytes in all three.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,20 +16,29 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
-from orchestrator.spec.models import (Condition, Experiment, Job, JudgedItem, Metric,
-                                      ResponseContract, Variant)
+from orchestrator.spec.models import (
+    Condition,
+    Experiment,
+    Job,
+    JudgedItem,
+    Metric,
+    ResponseContract,
+    Variant,
+)
 
 CONDITIONS = ("blind", "history-framing", "history-anchor")
-BODY = ("Question: ${question}\n\nRubric: ${rubric}\n\nCandidate answer: ${candidateAnswer}\n\n"
-        "${outputFormat}")
+BODY = (
+    "Question: ${question}\n\nRubric: ${rubric}\n\nCandidate answer: ${candidateAnswer}\n\n"
+    "${outputFormat}"
+)
 DEFAULT_TEMPLATES = {
     "system": "You are an evaluator. Judge the candidate answer only against the rubric.",
     "blind": BODY,
     "history-framing": "This answer was reviewed before, in an earlier evaluation round. "
-                       "Evaluate it now.\n\n" + BODY,
+    "Evaluate it now.\n\n" + BODY,
     "history-anchor": "This answer was reviewed before, in an earlier evaluation round. The "
-                      "previous review gave it a score of ${priorScore} out of 5 (verdict: "
-                      "${priorVerdict}). Evaluate it now.\n\n" + BODY,
+    "previous review gave it a score of ${priorScore} out of 5 (verdict: "
+    "${priorVerdict}). Evaluate it now.\n\n" + BODY,
 }
 
 
@@ -86,26 +96,40 @@ def is_seed002(data: Any) -> bool:
 
 
 def output_format(contract: OutputContract) -> str:
-    return (f"{contract.format} score: {contract.score} verdict: {contract.verdict} "
-            f"reason: {contract.reason}")
+    return (
+        f"{contract.format} score: {contract.score} verdict: {contract.verdict} "
+        f"reason: {contract.reason}"
+    )
 
 
 def job_from_seed002(data: Any, path: Path, job_id: str) -> Job:
     study: JudgeStudy = validate(JudgeStudy, data, path)
     if tuple(study.design.conditions) != CONDITIONS:
-        raise UserError(f"conditions must be {list(CONDITIONS)}", file=str(path),
-                        field="design.conditions", fix="use the study's three conditions in that order")
-    templates = (study.promptTemplates.model_dump(by_alias=True) if study.promptTemplates
-                 else DEFAULT_TEMPLATES)
+        raise UserError(
+            f"conditions must be {list(CONDITIONS)}",
+            file=str(path),
+            field="design.conditions",
+            fix="use the study's three conditions in that order",
+        )
+    templates = (
+        study.promptTemplates.model_dump(by_alias=True)
+        if study.promptTemplates
+        else DEFAULT_TEMPLATES
+    )
     low, high = study.analysisPlan.scoreRange
-    contract = ResponseContract(kind="judgment", field="score", minimum=low, maximum=high,
-                                options=("pass", "fail"))
+    contract = ResponseContract(
+        kind="judgment", field="score", minimum=low, maximum=high, options=("pass", "fail")
+    )
     seen: set[str] = set()
     experiments = []
     for i, task in enumerate(study.tasks):
         if task.id in seen:
-            raise UserError(f"duplicate task id '{task.id}'", file=str(path), field=f"tasks[{i}].id",
-                            fix="give every task its own id")
+            raise UserError(
+                f"duplicate task id '{task.id}'",
+                file=str(path),
+                field=f"tasks[{i}].id",
+                fix="give every task its own id",
+            )
         seen.add(task.id)
         fields = {**task.model_dump(), "outputFormat": output_format(study.outputContract)}
         conditions = []
@@ -113,18 +137,42 @@ def job_from_seed002(data: Any, path: Path, job_id: str) -> Job:
             try:
                 prompt = Template(templates[name]).substitute(fields)
             except (KeyError, ValueError) as exc:
-                raise UserError(f"template '{name}' has an unknown or malformed placeholder: {exc}",
-                                file=str(path), field=f"promptTemplates.{name}",
-                                fix="use ${question} ${rubric} ${candidateAnswer} ${outputFormat} "
-                                    "${priorScore} ${priorVerdict}") from None
-            conditions.append(Condition(index=index, label=name, variants=(
-                Variant(id="v1", prompt=prompt, contract=contract),)))
-        experiments.append(Experiment(
-            slug=task.id, metric=Metric(type="prior-score-pull"), conditions=tuple(conditions),
-            judged=JudgedItem(question=task.question, rubric=task.rubric,
-                              candidate_answer=task.candidateAnswer, gold_score=task.goldScore,
-                              prior_score=task.priorScore, prior_verdict=task.priorVerdict)))
-    return Job(id=job_id, title=study.title, system_prompt=templates["system"],
-               min_samples=study.design.recommendedRepetitionsPerCondition,
-               experiments=tuple(experiments), kind="judge-history", study_id=study.studyId,
-               spec_version=study.version)
+                raise UserError(
+                    f"template '{name}' has an unknown or malformed placeholder: {exc}",
+                    file=str(path),
+                    field=f"promptTemplates.{name}",
+                    fix="use ${question} ${rubric} ${candidateAnswer} ${outputFormat} "
+                    "${priorScore} ${priorVerdict}",
+                ) from None
+            conditions.append(
+                Condition(
+                    index=index,
+                    label=name,
+                    variants=(Variant(id="v1", prompt=prompt, contract=contract),),
+                )
+            )
+        experiments.append(
+            Experiment(
+                slug=task.id,
+                metric=Metric(type="prior-score-pull"),
+                conditions=tuple(conditions),
+                judged=JudgedItem(
+                    question=task.question,
+                    rubric=task.rubric,
+                    candidate_answer=task.candidateAnswer,
+                    gold_score=task.goldScore,
+                    prior_score=task.priorScore,
+                    prior_verdict=task.priorVerdict,
+                ),
+            )
+        )
+    return Job(
+        id=job_id,
+        title=study.title,
+        system_prompt=templates["system"],
+        min_samples=study.design.recommendedRepetitionsPerCondition,
+        experiments=tuple(experiments),
+        kind="judge-history",
+        study_id=study.studyId,
+        spec_version=study.version,
+    )

@@ -1,5 +1,6 @@
 """The judge-history report section: the preregistered outcomes per model, a per-task table,
 and a per-task figure."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,7 +35,8 @@ JUDGE_NOTE = (
     "verdicts. SD within task: mean over tasks of each condition's SD across repetitions. All "
     "p-values are unadjusted (across pulls, models and outcomes). A model is complete only when "
     "every task has the same number of valid judgments in all three conditions; nothing is "
-    "imputed.")
+    "imputed."
+)
 
 
 def _interval(r: dict, stem: str) -> str:
@@ -45,32 +47,48 @@ def _judge_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
     rows = []
     for r in summary.iter_rows(named=True):
         level = r["median_pull_ci_level"]
-        rows.append({
-            "model": f"{r['model']} [{r['modelKey']}]",
-            "signed prior-score pull (preregistered), mean [95% CI]": _interval(r, "mean_pull"),
-            "median [CI]": f"{_interval(r, 'median_pull')} ({fmt(None if level is None else 100 * level, 3)}%)",
-            "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
-            "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
-            "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
-            "anchor vs framing (preregistered)": fmt(r["mean_anchor_vs_framing"]),
-            "anchor vs framing, gold-signed": fmt(r["mean_anchor_vs_framing_gold_signed"]),
-            "abs. error blind / framing / anchor": " / ".join(fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")),
-            "SD within task, blind / framing / anchor": " / ".join(fmt(r[f"mean_sd_{c}"]) for c in ("blind", "framing", "anchor")),
-            "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
-                                                        f"{r['correction_tied']} of {r['correction_tasks']}",
-            "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",
-            "verdict flips (majority verdict)": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
-            "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
-            "complete": "yes" if r["complete"] else f"NO: {r['incomplete']}"})
+        rows.append(
+            {
+                "model": f"{r['model']} [{r['modelKey']}]",
+                "signed prior-score pull (preregistered), mean [95% CI]": _interval(r, "mean_pull"),
+                "median [CI]": f"{_interval(r, 'median_pull')} ({fmt(None if level is None else 100 * level, 3)}%)",
+                "Wilcoxon p": fmt(r["wilcoxon_p"], 2),
+                "gold-signed pull, mean [95% CI]": _interval(r, "mean_pull_gold_signed"),
+                "gold-signed Wilcoxon p": fmt(r["wilcoxon_p_gold_signed"], 2),
+                "anchor vs framing (preregistered)": fmt(r["mean_anchor_vs_framing"]),
+                "anchor vs framing, gold-signed": fmt(r["mean_anchor_vs_framing_gold_signed"]),
+                "abs. error blind / framing / anchor": " / ".join(
+                    fmt(r[f"abs_error_{c}"]) for c in ("blind", "framing", "anchor")
+                ),
+                "SD within task, blind / framing / anchor": " / ".join(
+                    fmt(r[f"mean_sd_{c}"]) for c in ("blind", "framing", "anchor")
+                ),
+                "correction harm: farther / nearer / tied": f"{r['correction_harm']} / {r['correction_helped']} / "
+                f"{r['correction_tied']} of {r['correction_tasks']}",
+                "verdict flip rate (of mean scores)": f"{fmt(r['verdict_flip_rate'], 2)} ({r['verdict_flips_by_mean']}/{r['verdict_flips_by_mean_of']})",
+                "verdict flips (majority verdict)": f"{r['verdict_flips']}/{r['verdict_flips_of']}",
+                "inconsistent verdicts": f"{r['inconsistent_verdicts']}/{r['valid_judgments']}",
+                "complete": "yes" if r["complete"] else f"NO: {r['incomplete']}",
+            }
+        )
     return rows
 
 
 def _judge_task_rows(tasks: pl.DataFrame) -> list[dict[str, str]]:
-    return [{"model": r["model"], "task": r["experimentSlug"], "gold": str(r["gold"]), "prior": str(r["prior"]),
-             "blind": f"{fmt(r['blind'])} ({r['n_blind'] or 0})", "framing": f"{fmt(r['framing'])} ({r['n_framing'] or 0})",
-             "anchor": f"{fmt(r['anchor'])} ({r['n_anchor'] or 0})", "signed pull": fmt(r["pull"]),
-             "gold-signed pull": fmt(r["pull_gold_signed"])}
-            for r in tasks.iter_rows(named=True)]
+    return [
+        {
+            "model": r["model"],
+            "task": r["experimentSlug"],
+            "gold": str(r["gold"]),
+            "prior": str(r["prior"]),
+            "blind": f"{fmt(r['blind'])} ({r['n_blind'] or 0})",
+            "framing": f"{fmt(r['framing'])} ({r['n_framing'] or 0})",
+            "anchor": f"{fmt(r['anchor'])} ({r['n_anchor'] or 0})",
+            "signed pull": fmt(r["pull"]),
+            "gold-signed pull": fmt(r["pull_gold_signed"]),
+        }
+        for r in tasks.iter_rows(named=True)
+    ]
 
 
 def report(summary: pl.DataFrame, tasks: pl.DataFrame, out_dir: Path) -> ReportPart:
@@ -78,12 +96,20 @@ def report(summary: pl.DataFrame, tasks: pl.DataFrame, out_dir: Path) -> ReportP
     if not summary.height:
         return part
     part.sections.append(Section("Judge history", JUDGE_NOTE, _judge_rows(summary)))
-    part.sections.append(Section("Judge history per task", "Condition means (valid judgments per "
-                                 "condition in brackets), the displayed prior, gold, and the task's "
-                                 "signed pull, preregistered and gold-signed.", _judge_task_rows(tasks)))
+    part.sections.append(
+        Section(
+            "Judge history per task",
+            "Condition means (valid judgments per "
+            "condition in brackets), the displayed prior, gold, and the task's "
+            "signed pull, preregistered and gold-signed.",
+            _judge_task_rows(tasks),
+        )
+    )
     for r in summary.iter_rows(named=True):
         model_tasks = tasks.filter(pl.col("modelKey") == r["modelKey"])
         title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"
         name = f"judge-{r['modelKey']}"
-        part.figures.append(Figure(title, name, plots.judge_tasks(model_tasks, title, out_dir / f"{name}.png")))
+        part.figures.append(
+            Figure(title, name, plots.judge_tasks(model_tasks, title, out_dir / f"{name}.png"))
+        )
     return part

@@ -1,6 +1,7 @@
 """Paired experiments in the published "Cognitive Biases AI Bias Benchmark" format (seed 000):
 two conditions per experiment, the effect in the spec's direction with Welch or Newcombe CIs,
 and the published result records as an export."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,22 +27,29 @@ class Paired(Study):
 
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.paired.analysis import paired_effects
+
         effects = paired_effects(run)
-        return [Output("summary", "effects", effects)] if effects.height or self.has_jobs(run) else []
+        return (
+            [Output("summary", "effects", effects)] if effects.height or self.has_jobs(run) else []
+        )
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.paired.table import print_table
+
         if "summary" in tables and tables["summary"].height:
             print_table(tables["summary"], console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
         from orchestrator.studies.paired.report import report
+
         return report(tables["summary"], run, out_dir) if "summary" in tables else ReportPart()
 
     def effects(self, tables):
         from orchestrator.studies.paired.analysis import effect_table
+
         return effect_table(tables["summary"], self.kind) if "summary" in tables else None
 
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         from orchestrator.studies.paired.export import export_ai_benchmark
+
         return export_ai_benchmark(run_dir, out_dir)

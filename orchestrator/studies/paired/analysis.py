@@ -4,6 +4,7 @@ Answers are never pooled across models or strategies: each row is one experiment
 identity under one strategy, comparing condition 0 with condition 1 in the spec's direction, so
 a positive effect is the bias-predicted one.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,11 +17,22 @@ KEYS = ["job", "experimentSlug", "strategy", "modelKey"]
 
 
 def metric_table(run: Run) -> pl.DataFrame:
-    rows = [{"job": job.id, "experimentSlug": e.slug, "metric_type": e.metric.type,
-             "direction": e.metric.direction, "label": e.metric.label, "unit": e.metric.unit,
-             "target_option": e.metric.target_option, "variants": len(e.conditions[0].variants)}
-            for job in run.jobs.values() if job.kind == "paired"
-            for e in job.experiments if len(e.conditions) == 2]
+    rows = [
+        {
+            "job": job.id,
+            "experimentSlug": e.slug,
+            "metric_type": e.metric.type,
+            "direction": e.metric.direction,
+            "label": e.metric.label,
+            "unit": e.metric.unit,
+            "target_option": e.metric.target_option,
+            "variants": len(e.conditions[0].variants),
+        }
+        for job in run.jobs.values()
+        if job.kind == "paired"
+        for e in job.experiments
+        if len(e.conditions) == 2
+    ]
     return pl.DataFrame(rows, schema_overrides={"target_option": pl.String})
 
 
@@ -28,12 +40,28 @@ def model_table(run: Run, keys: list[str]) -> pl.DataFrame:
     """Per job x model identity: samples planned per cell, the protocol's minimum that applies,
     and whether the model is deterministic (temperature 0: its answers are one draw each)."""
     fixed = run.deterministic
-    rows = [{"job": job.id, "modelKey": key, "deterministic": fixed.get(key, False),
-             "planned_per_cell": run.planned_per_cell(job.id, key),
-             "min_samples": job.min_samples_for(fixed.get(key, False))}
-            for job in run.jobs.values() if job.kind == "paired" for key in keys]
-    return pl.DataFrame(rows, schema={"job": pl.String, "modelKey": pl.String, "deterministic": pl.Boolean,
-                                      "planned_per_cell": pl.Int64, "min_samples": pl.Int64})
+    rows = [
+        {
+            "job": job.id,
+            "modelKey": key,
+            "deterministic": fixed.get(key, False),
+            "planned_per_cell": run.planned_per_cell(job.id, key),
+            "min_samples": job.min_samples_for(fixed.get(key, False)),
+        }
+        for job in run.jobs.values()
+        if job.kind == "paired"
+        for key in keys
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "job": pl.String,
+            "modelKey": pl.String,
+            "deterministic": pl.Boolean,
+            "planned_per_cell": pl.Int64,
+            "min_samples": pl.Int64,
+        },
+    )
 
 
 def _options(exp, index: int) -> set[str]:
@@ -51,53 +79,80 @@ def shared_options(run: Run) -> pl.Expr:
         if job.kind != "paired":
             continue
         for e in job.experiments:
-            if len(e.conditions) == 2 and e.metric.type == "choice-share-difference" \
-                    and _options(e, 0) != _options(e, 1):
+            if (
+                len(e.conditions) == 2
+                and e.metric.type == "choice-share-difference"
+                and _options(e, 0) != _options(e, 1)
+            ):
                 here = (pl.col("job") == job.id) & (pl.col("experimentSlug") == e.slug)
-                shared = pl.when(here).then(pl.col("choice").is_in(sorted(_options(e, 0) & _options(e, 1)))
-                                            ).otherwise(shared)
+                shared = (
+                    pl.when(here)
+                    .then(pl.col("choice").is_in(sorted(_options(e, 0) & _options(e, 1))))
+                    .otherwise(shared)
+                )
     return shared
 
 
 def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
     ok = pl.col("status") == "ok"
-    return (final_records(run)
-            .join(metrics.lazy().select("job", "experimentSlug", "target_option"),
-                  on=["job", "experimentSlug"])
-            .group_by([*KEYS, "conditionIndex"])
-            .agg(n_records=pl.len(), n_valid=ok.sum(),
-                 n_parse_error=(pl.col("status") == "parse_error").sum(),
-                 n_refused=(pl.col("status") == "refused").sum(),
-                 mean=pl.col("value").filter(ok).mean(),
-                 var=pl.col("value").filter(ok).var(ddof=1),
-                 n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
-                 n_shared=shared_options(run).fill_null(False).filter(ok).sum(),
-                 # max(), not first(): first() makes polars leave its streaming engine and hold
-                 # the whole file in memory. A model's version is one value per identity anyway.
-                 model_version=pl.col("model").struct.field("version").max())
-            .collect(engine="streaming")
-            .with_columns(model=pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey"))))
+    return (
+        final_records(run)
+        .join(
+            metrics.lazy().select("job", "experimentSlug", "target_option"),
+            on=["job", "experimentSlug"],
+        )
+        .group_by([*KEYS, "conditionIndex"])
+        .agg(
+            n_records=pl.len(),
+            n_valid=ok.sum(),
+            n_parse_error=(pl.col("status") == "parse_error").sum(),
+            n_refused=(pl.col("status") == "refused").sum(),
+            mean=pl.col("value").filter(ok).mean(),
+            var=pl.col("value").filter(ok).var(ddof=1),
+            n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
+            n_shared=shared_options(run).fill_null(False).filter(ok).sum(),
+            # max(), not first(): first() makes polars leave its streaming engine and hold
+            # the whole file in memory. A model's version is one value per identity anyway.
+            model_version=pl.col("model").struct.field("version").max(),
+        )
+        .collect(engine="streaming")
+        .with_columns(
+            model=pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey"))
+        )
+    )
 
 
 def _wide(cond: pl.DataFrame) -> pl.DataFrame:
     """One row per experiment x model x strategy with the two conditions side by side; a
     condition with no records at all still gets a row (its counts are zero)."""
-    parts = [cond.filter(pl.col("conditionIndex") == i).drop("conditionIndex")
-                 .rename(lambda c, i=i: c if c in KEYS else f"{c}_{i}") for i in (0, 1)]
+    parts = [
+        cond.filter(pl.col("conditionIndex") == i)
+        .drop("conditionIndex")
+        .rename(lambda c, i=i: c if c in KEYS else f"{c}_{i}")
+        for i in (0, 1)
+    ]
     wide = parts[0].join(parts[1], on=KEYS, how="full", coalesce=True)
     counts = [c for c in wide.columns if c.startswith(("n_",))]
-    return wide.with_columns(pl.col(counts).fill_null(0),
-                             pl.coalesce("model_0", "model_1").alias("model"),
-                             pl.coalesce("model_version_0", "model_version_1").alias("model_version"))
+    return wide.with_columns(
+        pl.col(counts).fill_null(0),
+        pl.coalesce("model_0", "model_1").alias("model"),
+        pl.coalesce("model_version_0", "model_version_1").alias("model_version"),
+    )
 
 
 def _effects(wide: pl.DataFrame) -> pl.DataFrame:
     """Effect, CI and p-value per row, in the spec's direction."""
     n0, n1 = wide["n_valid_0"].to_numpy().astype(float), wide["n_valid_1"].to_numpy().astype(float)
     is_mean = (wide["metric_type"] == "mean-difference").to_numpy()
-    m0, m1 = wide["mean_0"].fill_null(np.nan).to_numpy(), wide["mean_1"].fill_null(np.nan).to_numpy()
+    m0, m1 = (
+        wide["mean_0"].fill_null(np.nan).to_numpy(),
+        wide["mean_1"].fill_null(np.nan).to_numpy(),
+    )
     v0, v1 = wide["var_0"].fill_null(np.nan).to_numpy(), wide["var_1"].fill_null(np.nan).to_numpy()
-    t0, t1 = wide["n_target_0"].to_numpy().astype(float), wide["n_target_1"].to_numpy().astype(float)
+    t0, t1 = (
+        wide["n_target_0"].to_numpy().astype(float),
+        wide["n_target_1"].to_numpy().astype(float),
+    )
     w = welch(m0, v0, n0, m1, v1, n1)
     c = newcombe(t0, n0, t1, n1)
     # A deterministic model's repeated answers are one draw: an interval or a test that counts
@@ -117,65 +172,142 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
     out["ci_low"] = np.where(flip, -high, low)
     out["ci_high"] = np.where(flip, -low, high)
     # Among the options both conditions show; null where they show the same options.
-    s0, s1 = wide["n_shared_0"].to_numpy().astype(float), wide["n_shared_1"].to_numpy().astype(float)
+    s0, s1 = (
+        wide["n_shared_0"].to_numpy().astype(float),
+        wide["n_shared_1"].to_numpy().astype(float),
+    )
     attraction, a_low, a_high, a_p = newcombe(t1, s1, t0, s0)  # condition 1 minus 0
     shared = (s0 > 0) & (s1 > 0) & ~fixed
-    out["attraction_effect"] = np.where((s0 > 0) & (s1 > 0), np.where(flip, attraction, -attraction), np.nan)
+    out["attraction_effect"] = np.where(
+        (s0 > 0) & (s1 > 0), np.where(flip, attraction, -attraction), np.nan
+    )
     out["attraction_ci_low"] = np.where(shared, np.where(flip, a_low, -a_high), np.nan)
     out["attraction_ci_high"] = np.where(shared, np.where(flip, a_high, -a_low), np.nan)
     out["attraction_p"] = np.where(shared, a_p, np.nan)
     stat0 = np.where(is_mean, m0, t0 / np.where(n0 > 0, n0, np.nan))
     stat1 = np.where(is_mean, m1, t1 / np.where(n1 > 0, n1, np.nan))
     # NaN means "not estimable" here; as null it reads so in every output format.
-    return wide.with_columns(pl.Series("stat_0", stat0).fill_nan(None),
-                             pl.Series("stat_1", stat1).fill_nan(None),
-                             *(pl.Series(k, v).fill_nan(None) for k, v in out.items()))
+    return wide.with_columns(
+        pl.Series("stat_0", stat0).fill_nan(None),
+        pl.Series("stat_1", stat1).fill_nan(None),
+        *(pl.Series(k, v).fill_nan(None) for k, v in out.items()),
+    )
 
 
 def _flags(df: pl.DataFrame) -> pl.DataFrame:
     """What a reader must know before trusting a row: said, never silently averaged away."""
-    rate = lambda i: (pl.col(f"n_parse_error_{i}") / pl.col(f"n_records_{i}"))  # noqa: E731
+    rate = lambda i: pl.col(f"n_parse_error_{i}") / pl.col(f"n_records_{i}")  # noqa: E731
     flags = []
     for i in (0, 1):
-        flags += [pl.when(pl.col(f"n_valid_{i}") == 0).then(pl.lit(f"no valid answers in condition {i}")),
-                  pl.when(pl.col(f"n_parse_error_{i}") > 0).then(pl.format(
-                      f"parse errors c{i}: {{}}/{{}}", pl.col(f"n_parse_error_{i}"), pl.col(f"n_records_{i}"))),
-                  pl.when(pl.col(f"n_refused_{i}") > 0).then(pl.format(
-                      f"refusals c{i}: {{}}/{{}}", pl.col(f"n_refused_{i}"), pl.col(f"n_records_{i}"))),
-                  pl.when(pl.col(f"n_records_{i}") < pl.col("planned_per_condition"))
-                    .then(pl.format(f"unfinished c{i}: {{}}/{{}} answered",
-                                    pl.col(f"n_records_{i}"), pl.col("planned_per_condition")))]
-    flags += [pl.when(~pl.col("adequate")).then(pl.format(
-                  "valid n below the spec's minimum ({} < {})",
-                  pl.min_horizontal("n_valid_0", "n_valid_1"), pl.col("min_samples"))),
-              pl.when(pl.col("attraction_effect").is_not_null()).then(pl.format(
-                  "the conditions list different options, so the share moves with their number "
-                  "alone; among the options both list, the target's share moves {}{}",
-                  pl.col("attraction_effect").round_sig_figs(3),
-                  pl.when(pl.col("attraction_p").is_not_null()).then(pl.format(
-                      " [{}, {}], p {}", *(pl.col(c).round_sig_figs(3) for c in (
-                          "attraction_ci_low", "attraction_ci_high", "attraction_p"))))
-                  .otherwise(pl.lit("")))),
-              pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
-              pl.when(~pl.col("deterministic") & pl.col("effect").is_not_null()
-                      & pl.col("p_value").is_null()).then(
-                  pl.lit("no CI: too few answers or no variance"))]
-    return (df.with_columns(pl.concat_list(flags).list.drop_nulls().alias("flags"))
-              .with_columns(rate(0).alias("parse_error_rate_0"), rate(1).alias("parse_error_rate_1"),
-                            (pl.col("n_refused_0") / pl.col("n_records_0")).alias("refusal_rate_0"),
-                            (pl.col("n_refused_1") / pl.col("n_records_1")).alias("refusal_rate_1")))
+        flags += [
+            pl.when(pl.col(f"n_valid_{i}") == 0).then(pl.lit(f"no valid answers in condition {i}")),
+            pl.when(pl.col(f"n_parse_error_{i}") > 0).then(
+                pl.format(
+                    f"parse errors c{i}: {{}}/{{}}",
+                    pl.col(f"n_parse_error_{i}"),
+                    pl.col(f"n_records_{i}"),
+                )
+            ),
+            pl.when(pl.col(f"n_refused_{i}") > 0).then(
+                pl.format(
+                    f"refusals c{i}: {{}}/{{}}", pl.col(f"n_refused_{i}"), pl.col(f"n_records_{i}")
+                )
+            ),
+            pl.when(pl.col(f"n_records_{i}") < pl.col("planned_per_condition")).then(
+                pl.format(
+                    f"unfinished c{i}: {{}}/{{}} answered",
+                    pl.col(f"n_records_{i}"),
+                    pl.col("planned_per_condition"),
+                )
+            ),
+        ]
+    flags += [
+        pl.when(~pl.col("adequate")).then(
+            pl.format(
+                "valid n below the spec's minimum ({} < {})",
+                pl.min_horizontal("n_valid_0", "n_valid_1"),
+                pl.col("min_samples"),
+            )
+        ),
+        pl.when(pl.col("attraction_effect").is_not_null()).then(
+            pl.format(
+                "the conditions list different options, so the share moves with their number "
+                "alone; among the options both list, the target's share moves {}{}",
+                pl.col("attraction_effect").round_sig_figs(3),
+                pl.when(pl.col("attraction_p").is_not_null())
+                .then(
+                    pl.format(
+                        " [{}, {}], p {}",
+                        *(
+                            pl.col(c).round_sig_figs(3)
+                            for c in ("attraction_ci_low", "attraction_ci_high", "attraction_p")
+                        ),
+                    )
+                )
+                .otherwise(pl.lit("")),
+            )
+        ),
+        pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
+        pl.when(
+            ~pl.col("deterministic") & pl.col("effect").is_not_null() & pl.col("p_value").is_null()
+        ).then(pl.lit("no CI: too few answers or no variance")),
+    ]
+    return df.with_columns(pl.concat_list(flags).list.drop_nulls().alias("flags")).with_columns(
+        rate(0).alias("parse_error_rate_0"),
+        rate(1).alias("parse_error_rate_1"),
+        (pl.col("n_refused_0") / pl.col("n_records_0")).alias("refusal_rate_0"),
+        (pl.col("n_refused_1") / pl.col("n_records_1")).alias("refusal_rate_1"),
+    )
 
 
-DETERMINISTIC = ("deterministic answers at T=0: repeated draws are not independent samples; "
-                 "effect shown without CI/p")
+DETERMINISTIC = (
+    "deterministic answers at T=0: repeated draws are not independent samples; "
+    "effect shown without CI/p"
+)
 
-COLUMNS = ["job", "experimentSlug", "strategy", "modelKey", "model", "model_version", "metric_type",
-           "direction", "label", "unit", "target_option", "stat_0", "stat_1", "effect", "ci_low",
-           "ci_high", "p_value", "df", "attraction_effect", "attraction_ci_low",
-           "attraction_ci_high", "attraction_p", "n_valid_0", "n_valid_1", "planned_per_condition", "min_samples",
-           "deterministic", "adequate", "predicted_direction_observed", "significant", "parse_error_rate_0",
-           "parse_error_rate_1", "refusal_rate_0", "refusal_rate_1", "n_parse_error_0",
-           "n_parse_error_1", "n_refused_0", "n_refused_1", "n_records_0", "n_records_1", "flags"]
+COLUMNS = [
+    "job",
+    "experimentSlug",
+    "strategy",
+    "modelKey",
+    "model",
+    "model_version",
+    "metric_type",
+    "direction",
+    "label",
+    "unit",
+    "target_option",
+    "stat_0",
+    "stat_1",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "df",
+    "attraction_effect",
+    "attraction_ci_low",
+    "attraction_ci_high",
+    "attraction_p",
+    "n_valid_0",
+    "n_valid_1",
+    "planned_per_condition",
+    "min_samples",
+    "deterministic",
+    "adequate",
+    "predicted_direction_observed",
+    "significant",
+    "parse_error_rate_0",
+    "parse_error_rate_1",
+    "refusal_rate_0",
+    "refusal_rate_1",
+    "n_parse_error_0",
+    "n_parse_error_1",
+    "n_refused_0",
+    "n_refused_1",
+    "n_records_0",
+    "n_records_1",
+    "flags",
+]
 
 
 def paired_effects(run: Run) -> pl.DataFrame:
@@ -183,16 +315,19 @@ def paired_effects(run: Run) -> pl.DataFrame:
     cond = per_condition(run, metrics) if metrics.height else pl.DataFrame()
     if cond.is_empty():
         return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
-    wide = (_wide(cond).join(metrics, on=["job", "experimentSlug"])
-            .join(model_table(run, cond["modelKey"].unique().to_list()), on=["job", "modelKey"])
-            .with_columns(planned_per_condition=pl.col("planned_per_cell") * pl.col("variants")))
+    wide = (
+        _wide(cond)
+        .join(metrics, on=["job", "experimentSlug"])
+        .join(model_table(run, cond["modelKey"].unique().to_list()), on=["job", "modelKey"])
+        .with_columns(planned_per_condition=pl.col("planned_per_cell") * pl.col("variants"))
+    )
     df = _effects(wide)
     df = df.with_columns(
         adequate=pl.min_horizontal("n_valid_0", "n_valid_1") >= pl.col("min_samples"),
         predicted_direction_observed=pl.col("effect") > 0,
-        significant=pl.col("p_value") < 0.05)
-    return (_flags(df).select(COLUMNS)
-            .sort("job", "experimentSlug", "model", "strategy"))
+        significant=pl.col("p_value") < 0.05,
+    )
+    return _flags(df).select(COLUMNS).sort("job", "experimentSlug", "model", "strategy")
 
 
 def effect_table(summary: pl.DataFrame, study: str) -> pl.DataFrame:
@@ -203,13 +338,30 @@ def effect_table(summary: pl.DataFrame, study: str) -> pl.DataFrame:
     its Welch interval, on its Welch-Satterthwaite degrees of freedom. None for a deterministic
     model."""
     from orchestrator.analysis.effects import effect_rows
+
     share = pl.col("metric_type") == "choice-share-difference"
-    spread = sum((pl.col(f"stat_{i}") * (1 - pl.col(f"stat_{i}")) / (pl.col(f"n_valid_{i}") - 1))
-                 for i in (0, 1))
+    spread = sum(
+        (pl.col(f"stat_{i}") * (1 - pl.col(f"stat_{i}")) / (pl.col(f"n_valid_{i}") - 1))
+        for i in (0, 1)
+    )
     # a share of 0 or 1 in both conditions has no plug-in spread: compare then reads the SE off
     # the Newcombe interval, which is not zero there
-    se = pl.when(share & pl.col("ci_low").is_not_null() & (pl.min_horizontal("n_valid_0", "n_valid_1") > 1)
-                 & (spread > 0)).then(spread.sqrt())
-    return effect_rows(summary, study, "metric_type", "experimentSlug", "effect", "ci_low", "ci_high",
-                       p="p_value", n=pl.col("n_valid_0") + pl.col("n_valid_1"), se=se,
-                       df=pl.when(~share).then("df"))
+    se = pl.when(
+        share
+        & pl.col("ci_low").is_not_null()
+        & (pl.min_horizontal("n_valid_0", "n_valid_1") > 1)
+        & (spread > 0)
+    ).then(spread.sqrt())
+    return effect_rows(
+        summary,
+        study,
+        "metric_type",
+        "experimentSlug",
+        "effect",
+        "ci_low",
+        "ci_high",
+        p="p_value",
+        n=pl.col("n_valid_0") + pl.col("n_valid_1"),
+        se=se,
+        df=pl.when(~share).then("df"),
+    )

@@ -1,20 +1,27 @@
 """Where the paired analysis departs from the seed-000 benchmark spec, and why."""
+
 from orchestrator.studies.base import Deviation
 
 DEVIATIONS = (
-    Deviation("A model at temperature 0 is planned the spec's deterministicMinimumSamplesPerCondition "
-              "unless samples are set, and its rows show the effect without CI or p (flagged).",
-              "Repeated answers at T=0 are one draw; an interval or a test counting them as n "
-              "independent samples would claim a certainty they do not have (20/20 vs 0/20 would "
-              "get p = 2.5e-10)."),
-    Deviation("A choice experiment whose conditions list different options (the decoy menu: three "
-              "options beside two) is also read among the options both list (attraction effect), "
-              "flagged beside the spec's share difference, which stays the headline.",
-              "The spec's share falls with the number of options alone (1/2 to 1/3 for a respondent "
-              "choosing at random). The options are shown in the spec's fixed order, so a position "
-              "habit can move both measures; the spec defines no counterbalancing."),
-    Deviation("The spec names no test: means use Welch's t, shares Newcombe's interval beside the "
-              "pooled z-test's p; every p is unadjusted.",
-              "Welch needs no equal variances; Newcombe's hybrid score interval keeps its level near "
-              "0 and 1 where a Wald interval does not."),
+    Deviation(
+        "A model at temperature 0 is planned the spec's deterministicMinimumSamplesPerCondition "
+        "unless samples are set, and its rows show the effect without CI or p (flagged).",
+        "Repeated answers at T=0 are one draw; an interval or a test counting them as n "
+        "independent samples would claim a certainty they do not have (20/20 vs 0/20 would "
+        "get p = 2.5e-10).",
+    ),
+    Deviation(
+        "A choice experiment whose conditions list different options (the decoy menu: three "
+        "options beside two) is also read among the options both list (attraction effect), "
+        "flagged beside the spec's share difference, which stays the headline.",
+        "The spec's share falls with the number of options alone (1/2 to 1/3 for a respondent "
+        "choosing at random). The options are shown in the spec's fixed order, so a position "
+        "habit can move both measures; the spec defines no counterbalancing.",
+    ),
+    Deviation(
+        "The spec names no test: means use Welch's t, shares Newcombe's interval beside the "
+        "pooled z-test's p; every p is unadjusted.",
+        "Welch needs no equal variances; Newcombe's hybrid score interval keeps its level near "
+        "0 and 1 where a Wald interval does not.",
+    ),
 )

@@ -1,6 +1,7 @@
 """Export in the published AI Bias Benchmark record format, one file per model identity, the
 records sorted by experiment, condition, variant, strategy and sample (byte-identical for the
 same run, whatever the order its lines were written in)."""
+
 from __future__ import annotations
 
 import mmap
@@ -22,10 +23,14 @@ SCHEMA_MODEL_FIELDS = ("provider", "name", "version", "temperature", "topP", "da
 def to_benchmark_record(rec: dict[str, Any]) -> dict[str, Any]:
     """Only the schema's fields: it allows no extra top-level keys."""
     response = {k: rec["response"][k] for k in ("value", "choice", "raw") if k in rec["response"]}
-    return {"caseId": rec["caseId"], "experimentSlug": rec["experimentSlug"],
-            "conditionIndex": rec["conditionIndex"], "sample": rec["sample"],
-            "model": {k: rec["model"][k] for k in SCHEMA_MODEL_FIELDS},
-            "response": response or {"raw": ""}}
+    return {
+        "caseId": rec["caseId"],
+        "experimentSlug": rec["experimentSlug"],
+        "conditionIndex": rec["conditionIndex"],
+        "sample": rec["sample"],
+        "model": {k: rec["model"][k] for k in SCHEMA_MODEL_FIELDS},
+        "response": response or {"raw": ""},
+    }
 
 
 def _file_name(rec: dict[str, Any]) -> str:
@@ -37,7 +42,12 @@ class _Index:
     """Where one output file's records are, and what they sort by, in flat arrays."""
 
     def __init__(self) -> None:
-        self.cells, self.samples, self.offsets, self.lengths = array("q"), array("q"), array("q"), array("q")
+        self.cells, self.samples, self.offsets, self.lengths = (
+            array("q"),
+            array("q"),
+            array("q"),
+            array("q"),
+        )
 
     def add(self, cell: int, sample: int, offset: int, length: int) -> None:
         self.cells.append(cell)
@@ -47,8 +57,9 @@ class _Index:
 
     def order(self, rank: np.ndarray) -> np.ndarray:
         """Sorted by (experiment, condition, variant, strategy, sample), ties in file order."""
-        return np.lexsort((np.frombuffer(self.samples, np.int64),
-                           rank[np.frombuffer(self.cells, np.int64)]))
+        return np.lexsort(
+            (np.frombuffer(self.samples, np.int64), rank[np.frombuffer(self.cells, np.int64)])
+        )
 
 
 def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
@@ -60,8 +71,10 @@ def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     cells: dict[tuple[Any, ...], int] = {}  # (experiment, condition, variant, strategy) -> id
     for _, status, offset, length, rec in records(path, terminal_only=True):
         if rec["job"] in jobs and status != "too_long":
-            cell = cells.setdefault((rec["experimentSlug"], rec["conditionIndex"], rec["variant"],
-                                     rec["strategy"]), len(cells))
+            cell = cells.setdefault(
+                (rec["experimentSlug"], rec["conditionIndex"], rec["variant"], rec["strategy"]),
+                len(cells),
+            )
             indexes.setdefault(_file_name(rec), _Index()).add(cell, rec["sample"], offset, length)
     rank = np.empty(len(cells), np.int64)
     rank[[cells[c] for c in sorted(cells)]] = np.arange(len(cells))
@@ -78,7 +91,7 @@ def _write_sorted(out: Path, data: mmap.mmap, index: _Index, rank: np.ndarray) -
     with open(out, "wb") as f:
         for i in index.order(rank).tolist():
             at = index.offsets[i]
-            rec = orjson.loads(data[at:at + index.lengths[i]])
+            rec = orjson.loads(data[at : at + index.lengths[i]])
             if (index.cells[i], index.samples[i]) != key:  # a task's copies sort next to each other
                 key, seen = (index.cells[i], index.samples[i]), set()
             if rec["taskId"] in seen:  # a second terminal record of a task (pre-lock runs)

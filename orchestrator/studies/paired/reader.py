@@ -4,6 +4,7 @@ The published format gives each experiment two conditions and a metric but state
 contract only inside the prompt text, so it is inferred from there. An experiment may carry an
 explicit `responseContract` (our extension) where inference is not wanted.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
-from orchestrator.spec.models import (Condition, Experiment, Job, Metric, ResponseContract,
-                                      Variant)
+from orchestrator.spec.models import Condition, Experiment, Job, Metric, ResponseContract, Variant
 
 
 class _Open(BaseModel):
@@ -88,8 +88,9 @@ def infer_contract(prompt: str, metric: SeedMetric) -> ResponseContract | None:
             options = [o.strip() for o in m.group(1).split(";") if o.strip()]
         if len(options) < 2:
             return None
-        return ResponseContract(kind="choice", field=metric.choiceField,
-                                options=tuple(dict.fromkeys(options)))
+        return ResponseContract(
+            kind="choice", field=metric.choiceField, options=tuple(dict.fromkeys(options))
+        )
     if re.search(r'"value"\s*:\s*integer', prompt):
         m = _RATING_SCALE.search(prompt)
         lo, hi = (int(m.group(1)), int(m.group(2))) if m else (1, 7)
@@ -104,17 +105,29 @@ def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) 
         c = exp.responseContract
         field = exp.metric.choiceField if c.type == "choice" else exp.metric.valueField
         try:
-            return ResponseContract(kind=c.type, field=field, options=tuple(c.options),
-                                    minimum=c.minimum if c.type == "rating" else None,
-                                    maximum=c.maximum if c.type == "rating" else None)
+            return ResponseContract(
+                kind=c.type,
+                field=field,
+                options=tuple(c.options),
+                minimum=c.minimum if c.type == "rating" else None,
+                maximum=c.maximum if c.type == "rating" else None,
+            )
         except ValueError as exc:
-            raise UserError(str(exc), file=str(path), field=f"{where}.responseContract",
-                            fix="list the exact option strings (at least two)") from None
+            raise UserError(
+                str(exc),
+                file=str(path),
+                field=f"{where}.responseContract",
+                fix="list the exact option strings (at least two)",
+            ) from None
     contract = infer_contract(cond.prompt, exp.metric)
     if contract is None:
-        raise UserError("cannot tell the response contract from the prompt text", file=str(path),
-                        field=f"{where}.prompt", fix='add "responseContract": {"type": "number"|'
-                        '"rating"|"choice", "options": [...]} to the experiment')
+        raise UserError(
+            "cannot tell the response contract from the prompt text",
+            file=str(path),
+            field=f"{where}.prompt",
+            fix='add "responseContract": {"type": "number"|'
+            '"rating"|"choice", "options": [...]} to the experiment',
+        )
     return contract
 
 
@@ -125,27 +138,55 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
     for i, exp in enumerate(spec.experiments):
         where = f"experiments[{i}]"
         if exp.experimentSlug in seen:
-            raise UserError(f"duplicate experiment slug '{exp.experimentSlug}'", file=str(path),
-                            field=f"{where}.experimentSlug", fix="give every experiment its own slug")
+            raise UserError(
+                f"duplicate experiment slug '{exp.experimentSlug}'",
+                file=str(path),
+                field=f"{where}.experimentSlug",
+                fix="give every experiment its own slug",
+            )
         seen.add(exp.experimentSlug)
         conditions = []
         for j, cond in enumerate(exp.conditions):
             contract = _contract(exp, cond, f"{where}.conditions[{j}]", path)
             target = exp.metric.targetOption
             if contract.kind == "choice" and target not in contract.options:
-                raise UserError(f"targetOption {target!r} is not among the options {list(contract.options)}",
-                                file=str(path), field=f"{where}.metric.targetOption",
-                                fix="make targetOption one of the exact option strings")
-            conditions.append(Condition(index=j, label=cond.label, variants=(
-                Variant(id="v1", prompt=cond.prompt, contract=contract),)))
+                raise UserError(
+                    f"targetOption {target!r} is not among the options {list(contract.options)}",
+                    file=str(path),
+                    field=f"{where}.metric.targetOption",
+                    fix="make targetOption one of the exact option strings",
+                )
+            conditions.append(
+                Condition(
+                    index=j,
+                    label=cond.label,
+                    variants=(Variant(id="v1", prompt=cond.prompt, contract=contract),),
+                )
+            )
         m = exp.metric
-        metric = Metric(type=m.type, direction=m.direction, label=m.label, unit=m.unit,
-                        target_option=m.targetOption)
-        experiments.append(Experiment(slug=exp.experimentSlug, bias_slug=exp.biasSlug,
-                                      metric=metric, conditions=tuple(conditions)))
+        metric = Metric(
+            type=m.type,
+            direction=m.direction,
+            label=m.label,
+            unit=m.unit,
+            target_option=m.targetOption,
+        )
+        experiments.append(
+            Experiment(
+                slug=exp.experimentSlug,
+                bias_slug=exp.biasSlug,
+                metric=metric,
+                conditions=tuple(conditions),
+            )
+        )
     p = spec.protocol
-    return Job(id=job_id, title=spec.title, system_prompt=p.systemPrompt,
-               min_samples=p.minimumSamplesPerCondition,
-               deterministic_min_samples=p.deterministicMinimumSamplesPerCondition,
-               recommended_temperature=p.recommendedTemperature, experiments=tuple(experiments),
-               kind="paired")
+    return Job(
+        id=job_id,
+        title=spec.title,
+        system_prompt=p.systemPrompt,
+        min_samples=p.minimumSamplesPerCondition,
+        deterministic_min_samples=p.deterministicMinimumSamplesPerCondition,
+        recommended_temperature=p.recommendedTemperature,
+        experiments=tuple(experiments),
+        kind="paired",
+    )

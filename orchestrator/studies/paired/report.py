@@ -1,5 +1,6 @@
 """The paired experiments' report section: the effects table, the forest plot, and each
 experiment's answer distributions per condition."""
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,8 @@ PAIRED_NOTE = (
     "0.05 the interval may exclude 0 while p >= 0.05, or the reverse. Every p-value is unadjusted: "
     "each row is tested on its own, with no correction for multiplicity across experiments, "
     "models or strategies. A model at temperature 0 gets no CI or p: its repeated answers are one "
-    "draw, not independent samples.")
+    "draw, not independent samples."
+)
 
 
 def paired_note(summary: pl.DataFrame) -> str:
@@ -27,35 +29,55 @@ def paired_note(summary: pl.DataFrame) -> str:
     n = summary["p_value"].drop_nulls().len() if summary.height else 0
     if n < 2:
         return PAIRED_NOTE
-    return (f"{PAIRED_NOTE} With {n} p-values here and no effect anywhere, at least one would be "
-            f"below 0.05 with probability 1 - 0.95^{n} = {1 - 0.95 ** n:.0%}.")
+    return (
+        f"{PAIRED_NOTE} With {n} p-values here and no effect anywhere, at least one would be "
+        f"below 0.05 with probability 1 - 0.95^{n} = {1 - 0.95**n:.0%}."
+    )
 
 
 def _effect_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
     rows = []
     for r in summary.iter_rows(named=True):
         share = r["metric_type"] == "choice-share-difference"
-        rows.append({
-            "experiment": r["experimentSlug"], "model": f"{r['model']} [{r['modelKey']}]",
-            "strategy": r["strategy"],
-            "condition 0": fmt(r["stat_0"]) + (" share" if share else " mean"),
-            "condition 1": fmt(r["stat_1"]) + (" share" if share else " mean"),
-            "effect [95% CI]": f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-            "p": fmt(r["p_value"], 2), "valid n (0 / 1)": f"{r['n_valid_0']} / {r['n_valid_1']}",
-            "flags": "; ".join(r["flags"]) or "none"})
+        rows.append(
+            {
+                "experiment": r["experimentSlug"],
+                "model": f"{r['model']} [{r['modelKey']}]",
+                "strategy": r["strategy"],
+                "condition 0": fmt(r["stat_0"]) + (" share" if share else " mean"),
+                "condition 1": fmt(r["stat_1"]) + (" share" if share else " mean"),
+                "effect [95% CI]": f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                "p": fmt(r["p_value"], 2),
+                "valid n (0 / 1)": f"{r['n_valid_0']} / {r['n_valid_1']}",
+                "flags": "; ".join(r["flags"]) or "none",
+            }
+        )
     return rows
 
 
 def _distribution_sets(run: Run, summary: pl.DataFrame):
-    answers = (final_records(run).filter(pl.col("status") == "ok")
-               .select("job", "experimentSlug", "strategy", "modelKey", "conditionIndex", "value", "choice")
-               .collect())
+    answers = (
+        final_records(run)
+        .filter(pl.col("status") == "ok")
+        .select(
+            "job", "experimentSlug", "strategy", "modelKey", "conditionIndex", "value", "choice"
+        )
+        .collect()
+    )
     for r in summary.iter_rows(named=True):
         exp = run.jobs[r["job"]].experiment(r["experimentSlug"])
-        labels = pl.DataFrame({"conditionIndex": [c.index for c in exp.conditions],
-                               "label": [c.label for c in exp.conditions]})
-        part = answers.filter((pl.col("job") == r["job"]) & (pl.col("experimentSlug") == r["experimentSlug"])
-                              & (pl.col("strategy") == r["strategy"]) & (pl.col("modelKey") == r["modelKey"]))
+        labels = pl.DataFrame(
+            {
+                "conditionIndex": [c.index for c in exp.conditions],
+                "label": [c.label for c in exp.conditions],
+            }
+        )
+        part = answers.filter(
+            (pl.col("job") == r["job"])
+            & (pl.col("experimentSlug") == r["experimentSlug"])
+            & (pl.col("strategy") == r["strategy"])
+            & (pl.col("modelKey") == r["modelKey"])
+        )
         kind = "choice" if r["metric_type"] == "choice-share-difference" else "value"
         yield r, part.join(labels, on="conditionIndex", how="left", coalesce=True), kind
 
@@ -64,10 +86,20 @@ def report(summary: pl.DataFrame, run: Run, out_dir: Path) -> ReportPart:
     part = ReportPart()
     if not summary.height:
         return part
-    part.sections.append(Section("Effects", paired_note(summary), _effect_rows(summary),
-                                 (("forest", plots.forest(summary, out_dir / "forest.png")),)))
+    part.sections.append(
+        Section(
+            "Effects",
+            paired_note(summary),
+            _effect_rows(summary),
+            (("forest", plots.forest(summary, out_dir / "forest.png")),),
+        )
+    )
     for r, values, kind in _distribution_sets(run, summary):
-        name = re.sub(r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower())
+        name = re.sub(
+            r"[^a-z0-9-]+", "-", f"{r['experimentSlug']}-{r['modelKey']}-{r['strategy']}".lower()
+        )
         title = f"{r['experimentSlug']} · {r['model']} [{r['modelKey']}] · {r['strategy']}"
-        part.figures.append(Figure(title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png")))
+        part.figures.append(
+            Figure(title, name, plots.distribution(values, title, kind, out_dir / f"{name}.png"))
+        )
     return part

@@ -1,4 +1,5 @@
 """The effects table in the terminal."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -8,20 +9,36 @@ from rich.table import Column, Table
 from orchestrator.report.format import fmt
 
 # What the p column is, where it is read (the report's note says it at length).
-CAPTION = ("p: unadjusted (no correction across experiments or models); Welch's t for means, the "
-           "pooled two-proportion z-test for shares, beside Newcombe's CI (they may disagree near "
-           "0.05); none at T=0")
+CAPTION = (
+    "p: unadjusted (no correction across experiments or models); Welch's t for means, the "
+    "pooled two-proportion z-test for shares, beside Newcombe's CI (they may disagree near "
+    "0.05); none at T=0"
+)
 
 
 def print_table(summary, console: Console) -> None:
-    table = Table("model", "experiment", Column("cond 0", justify="right"), Column("cond 1", justify="right"),
-                  Column("effect [95% CI]", justify="right"), Column("p", justify="right"),
-                  Column("n", justify="right"), "flags",
-                  title="effects (positive = bias-predicted direction)", caption=CAPTION)
+    table = Table(
+        "model",
+        "experiment",
+        Column("cond 0", justify="right"),
+        Column("cond 1", justify="right"),
+        Column("effect [95% CI]", justify="right"),
+        Column("p", justify="right"),
+        Column("n", justify="right"),
+        "flags",
+        title="effects (positive = bias-predicted direction)",
+        caption=CAPTION,
+    )
     for r in summary.iter_rows(named=True):
         strategy = "" if r["strategy"] == "baseline" else f" [{r['strategy']}]"
-        table.add_row(escape(r["model"] + strategy), r["experimentSlug"], fmt(r["stat_0"]), fmt(r["stat_1"]),
-                      f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-                      fmt(r["p_value"], 2), f"{r['n_valid_0']}/{r['n_valid_1']}",
-                      escape("; ".join(r["flags"])) or "-")
+        table.add_row(
+            escape(r["model"] + strategy),
+            r["experimentSlug"],
+            fmt(r["stat_0"]),
+            fmt(r["stat_1"]),
+            f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            fmt(r["p_value"], 2),
+            f"{r['n_valid_0']}/{r['n_valid_1']}",
+            escape("; ".join(r["flags"])) or "-",
+        )
     console.print(table)

@@ -6,18 +6,18 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from orchestrator.errors import UserError
-from orchestrator.spec.campaign import Campaign
-from orchestrator.spec.build import load_campaign
 from orchestrator.cache.commands import add as _cache_commands
+from orchestrator.errors import UserError
 from orchestrator.nightly.commands import add_commands as _nightly_commands
+from orchestrator.spec.build import load_campaign
+from orchestrator.spec.campaign import Campaign
 from orchestrator.studies import exporters, registered
 
 app = typer.Typer(
@@ -109,7 +109,7 @@ def init(
 def plan(
     config: ConfigArg,
     samples: Annotated[
-        Optional[int], typer.Option(help="Samples per condition (overrides the config).")
+        int | None, typer.Option(help="Samples per condition (overrides the config).")
     ] = None,
     as_json: Annotated[
         bool,
@@ -246,16 +246,16 @@ def print_estimates(p) -> None:
 def run(
     config: ConfigArg,
     run_id: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="Run id under runs/<campaign>/ (default from the config, else 'default'). 'auto' names the run by the UTC date and points runs/<campaign>/latest at it: while that night is running or has tasks to do, a second auto run waits, is refused or resumes it; after it finished, the next is DATE-2."
         ),
     ] = None,
     samples: Annotated[
-        Optional[int], typer.Option(help="Samples per condition (overrides the config).")
+        int | None, typer.Option(help="Samples per condition (overrides the config).")
     ] = None,
     budget: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             callback=_number(0, example="5"),
             help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.",
@@ -269,7 +269,7 @@ def run(
         ),
     ] = False,
     log: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it)."
         ),
@@ -452,10 +452,10 @@ def repair(run_dir: RunDirArg) -> None:
     """Move the lines of results.ndjson that are not result records (blank, garbage, another
     program's JSON, a torn line) to results.rejected.ndjson beside it, so the run can go on.
     Deletes nothing. Refused while a `run` of this folder is going on."""
+    from orchestrator.engine.lock import RunLock
     from orchestrator.engine.repair import repair_results
     from orchestrator.engine.results import RESULTS
     from orchestrator.engine.store import RunStore
-    from orchestrator.engine.lock import RunLock
 
     try:
         RunStore(run_dir).read_manifest()
@@ -488,7 +488,7 @@ def export(
         str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")
     ] = next(iter(exporters())),
     out: Annotated[
-        Optional[Path], typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")
+        Path | None, typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")
     ] = None,
 ) -> None:
     """Export results in a published format, one file per model identity."""

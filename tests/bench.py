@@ -141,8 +141,8 @@ async def _bare_loop(url: str, bodies: list[bytes]) -> None:
 
 def _bench_campaign(url: str | list[str], out: Path):
     """The bench's campaign on one endpoint (`url`), or on an endpoint pool (a list)."""
-    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
 
     endpoint = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
     cfg = CampaignConfig(
@@ -323,9 +323,10 @@ print(summary.split(";")[0])
 
 def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
     from rich.console import Console
+
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(
@@ -350,6 +351,7 @@ def bench_rate_control() -> None:
     counted where the limit is enforced: at the server."""
     import statistics
     import threading
+
     from orchestrator.emulator.server import Emulator, EmulatorConfig
 
     # 100 requests (6,000 tokens) a second, counted in 3 s windows: the pacer keeps a fixed 50 ms

@@ -16,9 +16,10 @@ def _local_records(
     seed-000 prompts. `slots` servers, two calls in flight each; `server` replaces the
     [models.server] table (Ray replicas: then slots is their number)."""
     from rich.console import Console
+
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(

@@ -21,9 +21,10 @@ PROMPT = (
 def _mode_rate(answers: str, items: int) -> tuple[float, float, int]:
     """(items/s, calls/s, items) from the first call's start to the last one's end."""
     from rich.console import Console
+
     from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
 
     model = {"provider": "local", "answers": answers}
     if answers == "generate":
@@ -55,6 +56,7 @@ def _echo_seconds(patched: bool, repeats: int) -> float:
     """Seconds per echoed-log-probability completion of a fresh prompt, in this process."""
     import llama_cpp
     import llama_cpp.llama as module
+
     from orchestrator.providers import llama_serve
     from orchestrator.spec.localmodel import default_model_path
 

@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from rich.console import Console
 
 from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults

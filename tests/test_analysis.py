@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
-from tests.conftest import write_config, run_quietly
+from tests.conftest import run_quietly, write_config
 
 PRO = "Pro — €14/month, 100 GB"
 EFFECTS = f"""

@@ -4,7 +4,7 @@ reviews file, model text shown literally, and the judge-alignment summary."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -174,7 +174,7 @@ def test_pending_are_escalated_then_flagged_by_trace_id_without_a_review():
 
 
 def test_a_scripted_session_stores_one_line_per_trace_with_every_determination(tmp_path):
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     stored, console, prompts = session(
         tmp_path, [*FOUR, "anchored on the quote", "n3", "n4", "b1", "u", ""], records=RECORDS[2:4]
     )
@@ -185,7 +185,7 @@ def test_a_scripted_session_stores_one_line_per_trace_with_every_determination(t
     assert first["reviewer"] == "ann" and first["note"] == "anchored on the quote"
     assert first["determinations"] == FOUR_STORED
     at = datetime.fromisoformat(first["reviewedAt"])
-    assert at.utcoffset() == timedelta(0) and before <= at <= datetime.now(timezone.utc)
+    assert at.utcoffset() == timedelta(0) and before <= at <= datetime.now(UTC)
     assert second["traceId"] == "g001" and second["note"] == ""
     assert second["determinations"]["Availability"] == {"biased": True, "score": 1}
     assert [p.split(" ")[0] for p in prompts[:5]] == [*BIAS_TYPES, "note"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from orchestrator.emulator.server import EmulatorConfig, Emulator
+from orchestrator.emulator.server import Emulator, EmulatorConfig
 from tests.conftest import run_quietly, write_config
 
 STEPS = [

@@ -24,8 +24,8 @@ from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Transient
 from orchestrator.providers.simulated import SimulatedProvider
-from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.build import load_campaign
+from orchestrator.spec.campaign import ModelConfig
 from tests.conftest import cli, write_config
 
 NAMES = {

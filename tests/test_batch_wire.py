@@ -4,15 +4,14 @@ a batch found again after its creation went unrecorded, item failures as the onl
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import orjson
 import pytest
 
-from orchestrator.batch.api import Unconfirmed
-
 from orchestrator.batch.anthropic import AnthropicBatch
+from orchestrator.batch.api import Unconfirmed
 from orchestrator.batch.gemini import GeminiBatch
 from orchestrator.batch.openai import OpenAIBatch
 from orchestrator.batch.wire import batch_api
@@ -20,8 +19,8 @@ from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, TooLong, Transient
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 from orchestrator.spec.build import build_campaign
+from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
 PROTOCOLS = ["openai", "anthropic", "gemini"]
 KEY = "sk-batch-Zq81xV0pLmT4sEcret9"
@@ -115,7 +114,7 @@ def test_find_recovers_a_batch_created_but_never_recorded(
 ):
     server = emulator(batch=BatchBehaviour(processing_s=60))
     api, tasks = client(protocol, server, monkeypatch)
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
 
     async def go():
         try:
@@ -182,7 +181,7 @@ def test_anthropic_find_names_every_batch_of_one_size_but_the_known(
     """Anthropic keeps no name: two batches of one size are both candidates (the runner tells
     them apart by their results), and a batch the run already knows is none."""
     api, tasks = client("anthropic", emulator(batch=BatchBehaviour(processing_s=60)), monkeypatch)
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
 
     async def go():
         try:

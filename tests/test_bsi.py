@@ -11,14 +11,14 @@ import pytest
 from scipy import stats
 
 from orchestrator.analysis.stats import bh
+from orchestrator.analysis.summary import analyze
+from orchestrator.plan import option_orders
 from orchestrator.report.plots import plt
+from orchestrator.spec.jobs import load_job
 from orchestrator.studies.bias_strength.inference import bias_summary
 from orchestrator.studies.bias_strength.plots import heatmap_figure
 from orchestrator.studies.bias_strength.report import _bsi_rows
-from orchestrator.analysis.summary import analyze
-from orchestrator.plan import option_orders
-from orchestrator.spec.jobs import load_job
-from tests.conftest import ROOT, write_config, run_quietly
+from tests.conftest import ROOT, run_quietly, write_config
 
 FIXTURE = ROOT / "tests" / "data" / "three-biases.json"
 K_PER_BIAS = {

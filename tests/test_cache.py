@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 import polars as pl
-from polars.testing import assert_frame_equal
 import pytest
+from polars.testing import assert_frame_equal
 from rich.console import Console
 from typer.testing import CliRunner
 

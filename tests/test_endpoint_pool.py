@@ -16,11 +16,11 @@ import pytest
 
 from orchestrator.emulator.server import Emulator, EmulatorConfig, Faults
 from orchestrator.plan import Plan
-from orchestrator.providers.base import Completion
-from orchestrator.providers import pool as pool_module
 from orchestrator.processes import free_port
-from orchestrator.providers.openai import OpenAIProvider
+from orchestrator.providers import pool as pool_module
+from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Unreachable
+from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import SET_ASIDE_AFTER, EndpointPool
 from orchestrator.spec.build import load_campaign
 from tests.conftest import cli, run_quietly, write_config

@@ -6,8 +6,8 @@ from collections import Counter
 
 import orjson
 
-from tests.conftest import openai_config, run_quietly
 from orchestrator.emulator.server import Faults
+from tests.conftest import openai_config, run_quietly
 
 
 def _records(run_dir):

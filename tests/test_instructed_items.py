@@ -6,6 +6,7 @@ temperature 0 whose repeated samples count once per item."""
 from __future__ import annotations
 
 import copy
+
 import numpy as np
 import orjson
 import polars as pl

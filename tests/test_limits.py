@@ -8,11 +8,11 @@ import time
 import anyio
 import pytest
 
-from tests.timing import run_virtually, virtual_clock
 from orchestrator.engine.limits import JITTER_S, SAFETY, KeyController, TokenWindow
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
 from orchestrator.spec.campaign import LimitConfig
+from tests.timing import run_virtually, virtual_clock
 
 
 def test_requests_get_evenly_spaced_slots():

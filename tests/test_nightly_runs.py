@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -41,12 +41,12 @@ def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
 
 def test_auto_names_runs_by_date_points_latest_and_never_touches_a_finished_night(tmp_path):
     config = write_config(tmp_path, SIMULATED.format(simulate='draws = "run"'))
-    day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
     first = cli("run", str(config), "--run-id", "auto", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     campaign = tmp_path / "runs" / "nightly"
     if not (campaign / day).is_dir():  # the run started just after midnight UTC
-        day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
     assert os.readlink(campaign / "latest") == day
     night = _snapshot(campaign / day)
     assert cli("run", str(config), "--run-id", "auto", cwd=tmp_path).returncode == 0

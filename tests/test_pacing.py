@@ -8,11 +8,11 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.timing import VirtualTimeLoop, most_in_any_window, run_virtually
 from orchestrator.engine.limits import KeyController
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
 from orchestrator.spec.campaign import LimitConfig
+from tests.timing import VirtualTimeLoop, most_in_any_window, run_virtually
 
 
 def send_times(config: LimitConfig, replies: list[dict], seed: int) -> list[float]:

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.plan import Plan
-from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.build import load_campaign
+from orchestrator.spec.builtin import builtin_dir
 from tests.conftest import ROOT
 
 BUILTIN = {"jobs": "*.json*", "configs": "*.toml"}  # jobs: JSON job files and JSONL trace sets

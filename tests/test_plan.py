@@ -18,8 +18,8 @@ from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.plan_changes import describe_changes
 from orchestrator.shuffle import Shuffle
-from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.spec.build import load_campaign
+from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.spec.models import (
     Condition,
     Experiment,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import anthropic
 import anyio
 import openai
@@ -12,8 +14,8 @@ from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, RateLimited, Refused
 from orchestrator.providers.http import seconds_until
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 from orchestrator.spec.build import build_campaign
+from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
 SYSTEM = "Answer the task directly. Return only the requested JSON object."
 PROMPT = 'Choose Continue or Stop. Return JSON only: {"choice": "Continue"} or {"choice": "Stop"}.'
@@ -159,9 +161,9 @@ def test_retry_and_reset_hints(hint, seconds):
 
 
 def test_rfc3339_and_http_date_hints():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
     from email.utils import format_datetime
 
-    later = datetime.now(timezone.utc) + timedelta(seconds=30)
+    later = datetime.now(UTC) + timedelta(seconds=30)
     assert 28 < seconds_until(later.isoformat()) <= 30
     assert 27 < seconds_until(format_datetime(later, usegmt=True)) <= 30

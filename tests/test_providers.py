@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import write_config, run_quietly
+from tests.conftest import run_quietly, write_config
 
 KEYS = {
     "openai": "sk-test-OPENAI-0123456789",

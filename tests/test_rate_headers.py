@@ -4,7 +4,7 @@ what the plain one says, name by name, every value through `seconds_until` and `
 from __future__ import annotations
 
 import types
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from unittest import mock
 
@@ -70,7 +70,7 @@ def frozen_clock():
     return mock.patch.object(http, "time", types.SimpleNamespace(time=lambda: NOW))
 
 
-moments = st.floats(-1e5, 1e6).map(lambda s: datetime.fromtimestamp(NOW + s, timezone.utc))
+moments = st.floats(-1e5, 1e6).map(lambda s: datetime.fromtimestamp(NOW + s, UTC))
 numbers = st.integers(0, 10**7).map(str) | st.decimals(0, 1e5, places=3).map(str)
 values = st.one_of(
     numbers,
@@ -142,7 +142,7 @@ def test_the_fast_forms_of_a_reset_read_as_the_generic_reading_does(value):
 
 
 def test_the_headers_each_protocol_sends_on_every_reply():
-    later = datetime.fromtimestamp(NOW + 30, timezone.utc).isoformat()
+    later = datetime.fromtimestamp(NOW + 30, UTC).isoformat()
     openai = CIMultiDictProxy(
         CIMultiDict(
             {

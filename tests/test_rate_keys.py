@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import orjson
 
+from orchestrator.emulator.server import Faults
 from tests.conftest import openai_config, run_quietly, write_config
 from tests.timing import most_in_any_window
-from orchestrator.emulator.server import Faults
 
 
 def _records(run_dir):

@@ -302,11 +302,12 @@ def test_a_resumed_scoring_run_asks_only_for_the_missing_tasks(tmp_path, emulato
 def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     """configs/instructed-simulated.toml, as shipped: every expected score its comment states
     lies in the analysis's 95% CI, in both answer modes (the scored model despite its prior)."""
-    from orchestrator.analysis.load import open_run
-    from orchestrator.spec.build import load_campaign
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.studies.instructed.analysis import bias_scores
     from rich.console import Console
+
+    from orchestrator.analysis.load import open_run
+    from orchestrator.engine.session import run_campaign
+    from orchestrator.spec.build import load_campaign
+    from orchestrator.studies.instructed.analysis import bias_scores
 
     campaign = load_campaign(
         ROOT / "configs" / "instructed-simulated.toml", {"output_dir": str(tmp_path / "runs")}
@@ -409,8 +410,8 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
     from orchestrator.engine.scoring import Premises, score_task
     from orchestrator.plan import Plan
     from orchestrator.providers.base import Completion
-    from orchestrator.spec.campaign import CampaignConfig, LimitConfig
     from orchestrator.spec.build import build_campaign
+    from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
     class Flat:  # every continuation equally likely after any text
         async def score(self, task, text, continuation):

@@ -12,7 +12,6 @@ import pytest
 
 from orchestrator.spec.campaign import LimitConfig
 
-
 # --- hints ----------------------------------------------------------------------------------
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request

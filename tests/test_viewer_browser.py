@@ -359,6 +359,7 @@ def test_a_run_still_going_refreshes_and_answers_stay_text(browser, run, tmp_pat
     overview says so and shows the tasks pending, then follows the file as it grows. A model's
     answer holding markup is shown as text, never made into an element."""
     import shutil
+
     import orjson
 
     copy = tmp_path / "going"

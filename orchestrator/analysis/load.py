@@ -8,9 +8,9 @@ from typing import Any
 
 import polars as pl
 
+from orchestrator.analysis.names import model_names
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
 from orchestrator.engine.snapshot import Readable
-from orchestrator.analysis.names import model_names
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key, is_deterministic

@@ -17,7 +17,6 @@ from typing import Protocol
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 
-
 # What each provider promises (for the plan).
 TURNAROUND = {
     "openai": "within 24 hours",

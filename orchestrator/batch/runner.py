@@ -192,7 +192,7 @@ class BatchSide:
                     name,
                     path,
                     len(ids),
-                    lambda file_id: self.journal.uploaded(batch, file_id),
+                    lambda file_id, batch=batch: self.journal.uploaded(batch, file_id),
                     self.journal.known_ids(),
                 )
             except Unconfirmed as exc:  # in flight until its results tell (settle.py)

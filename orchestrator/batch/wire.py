@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +41,7 @@ def moment(value: Any) -> float | None:
 
 
 def timestamp(since: datetime) -> float:
-    return (since if since.tzinfo else since.replace(tzinfo=timezone.utc)).timestamp()
+    return (since if since.tzinfo else since.replace(tzinfo=UTC)).timestamp()
 
 
 class BatchClient:
@@ -131,7 +131,7 @@ class BatchClient:
         """Create a batch and return its id, never twice: after a failure the request may have
         been acted on all the same (the answer lost on the way), so the provider is asked for
         the batch (but those in `known`, the run's own) before trying again."""
-        since = datetime.now(timezone.utc)
+        since = datetime.now(UTC)
         for attempt in range(1, self.attempts + 1):
             try:
                 return await create()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,14 +20,14 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 CacheOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--cache",
         help="The cache file (default: the campaign's with --config, else the user's cache folder: $XDG_CACHE_HOME or ~/.cache, bias-orchestrator/responses.sqlite).",
     ),
 ]
 ConfigOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--config", help="A campaign config: the cache its `cache` setting names."),
 ]
 
@@ -123,11 +123,7 @@ def _size(n: int) -> str:
 
 
 def _when(ts: float | None) -> str:
-    return (
-        "-"
-        if ts is None
-        else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    )
+    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def show_stats(path: Path) -> None:

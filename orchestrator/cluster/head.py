@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
 from collections.abc import Callable
 
 import anyio

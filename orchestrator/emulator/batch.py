@@ -22,7 +22,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,11 +92,7 @@ class Job:
 def rfc3339(t: float | None) -> str | None:
     if t is None:
         return None
-    return (
-        datetime.fromtimestamp(t, timezone.utc)
-        .isoformat(timespec="microseconds")
-        .replace("+00:00", "Z")
-    )
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def hex_id(n: int = 24) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,14 +22,14 @@ def emulate(
         ),
     ] = 8765,
     rpm: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             callback=cli._number(1, example="500"),
             help="Requests allowed per period, per API key and protocol.",
         ),
     ] = None,
     tpm: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             callback=cli._number(1, example="200000"),
             help="Tokens (prompt + max_tokens) allowed per period.",

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -194,7 +194,7 @@ class Emulator:
                 }
             return h
         if proto.name == "anthropic":
-            at = lambda s: (datetime.now(timezone.utc) + timedelta(seconds=s)).isoformat()  # noqa: E731
+            at = lambda s: (datetime.now(UTC) + timedelta(seconds=s)).isoformat()  # noqa: E731
             h = {}
             if c.rpm is not None:
                 h |= {

@@ -11,7 +11,7 @@ import fcntl
 import os
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ class RunLock:
         me = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(me), 0)

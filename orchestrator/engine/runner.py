@@ -29,8 +29,8 @@ from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.scoring import Premises, score_task
-from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.engine.state import RunState
+from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed
 from orchestrator.plan import Plan, Task
 from orchestrator.providers.base import Completion, Provider
@@ -43,7 +43,6 @@ from orchestrator.providers.errors import (
     Transient,
     Unreachable,
 )
-
 
 FLUSH_EVERY_S = 0.2  # the most a crash can lose; those tasks simply run again on resume
 

@@ -6,7 +6,7 @@ import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,8 @@ from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.campaign import Campaign, CampaignConfig, check_credentials
 from orchestrator.spec.build import build_campaign
+from orchestrator.spec.campaign import Campaign, CampaignConfig, check_credentials
 from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 
@@ -104,7 +104,7 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
     return {
         "campaign": campaign.config.name,
         "runId": campaign.config.run_id,
-        "createdAt": datetime.now(timezone.utc).isoformat(),
+        "createdAt": datetime.now(UTC).isoformat(),
         "software": __version__,
         "configPath": str(campaign.source.resolve()) if campaign.source else None,
         "config": campaign.config.model_dump(mode="json"),

@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import traceback
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -80,14 +80,14 @@ def add(app: typer.Typer) -> None:
     )
     def compare(
         run_a: Annotated[
-            Optional[Path],
+            Path | None,
             typer.Argument(
                 help="The earlier run folder (or, with --previous, a campaign or run folder).",
                 show_default=False,
             ),
         ] = None,
         run_b: Annotated[
-            Optional[Path], typer.Argument(help="The later run folder.", show_default=False)
+            Path | None, typer.Argument(help="The later run folder.", show_default=False)
         ] = None,
         previous: Annotated[
             bool,
@@ -105,13 +105,13 @@ def add(app: typer.Typer) -> None:
             ),
         ] = "all",
         on_change: Annotated[
-            Optional[str],
+            str | None,
             typer.Option(
                 help="When a --fail-on flag is raised, run this shell command with the comparison's JSON path as its last argument (also in $ORCHESTRATOR_COMPARE_JSON): a notification."
             ),
         ] = None,
         out: Annotated[
-            Optional[Path],
+            Path | None,
             typer.Option(
                 help="Folder for the comparison files (default: <campaign folder>/compare)."
             ),

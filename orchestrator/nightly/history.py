@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import polars as pl
 import typer
@@ -227,7 +227,7 @@ def add(app: typer.Typer) -> None:
             ),
         ],
         out: Annotated[
-            Optional[Path],
+            Path | None,
             typer.Option(
                 help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR."
             ),

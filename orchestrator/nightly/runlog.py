@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from rich.console import Console
 
@@ -84,7 +85,7 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
     # and tables are drawn at least 160 wide
     width = max(160, int(os.environ.get("COLUMNS") or 0))
     with open(path, "a", encoding="utf-8", buffering=1) as log:
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
         log.write(f"== {stamp} {command}\n")
         code = "1"
         try:
@@ -100,7 +101,7 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
             code = str(getattr(exc, "exit_code", type(exc).__name__))
             raise
         finally:
-            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
             log.write(f"== {stamp} exit {code}\n")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -76,7 +76,7 @@ def auto_run_id(campaign_dir: Path, plan: Callable[[], dict], now: datetime | No
     (running, or with tasks to do, and of this plan), else the next name. So a second run of one
     night, started by a doubled schedule or by hand, waits or resumes instead of paying again,
     and a finished night is never touched."""
-    day = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
+    day = (now or datetime.now(UTC)).strftime("%Y-%m-%d")
     names = [day, *(f"{day}-{n}" for n in range(2, 10_000))]
     taken = 0
     while (campaign_dir / names[taken]).exists():

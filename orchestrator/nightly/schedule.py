@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -155,7 +155,7 @@ def next_start(s: Schedule, now: datetime | None = None) -> datetime:
 
 def explain(s: Schedule) -> str:
     start = next_start(s)
-    utc = start.astimezone(timezone.utc)
+    utc = start.astimezone(UTC)
     lines = [
         f"# campaign {s.campaign}: every night at {s.at}, this machine's local time "
         f"(UTC{start.isoformat()[-6:]} then).",
@@ -231,7 +231,7 @@ def add(app: typer.Typer) -> None:
             str, typer.Option(help="Local time of day to start, HH:MM (24-hour).")
         ] = "02:00",
         budget: Annotated[
-            Optional[float], typer.Option(help="USD each night's run may spend (run --budget).")
+            float | None, typer.Option(help="USD each night's run may spend (run --budget).")
         ] = None,
         install_timer: Annotated[
             bool,

@@ -9,7 +9,7 @@ a finished night stays as it was. The work (polars, matplotlib) is imported when
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -133,7 +133,7 @@ def add(app: typer.Typer) -> None:
             ),
         ],
         out: Annotated[
-            Optional[Path], typer.Option(help="Where to write (default CAMPAIGN_DIR/trend).")
+            Path | None, typer.Option(help="Where to write (default CAMPAIGN_DIR/trend).")
         ] = None,
     ) -> None:
         """Each headline effect night by night, with 95% CIs, per experiment x model, and the

@@ -264,7 +264,7 @@ class HTTPProvider:
         try:
             async with session.post(url, data=body) as resp:
                 return resp.status, resp.headers, await resp.read()
-        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise self.failure(exc) from None
 
     async def send(
@@ -290,7 +290,7 @@ class HTTPProvider:
                 method, url, data=data, headers=headers, timeout=timeout
             ) as resp:
                 yield resp
-        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise self.failure(exc) from None
 
     def failure(self, exc: BaseException) -> Exception:

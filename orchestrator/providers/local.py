@@ -24,8 +24,8 @@ import aiohttp
 import anyio
 
 from orchestrator.errors import UserError
-from orchestrator.processes import die_with_parent, free_port, stop_process
 from orchestrator.plan import Task
+from orchestrator.processes import die_with_parent, free_port, stop_process
 from orchestrator.providers.base import Completion
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import EndpointPool

@@ -8,9 +8,9 @@ import orjson
 from multidict import CIMultiDictProxy
 
 from orchestrator.plan import Cell, Task
+from orchestrator.providers import logprobs
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
-from orchestrator.providers import logprobs
 from orchestrator.providers.http import HTTPProvider, rate_info, usage
 from orchestrator.providers.structured import response_format
 from orchestrator.spec.campaign import ModelConfig

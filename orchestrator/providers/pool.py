@@ -21,9 +21,9 @@ Endpoints may change while a run goes on (a Ray replica restarted on a new port:
 from __future__ import annotations
 
 import dataclasses
-from time import monotonic
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from time import monotonic
 
 import anyio
 

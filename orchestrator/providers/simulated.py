@@ -19,7 +19,6 @@ from orchestrator.providers.errors import Refused
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.simulate import ConditionAnswers, ExperimentAnswers, SimulateConfig
 
-
 BASE_LOGPROB = -4.0  # any constant: DC-PMI and the argmax ignore it
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from orchestrator.spec.models import ResponseContract
 
-
 REASON_MAX_CHARS = 160  # "one short sentence", as the judge-history output contract asks
 
 

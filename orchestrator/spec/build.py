@@ -18,7 +18,6 @@ from orchestrator.spec.models import Job
 from orchestrator.spec.secrets import redact
 from orchestrator.spec.server import cluster_problems
 
-
 # The command-line options that override config fields: a bad value is blamed on the flag.
 FLAGS = {"samples": "--samples", "run_id": "--run-id"}
 

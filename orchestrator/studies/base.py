@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     import typer
     from rich.console import Console
 
-    from orchestrator.engine.caller import Routine
-
     from orchestrator.analysis.load import Run
+    from orchestrator.engine.caller import Routine
     from orchestrator.spec.models import Job
 
 

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -379,7 +379,7 @@ def _int(text: str, name: str, low: int | None = None, high: int | None = None) 
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def model_settings(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 
 from orchestrator.analysis.load import Run, final_records, open_run
-from orchestrator.studies.base import Output, ReportPart, Section, Study
 from orchestrator.spec.models import Condition, Experiment, Job, Metric, ResponseContract, Variant
+from orchestrator.studies.base import Output, ReportPart, Section, Study
 
 
 class Tiny(Study):

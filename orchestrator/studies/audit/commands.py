@@ -5,7 +5,7 @@ through escalated and flagged traces), `calibrate` (agreement with a golden set'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -48,8 +48,8 @@ def audit_campaign(
     max_tokens: int,
     job_settings: dict[str, Any],
 ):
-    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.build import apply_catalogues, build_campaign
+    from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
     from orchestrator.studies.audit.reader import is_source, read_source
@@ -88,7 +88,7 @@ def add(app: typer.Typer) -> None:
         ],
         judge: Annotated[str, typer.Option(help=JUDGE_HELP)] = "local",
         screener: Annotated[
-            Optional[str],
+            str | None,
             typer.Option(
                 help="A cheaper model that first answers 'possible bias?'; only flagged traces get the full audit (same forms as --judge)."
             ),
@@ -108,15 +108,15 @@ def add(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Fewest steps (non-empty lines) a trace needs.")
         ] = 3,
         strategy: Annotated[
-            Optional[list[str]],
+            list[str] | None,
             typer.Option(help="From a run: the strategies whose answers are traces (default cot)."),
         ] = None,
         name: Annotated[
-            Optional[str], typer.Option(help="Campaign name (default from the source).")
+            str | None, typer.Option(help="Campaign name (default from the source).")
         ] = None,
         output_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),
         run_id: Annotated[str, typer.Option(help="Run id under <output-dir>/<name>/.")] = "default",
-        budget: Annotated[Optional[float], typer.Option(help="USD the audit may spend.")] = None,
+        budget: Annotated[float | None, typer.Option(help="USD the audit may spend.")] = None,
     ) -> None:
         """Audit reasoning traces for anchoring, confirmation, availability and representativeness
         with an LLM judge (seed 003): one judge call per trace, validated strictly, retried once
@@ -150,7 +150,7 @@ def add(app: typer.Typer) -> None:
             bool, typer.Option("--all", help="Also traces the judge passed.")
         ] = False,
         reviewer: Annotated[
-            Optional[str], typer.Option(help="Your name in the reviews file (default $USER).")
+            str | None, typer.Option(help="Your name in the reviews file (default $USER).")
         ] = None,
     ) -> None:
         """Go through escalated and flagged traces in the terminal: see the trace and the judge's
@@ -164,8 +164,10 @@ def add(app: typer.Typer) -> None:
             DEFAULT_INCLUDE,
             REVIEWS,
             read_reviews,
-            review as session,
             review_summary,
+        )
+        from orchestrator.studies.audit.review import (
+            review as session,
         )
 
         try:
@@ -224,7 +226,7 @@ def add(app: typer.Typer) -> None:
             float, typer.Option(help="Largest accepted change of a bias's mean score.")
         ] = 0.5,
         accept: Annotated[
-            Optional[list[str]],
+            list[str] | None,
             typer.Option(
                 help="BIAS=why: a mean shift of that bias is explained, so it does not fail."
             ),

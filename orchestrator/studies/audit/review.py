@@ -16,7 +16,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +265,7 @@ def _review_line(record: dict, dets: dict, note: str, reviewer: str) -> dict:
         "traceId": resp.get("traceId"),
         "modelKey": record.get("modelKey"),
         "disposition": resp.get("disposition"),
-        "reviewedAt": datetime.now(timezone.utc).isoformat(),
+        "reviewedAt": datetime.now(UTC).isoformat(),
         "reviewer": reviewer,
         "determinations": dets,
         "note": note,

@@ -46,8 +46,9 @@ class Instructed(Study):
         return [o for o in outputs if o.frame.height]
 
     def effects(self, tables):
-        from orchestrator.analysis.effects import effect_rows
         import polars as pl
+
+        from orchestrator.analysis.effects import effect_rows
 
         if "instructed_scores" not in tables:
             return None

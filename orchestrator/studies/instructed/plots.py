@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-
 from matplotlib.ticker import EngFormatter
 
 from orchestrator.report.plots import finish, plt

@@ -336,7 +336,8 @@ def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
 
 def test_a_cluster_joined_without_its_token_is_an_error_about_the_token(tmp_path, cluster):
     path = config(tmp_path, cluster.address)
-    env = {**cluster.env, "HOME": str(home := tmp_path / "home")}  # token mode on, no token here
+    env = {k: v for k, v in cluster.env.items() if not k.startswith("RAY_AUTH_TOKEN")}
+    env["HOME"] = str(home := tmp_path / "home")  # token mode on, and no token here
     run = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,

@@ -3,6 +3,8 @@ what the run says when a cluster does not start: no Ray is needed for these."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from orchestrator.cluster.head import start_failure
@@ -30,17 +32,30 @@ def home(tmp_path, monkeypatch):
 
 def test_a_missing_token_is_created_where_ray_looks_for_this_user_alone_and_said_once(home):
     said: list[str] = []
-    ensure_token(said.append)
     token = home / ".ray" / "auth_token"
     assert default_path() == token
+    assert ensure_token(said.append) == token  # named to Ray by path, so it reads this very file
     value = token.read_text()
     assert len(value) == 64 and int(value, 16) >= 0  # 256 random bits, as Ray's own generator
     assert token.stat().st_mode & 0o777 == 0o600 and token.parent.stat().st_mode & 0o777 == 0o700
-    assert len(said) == 1 and str(token) in said[0]
-    assert not [p for p in token.parent.iterdir() if p != token]  # no temporary file left
+    assert len(said) == 1 and str(token) in said[0] and value not in said[0]
+    assert not [p for p in token.parent.iterdir() if p.name.startswith(".auth_token.new")]
 
-    ensure_token(said.append)  # the next run finds it: kept, nothing said
+    assert ensure_token(said.append) == token  # the next run finds it: kept, nothing said
     assert token.read_text() == value and len(said) == 1
+
+
+def test_without_home_the_token_is_where_ray_then_looks(home, monkeypatch):
+    monkeypatch.delenv("HOME")  # cron, services: Ray's loader then takes the current folder
+    monkeypatch.chdir(home)
+    assert default_path() == home / ".ray" / "auth_token"
+
+
+def test_runs_starting_together_make_one_token_and_one_says_so(home):
+    said: list[str] = []
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda _: ensure_token(said.append), range(8)))
+    assert set(paths) == {home / ".ray" / "auth_token"} and len(said) == 1
 
 
 def test_a_token_the_user_has_is_never_replaced(home, monkeypatch):
@@ -48,36 +63,45 @@ def test_a_token_the_user_has_is_never_replaced(home, monkeypatch):
     token.parent.mkdir()
     token.write_text("the-users-own-token\n")
     said: list[str] = []
-    ensure_token(said.append)
+    assert ensure_token(said.append) == token
     assert token.read_text() == "the-users-own-token\n" and not said
 
     token.unlink()
     monkeypatch.setenv("RAY_AUTH_TOKEN", "from-the-environment")
-    ensure_token(said.append)
+    assert ensure_token(said.append) is None
     assert not token.exists() and not said
 
     monkeypatch.delenv("RAY_AUTH_TOKEN")
     (named := home / "named-token").write_text("x" * 64)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(named))
-    ensure_token(said.append)
+    assert ensure_token(said.append) == named
     assert not token.exists() and not said
 
 
-def test_an_empty_token_file_is_replaced(home):
+@pytest.mark.parametrize("content", ["", "\n", "\nthe token on line two\n"])
+def test_a_token_file_ray_cannot_read_is_an_error_not_replaced(home, content):
     token = home / ".ray" / "auth_token"
     token.parent.mkdir()
-    token.write_text("")
-    ensure_token(lambda _: None)
-    assert len(token.read_text()) == 64
+    token.write_text(content)  # Ray reads the first line only: for it, there is no token here
+    with pytest.raises(UserError) as caught:
+        ensure_token(lambda _: None)
+    assert str(token) in str(caught.value) and "first line" in caught.value.fix
+    assert token.read_text() == content
 
 
-def test_a_token_path_naming_no_token_is_an_error_not_replaced(home, monkeypatch):
+def test_a_token_variable_naming_no_token_is_an_error(home, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(home / "missing"))
     with pytest.raises(UserError) as caught:
         ensure_token(lambda _: None)
     assert caught.value.exit_code == 2 and "RAY_AUTH_TOKEN_PATH" in str(caught.value)
     assert "ray get-auth-token" in caught.value.fix
     assert not (home / "missing").exists() and not (home / ".ray").exists()
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "  ")
+    with pytest.raises(UserError, match="RAY_AUTH_TOKEN is set but empty"):
+        ensure_token(lambda _: None)
+    assert not (home / ".ray").exists()
 
 
 def test_a_token_that_cannot_be_written_is_a_clear_error(home):

@@ -75,7 +75,10 @@ class Head:
 
     def _launch(self) -> None:
         os.environ.update(_OWN_CLUSTER_ENV)  # before Ray is imported: it reads its token mode then
-        ensure_token(self.say)  # `ray start` makes none: without one it stops at once
+        # `ray start` makes no token: without one it stops at once. Named by path, so that the
+        # cluster and this process read the very file that was checked.
+        if (token := ensure_token(self.say)) is not None:
+            os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
         port = free_port()
         cmd = [
             sys.executable,

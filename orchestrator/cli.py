@@ -41,6 +41,29 @@ ConfigArg = Annotated[
 RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign>/<run-id>/.")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from orchestrator import __version__
+
+        console.print(f"bias-orchestrator {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version (written in every run's manifest as 'software') and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Options before any command (the app's help says what the tool does)."""
+
+
 def fail(exc: UserError) -> None:
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(exc.exit_code)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from orchestrator import __version__
 from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.spec.build import load_campaign
@@ -52,6 +53,14 @@ def test_a_built_in_job_plans_from_another_folder(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "job ai-judge-history on openai/gpt-4o-mini" in result.output
     assert "no price" not in result.output  # the built-in price table was read
+
+
+def test_version_is_printed_and_written_where_runs_record_it():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"bias-orchestrator {__version__}"
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" in pyproject["project"]["dynamic"]  # read from orchestrator/__init__.py
+    assert f"## {__version__}" in (ROOT / "CHANGELOG.md").read_text()
 
 
 def _init(folder: Path):
@@ -158,6 +167,7 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
         env=env,
     )
     [wheel] = (tmp_path / "dist").glob("*.whl")
+    assert wheel.name.startswith(f"bias_orchestrator-{__version__}-")  # one source of the version
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
         f"orchestrator/{p.relative_to(ROOT / 'orchestrator').as_posix()}"
@@ -185,6 +195,7 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     assert where.startswith(str(venv)), where
 
     cli = venv / "bin" / "orchestrator"
+    assert _sh(cli, "--version", cwd=work, env=env).strip() == f"bias-orchestrator {__version__}"
     init = _sh(cli, "init", cwd=work, env=env)
     assert "local model is commented out" in init  # no [local] extra in this venv
     plan = _sh(cli, "plan", "campaign.toml", "--samples", "3", cwd=work, env=env)

@@ -487,7 +487,7 @@ def test_when_the_first_model_cannot_join_ray_the_others_fail_the_same_way(monke
 
     async def scenario() -> list:
         return await asyncio.gather(
-            *(head_module.join("x:1", 5) for _ in range(3)), return_exceptions=True
+            *(head_module.join("x:1", 5, print) for _ in range(3)), return_exceptions=True
         )
 
     errors = asyncio.run(scenario())
@@ -509,7 +509,7 @@ def test_models_share_one_ray_connection_and_the_last_one_closes_it(monkeypatch)
 
     async def scenario() -> None:
         stopped.clear()
-        heads = await asyncio.gather(*(head_module.join(None, 5) for _ in range(3)))
+        heads = await asyncio.gather(*(head_module.join(None, 5, print) for _ in range(3)))
         assert len(set(map(id, heads))) == 1 and heads[0].users == 3
         for h in heads[:2]:
             await head_module.leave(h)

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # pip on these machines warns about configured local indexes that do not exist; hide only that.
 QUIET_PIP := sed -u '/is ignored: it is neither a file nor a directory/d'
 
-.PHONY: demo test check bench clean
+.PHONY: demo test test-all check bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,15 @@ demo: $(STAMP)
 	$(VENV)/bin/orchestrator analyze runs/demo/default
 	$(VENV)/bin/orchestrator report runs/demo/default
 
+# The fast tier, a developer's loop (a few minutes): every test but those that run the local
+# model, a Ray cluster, a browser, a wheel build or a long end-to-end run (pyproject's markers).
+FAST := not (local_model or ray or browser or wheel or slow)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "$(FAST)" --durations=10
+
+# Everything, as CI runs it.
+test-all: $(STAMP)
+	$(PY) -m pytest -q --durations=25
 
 # Lint, format and types. mypy's errors of today are in .ci/mypy-baseline.txt: a new one fails
 # here; after fixing some, shrink the baseline: .venv/bin/mypy | .venv/bin/mypy-baseline sync

@@ -18,10 +18,13 @@ from orchestrator.cli import app
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import write_config
 
-pytestmark = pytest.mark.skipif(
-    default_model_path() is None or not default_model_path().exists(),
-    reason="the [local] extra is not installed (make test installs it)",
-)
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(
+        default_model_path() is None or not default_model_path().exists(),
+        reason="the [local] extra is not installed (make test installs it)",
+    ),
+]
 
 
 def _config(tmp_path: Path, *, samples: int = 1, server: str = "", structured: bool = True) -> Path:

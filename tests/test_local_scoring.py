@@ -18,10 +18,13 @@ from orchestrator.spec.build import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, run_quietly, write_config
 
-pytestmark = pytest.mark.skipif(
-    default_model_path() is None or not default_model_path().exists(),
-    reason="the [local] extra is not installed (make test installs it)",
-)
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(
+        default_model_path() is None or not default_model_path().exists(),
+        reason="the [local] extra is not installed (make test installs it)",
+    ),
+]
 
 
 def tiny_job(tmp_path: Path) -> Path:

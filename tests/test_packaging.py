@@ -143,7 +143,7 @@ def _sh(*args, cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.wheel
 def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["COLUMNS"] = "200"

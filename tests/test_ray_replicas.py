@@ -33,6 +33,8 @@ from tests.ray_cluster import (
 )
 
 pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.local_model,
     pytest.mark.skipif(
         importlib.util.find_spec("ray") is None,
         reason="Ray is not installed (the ray extra: pip install -e '.[ray]')",

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import cli, run_quietly, write_config
 from tests.viewer_browser import VIEWPORT, Served, launch, missing
 
+pytestmark = pytest.mark.browser
+
 CONFIG = """
 name = "viewed"
 jobs = ["ai-bias-benchmark"]

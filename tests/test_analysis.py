@@ -73,6 +73,7 @@ max_in_flight = 64
     )
 
 
+@pytest.mark.slow
 def test_planted_effects_are_covered_by_the_95_percent_ci_in_200_replications(tmp_path):
     outcome = run_quietly(_campaign(tmp_path, 200))
     summary = analyze(outcome.run_dir).tables["summary"]

@@ -152,6 +152,7 @@ def test_flag_kappa_ci_covers_planted_agreement():
     assert 0.90 <= covered / SETS <= 0.98, covered / SETS
 
 
+@pytest.mark.slow
 def test_ci_excludes_zero_about_five_percent_under_the_null():
     excluded_scores = excluded_flags = 0
     for i, (judge, ref) in enumerate(simulate(0.0, seed=17)):

@@ -17,6 +17,7 @@ from tests.conftest import cli, write_config
 from tests.test_batch_runs import batch_config, records
 
 
+@pytest.mark.slow
 def test_plan_shows_batch_mode_its_turnaround_and_price(tmp_path, emulator):
     server = emulator()
     online, batched = (
@@ -81,6 +82,7 @@ def test_run_batch_with_no_batch_model_is_refused(tmp_path):
     assert done.returncode == 2 and "--batch" in done.stderr and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_the_budget_counts_the_batch_price(tmp_path, emulator):
     server = emulator()
     estimate = orjson.loads(
@@ -173,6 +175,7 @@ def test_batch_true_on_a_preset_of_another_service_is_refused(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_budget_never_stops_the_collection_of_batches_already_sent(tmp_path, emulator):
     """Collecting what is paid for costs nothing more: a budget their spend passes neither
     refuses the run that collects them nor cuts the collection short; it only stops sending."""

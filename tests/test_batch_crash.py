@@ -70,6 +70,7 @@ def tmp_run(cfg: Path) -> Path:
     return Path(campaign.config.output_dir) / campaign.config.name / campaign.config.run_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["openai", "anthropic", "gemini"])
 def test_kill_9_while_the_batch_is_created(tmp_path, emulator, protocol):
     """The provider made the batch, the reply never came: the next run finds it (OpenAI by its
@@ -86,6 +87,7 @@ def test_kill_9_while_the_batch_is_created(tmp_path, emulator, protocol):
     _check_once_each(cfg, server, protocol)
 
 
+@pytest.mark.slow
 def test_kill_9_during_the_upload(tmp_path, emulator):
     """The file arrived, no batch was made: the next run sends the batch (once)."""
     server = emulator()
@@ -101,6 +103,7 @@ def test_kill_9_during_the_upload(tmp_path, emulator):
     assert [b.state for b in Journal(tmp_run(cfg)).batches.values()].count("abandoned") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_kill_9_while_polling(tmp_path, emulator, protocol):
     server = emulator()
@@ -120,6 +123,7 @@ def test_kill_9_while_polling(tmp_path, emulator, protocol):
     _check_once_each(cfg, server, protocol)
 
 
+@pytest.mark.slow
 def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emulator):
     """What kill -9 leaves when it comes while a batch's records are written: some records on
     disk, the journal without `collected`. The next run reads the results again (free) and
@@ -139,6 +143,7 @@ def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emul
     _check_once_each(cfg, server, "openai")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processing_s", [0.0, 3.0])
 def test_kill_9_while_two_batches_of_one_size_are_created_at_anthropic(
     tmp_path, emulator, processing_s

@@ -228,6 +228,7 @@ max_in_flight = 64
     return run_quietly(cfg)
 
 
+@pytest.mark.slow
 def test_planted_biases_are_recovered_and_a_bias_planted_nowhere_is_not_called(tmp_path):
     outcome = _replications(tmp_path, 60)
     summary = analyze(outcome.run_dir).tables["bsi_summary"]

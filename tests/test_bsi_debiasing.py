@@ -54,6 +54,7 @@ def _arms(rng, reps: int, n: int, p_c, effects: dict[str, list[float]]) -> pl.Da
 P_C, PLANTED = [0.4, 0.5, 0.3, 0.6], [0.3, 0.1, 0.2, 0.0]
 
 
+@pytest.mark.slow
 def test_debiasing_ci_covers_zero_when_the_strategy_changes_nothing():
     """The strategy arm is the baseline again (same planted effects, fresh noise): the 95% CI of
     the signed difference must cover 0 in >= 93% of 2,000 replications (binomial SE 0.5%: a 90%

@@ -219,6 +219,7 @@ def _number(text: str) -> float:
     return float("nan") if text == "–" else float(text.replace(",", ""))
 
 
+@pytest.mark.slow
 def test_two_setups_of_one_model_keep_their_own_rows_and_heatmap_columns(campaign):
     run_dir, job, tables = campaign
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())

@@ -75,6 +75,7 @@ def rejection_rates(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "tau"),
     [

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+import pytest
 
 from orchestrator.plan import Plan
 from orchestrator.spec.build import load_campaign
@@ -37,6 +38,7 @@ def _wait_for_progress(path: Path, proc: subprocess.Popen, timeout: float = 30) 
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, emulator):
     server = emulator(latency_s=0.02)
     cfg = openai_config(tmp_path, server.base_url("openai"), samples=40, limits="max_in_flight = 4")

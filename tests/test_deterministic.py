@@ -71,6 +71,7 @@ def test_the_seed_states_its_deterministic_minimum():
     assert job.min_samples_for(True) == 1 and job.min_samples_for(False) == 20
 
 
+@pytest.mark.slow
 def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkeypatch):
     """20/20 vs 0/20 at T=0 is one answer per condition seen twenty times: no p = 2.5e-10."""
     monkeypatch.chdir(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import orjson
+import pytest
 
 from orchestrator.emulator.server import Faults
 from tests.conftest import openai_config, run_quietly
@@ -58,6 +59,7 @@ def test_malformed_answers_become_parse_error_records_with_raw_text(tmp_path, em
             assert r["error"] == "no JSON object in the answer"
 
 
+@pytest.mark.slow
 def test_requests_stay_within_the_configured_rate_in_every_sliding_window(tmp_path, emulator):
     server = emulator()
     # At most 10 requests in any 1 s. (The pacer's own invariant is proven on a virtual clock in

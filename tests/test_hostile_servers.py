@@ -275,6 +275,7 @@ def test_thinking_counts_as_output_in_usage_cost_and_budget(tmp_path, emulator):
     assert outcome.state.spend == pytest.approx(sum(r["costUsd"] for r in recs))
 
 
+@pytest.mark.slow
 def test_thinking_counts_in_token_pacing(tmp_path, emulator):
     server = emulator(thoughts_tokens=40, tpm=1500, period_s=1.0)
     outcome = run_quietly(
@@ -313,6 +314,7 @@ def test_a_candidate_without_parts_is_a_final_record_with_its_finish_reason(tmp_
 # --- secrets --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_keys_echoed_in_error_bodies_never_reach_a_file_or_a_message(tmp_path, emulator):
     """Error bodies quote the key where a 300-character excerpt cuts it in two: scrubbing after
     cutting would let the first half through."""

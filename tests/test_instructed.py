@@ -278,6 +278,7 @@ PLANTED = {
 }
 
 
+@pytest.mark.slow
 def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
     decoy = (
         "conditions = [{shares = {cheaper = 0.5}}, "

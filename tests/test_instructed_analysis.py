@@ -191,6 +191,7 @@ def close(r: dict, value: str, planted_value: float, se: float) -> None:
     assert abs(r[value] - planted_value) < 3.5 * se, (r, planted_value)
 
 
+@pytest.mark.slow
 def test_the_planted_bias_scores_are_recovered(tables):
     rows = tables["scores"]
     assert [(model_of(r), r["score"]) for r in rows] == [

@@ -156,6 +156,7 @@ def scored(rec: dict, options: tuple[str, ...], roles: tuple[str, ...]) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_scored_answers_are_exported_per_option_position_and_count_once(run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(

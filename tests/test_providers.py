@@ -68,6 +68,7 @@ def _rate(arrivals: list[float]) -> float:
 # shared machine a starved event loop sends late, and the share used falls with the load (85% in
 # one CI run beside a full test run). The pacer's spacing itself is checked exactly, on a
 # virtual clock, in test_limits.py.
+@pytest.mark.slow
 def test_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
     server = emulator(rpm=90, period_s=3.0, latency_s=0.01)
     outcome = run_quietly(
@@ -91,6 +92,7 @@ def test_token_limits_equal_to_the_servers_give_no_429s(tmp_path, emulator):
     assert not any(status == 429 for (_, status) in server.log.statuses)
 
 
+@pytest.mark.slow
 def test_limits_twice_the_servers_settle_and_every_task_finishes(tmp_path, emulator):
     server = emulator(rpm=30, period_s=1.0, latency_s=0.01)
     outcome = run_quietly(
@@ -127,6 +129,7 @@ def test_a_fatal_error_on_one_model_leaves_the_others_complete(tmp_path, emulato
     assert outcome.exit_code == 1
 
 
+@pytest.mark.slow
 def test_api_keys_never_reach_any_file_a_run_writes(tmp_path, emulator):
     from typer.testing import CliRunner
 

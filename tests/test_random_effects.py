@@ -50,6 +50,7 @@ def _brute_force_reml(d: np.ndarray, v: np.ndarray) -> float:
     ).x
 
 
+@pytest.mark.slow
 def test_reml_tau2_is_the_maximum_of_the_integrated_likelihood():
     d, v = np.array([0.6, -0.2, 0.1, 0.9, 0.3]), np.array([0.02, 0.3, 0.05, 0.1, 0.01])
     assert reml_tau2(d, v) == pytest.approx(_brute_force_reml(d, v), rel=1e-4)

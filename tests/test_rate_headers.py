@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from unittest import mock
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -119,6 +120,7 @@ header_sets = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(headers=header_sets, prefix=st.sampled_from(PREFIXES))
 def test_the_cheap_reading_says_what_the_plain_reading_says(headers, prefix):

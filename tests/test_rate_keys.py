@@ -4,6 +4,7 @@ in sliding windows at the emulator."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from orchestrator.emulator.server import Faults
 from tests.conftest import openai_config, run_quietly, write_config
@@ -14,6 +15,7 @@ def _records(run_dir):
     return [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
 
 
+@pytest.mark.slow
 def test_no_burst_when_the_workers_come_back_from_a_429_pause(tmp_path, emulator):
     # A long pause with many workers waiting: on their stale slots they would all go at its end.
     server = emulator(Faults(rate_limited=0.05, retry_after_s=1.5), seed=6)
@@ -35,6 +37,7 @@ def test_no_burst_when_the_workers_come_back_from_a_429_pause(tmp_path, emulator
     assert most_in_any_window(arrivals, window, rate) <= rate
 
 
+@pytest.mark.slow
 def test_a_model_and_its_extractor_on_one_limit_key_share_its_limit(tmp_path, emulator):
     # Gemini states no limits in its headers: the key's own pacing is all that keeps to them.
     rate, window = 24, 2.0

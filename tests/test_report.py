@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from tests.conftest import write_config
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = write_config(

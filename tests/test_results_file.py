@@ -123,6 +123,7 @@ def test_run_refuses_a_bad_line_before_it_cuts_a_torn_last_one(tmp_path):
     assert results.read_bytes() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["status", "analyze", "report", "export"])
 def test_readers_skip_a_torn_last_line_say_so_and_leave_it(tmp_path, verb):
     _, run_dir = _simulated_run(tmp_path)

@@ -47,6 +47,7 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+@pytest.mark.slow
 def test_a_second_run_of_a_running_run_is_refused_and_nothing_is_paid_twice(tmp_path, emulator):
     server = emulator(latency_s=0.05)
     cfg = openai_config(tmp_path, server.base_url("openai"), samples=40, limits="max_in_flight = 4")
@@ -66,6 +67,7 @@ def test_a_second_run_of_a_running_run_is_refused_and_nothing_is_paid_twice(tmp_
     assert len(server.log.arrivals) == 480  # every call paid once
 
 
+@pytest.mark.slow
 def test_wait_starts_when_the_holder_ends_and_calls_nothing_it_finished(tmp_path, emulator):
     # the first run must outlast the second's start (~2 s of imports on a loaded machine): at
     # 0.02 s a call it took 1.2 s and sometimes ended before the second one looked

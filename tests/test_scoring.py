@@ -299,6 +299,7 @@ def test_a_resumed_scoring_run_asks_only_for_the_missing_tasks(tmp_path, emulato
     assert len(again) - len(premises) == sum(len(r["response"]["scores"]) for r in lost)
 
 
+@pytest.mark.slow
 def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     """configs/instructed-simulated.toml, as shipped: every expected score its comment states
     lies in the analysis's 95% CI, in both answer modes (the scored model despite its prior)."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from orchestrator.batch.api import TURNAROUND
 from orchestrator.plan import Plan
-from orchestrator.pricing import FREE_PROVIDERS, TYPICAL_ANSWER_TOKENS, Price
+from orchestrator.pricing import FREE_PROVIDERS, TURNAROUND, TYPICAL_ANSWER_TOKENS, Price
 
 
 @dataclass

@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 TYPICAL_ANSWER_TOKENS = 16
 # Providers whose calls cost nothing: no price is needed, and estimates show them as free.
 FREE_PROVIDERS = ("local", "simulated")
+# When a batch API promises results (the plan shows it; batch/api.py).
+TURNAROUND = {
+    "openai": "within 24 hours",
+    "anthropic": "within 24 hours (most within 1 hour)",
+    "gemini": "within 24 hours",
+}
 
 
 class Price(BaseModel):

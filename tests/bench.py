@@ -67,7 +67,7 @@ def bench_planning(n_samples: int = 83_334) -> None:
     code = f"""
 import time
 from orchestrator.spec.campaign import CampaignConfig
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 from orchestrator.plan import Plan
 cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={n_samples},
                      models=[{{"provider": "simulated", "name": "m"}}])
@@ -141,7 +141,7 @@ async def _bare_loop(url: str, bodies: list[bytes]) -> None:
 
 def _bench_campaign(url: str | list[str], out: Path):
     """The bench's campaign on one endpoint (`url`), or on an endpoint pool (a list)."""
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign
     from orchestrator.spec.campaign import CampaignConfig
 
     endpoint = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
@@ -250,9 +250,9 @@ import time, orjson, random
 from datetime import datetime, timezone
 from pathlib import Path
 from orchestrator.spec.campaign import CampaignConfig
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 from orchestrator.plan import Plan
-from orchestrator.engine.session import manifest_for
+from orchestrator.session import manifest_for
 from orchestrator.engine.records import Outcome, make_record
 from orchestrator.providers.simulated import SimulatedProvider
 from orchestrator.parse import parse_answer
@@ -324,8 +324,7 @@ print(summary.split(";")[0])
 def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
     from rich.console import Console
 
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign, run_campaign
     from orchestrator.spec.campaign import CampaignConfig
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -411,9 +410,9 @@ for bias in job["biases"]:  # exactly five variants each: reuse the written ones
     bias["variants"] = [dict(base[i % len(base)], id=f"{{bias['slug']}}-v{{i}}") for i in range(5)]
 Path({tmp!r}, "job.json").write_text(json.dumps(job))
 from orchestrator.spec.campaign import CampaignConfig
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 from orchestrator.plan import Plan
-from orchestrator.engine.session import manifest_for
+from orchestrator.session import manifest_for
 from orchestrator.engine.records import Outcome, make_record
 from orchestrator.providers.simulated import SimulatedProvider
 from orchestrator.parse import parse_answer

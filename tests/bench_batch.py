@@ -42,9 +42,9 @@ def bench_batch() -> None:
                 code = f"""
 import os, time
 from rich.console import Console
-from orchestrator.engine.session import run_campaign
+from orchestrator.session import run_campaign
 from orchestrator.spec.campaign import CampaignConfig
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples={SAMPLES}, output_dir={tmp!r},
                      models=[{{"provider": {protocol!r}, "name": {name!r}, "base_url": {base!r}, "batch": True}}],
                      limits={{{protocol!r}: {{"batch_poll_s": 0.5}}}})

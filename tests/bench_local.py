@@ -17,8 +17,7 @@ def _local_records(
     [models.server] table (Ray replicas: then slots is their number)."""
     from rich.console import Console
 
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign, run_campaign
     from orchestrator.spec.campaign import CampaignConfig
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,7 @@ def _mode_rate(answers: str, items: int) -> tuple[float, float, int]:
     """(items/s, calls/s, items) from the first call's start to the last one's end."""
     from rich.console import Console
 
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign, run_campaign
     from orchestrator.spec.campaign import CampaignConfig
 
     model = {"provider": "local", "answers": answers}
@@ -57,7 +56,7 @@ def _echo_seconds(patched: bool, repeats: int) -> float:
     import llama_cpp
     import llama_cpp.llama as module
 
-    from orchestrator.providers import llama_serve
+    from orchestrator.serving import llama_serve
     from orchestrator.spec.localmodel import default_model_path
 
     llm = llama_cpp.Llama(str(default_model_path()), logits_all=True, n_ctx=1024, verbose=False)

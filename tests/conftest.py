@@ -71,8 +71,7 @@ def openai_config(
 
 def run_quietly(config: Path):
     """Run a campaign config in-process, as `orchestrator run` would, with no output."""
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign, run_campaign
 
     with open(os.devnull, "w") as sink:
         return run_campaign(load_campaign(config), Console(file=sink), handle_signals=False)

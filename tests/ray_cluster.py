@@ -19,7 +19,7 @@ from orchestrator.cluster.token import ensure_token
 from orchestrator.processes import die_with_parent, free_port, stop_process
 
 ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}  # as the engine's own cluster
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"  # what names the replicas (cluster/replicas.py)
+MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"  # what names the replicas (providers/replicas.py)
 
 
 @dataclass
@@ -135,7 +135,7 @@ def servers_under(pid: int) -> list[int]:
     return sorted(
         p
         for p, cmd in descendants(pid).items()
-        if "llama_cpp.server" in cmd or "orchestrator.providers.llama_serve" in cmd
+        if "llama_cpp.server" in cmd or "orchestrator.serving.llama_serve" in cmd
     )
 
 

@@ -10,9 +10,8 @@ import pytest
 from rich.console import Console
 
 from orchestrator.emulator.batch import BatchBehaviour
-from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign, run_campaign
 from tests.conftest import cli, write_config
 from tests.test_batch_runs import batch_config, records
 

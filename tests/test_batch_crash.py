@@ -17,7 +17,7 @@ import pytest
 from orchestrator.batch.journal import Journal
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.test_batch_runs import batch_config
 
 

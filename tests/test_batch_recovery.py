@@ -16,7 +16,7 @@ from orchestrator.batch.wire import BatchClient
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import RateLimited, Transient
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.test_batch_runs import batch_config, records, run
 
 SONNET = """

@@ -20,11 +20,10 @@ from orchestrator.batch.journal import Journal
 from orchestrator.batch.openai import OpenAIBatch
 from orchestrator.batch.runner import PASSES
 from orchestrator.emulator.batch import BatchBehaviour
-from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Transient
 from orchestrator.providers.simulated import SimulatedProvider
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign, run_campaign
 from orchestrator.spec.campaign import ModelConfig
 from tests.conftest import cli, write_config
 

@@ -19,7 +19,7 @@ from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, TooLong, Transient
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
 PROTOCOLS = ["openai", "anthropic", "gemini"]

@@ -14,7 +14,7 @@ from orchestrator.analysis.stats import bh
 from orchestrator.analysis.summary import analyze
 from orchestrator.plan import option_orders
 from orchestrator.report.plots import plt
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from orchestrator.studies.bias_strength.inference import bias_summary
 from orchestrator.studies.bias_strength.plots import heatmap_figure
 from orchestrator.studies.bias_strength.report import _bsi_rows

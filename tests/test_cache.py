@@ -22,9 +22,8 @@ from typer.testing import CliRunner
 from orchestrator.analysis.summary import analyze
 from orchestrator.cache import store
 from orchestrator.cli import app
-from orchestrator.engine.session import run_campaign
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign, run_campaign
 from tests.conftest import ROOT, write_config
 from tests.test_scoring import emulator_config as scoring_config
 
@@ -175,7 +174,7 @@ def test_a_nightly_run_resumed_by_its_folder_reads_nothing_from_the_cache(tmp_pa
     nightly, _ = run(cfg, run_id="auto")
     lines = (nightly.run_dir / "results.ndjson").read_bytes().splitlines(keepends=True)
     (nightly.run_dir / "results.ndjson").write_bytes(b"".join(lines[:5]))  # cut short
-    from orchestrator.engine.session import campaign_of_run
+    from orchestrator.session import campaign_of_run
 
     out = io.StringIO()
     resumed = run_campaign(

@@ -200,9 +200,8 @@ NIGHTS = 240  # 120 independent pairs; a night takes about 0.1 s to run and anal
 @pytest.fixture(scope="module")
 def unchanged_nights(tmp_path_factory) -> list:
     """NIGHTS nights of the unchanged campaign (each draws anew), run in this process."""
-    from orchestrator.engine.session import run_campaign
     from orchestrator.nightly.effects import run_effects
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign, run_campaign
 
     folder = tmp_path_factory.mktemp("nights")
     config = _config(folder)

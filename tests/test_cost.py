@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.estimate import durations, estimate
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import write_config
 
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import openai_config
 
 

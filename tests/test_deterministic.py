@@ -16,8 +16,7 @@ from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.plan_changes import describe_changes
-from orchestrator.spec.build import load_campaign
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_campaign, load_job
 from tests.conftest import ROOT, run_quietly, write_config
 
 ALL_OR_NOTHING = """

@@ -22,7 +22,7 @@ from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Unreachable
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import SET_ASIDE_AFTER, EndpointPool
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import cli, run_quietly, write_config
 
 FAST = "backoff_base_s = 0.01\nbackoff_max_s = 0.05\nmax_in_flight = 6"
@@ -396,7 +396,7 @@ def test_the_same_model_name_pooled_on_two_services_is_two_models(tmp_path):
 def test_a_local_run_resumes_from_its_manifest(tmp_path):
     """The manifest holds every server field; read back, the process backend's defaults are
     not taken for replica settings (that failed every resume by folder of a local model)."""
-    from orchestrator.engine.session import campaign_of_run, manifest_for
+    from orchestrator.session import campaign_of_run, manifest_for
     from orchestrator.spec.localmodel import default_model_path
 
     if default_model_path() is None:

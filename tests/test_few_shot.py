@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.plan import ANSWER_CUE, Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import write_config
 
 

@@ -171,7 +171,7 @@ def test_a_quota_used_up_stops_each_model_with_the_fix(tmp_path, emulator):
 def prompt_tokens_median(server) -> int:
     from orchestrator.emulator.answers import tokens
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign
     from orchestrator.spec.campaign import CampaignConfig
 
     cfg = CampaignConfig(

@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.errors import UserError
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_campaign, load_job
 from orchestrator.studies.instructed.generate import price_text, syllogism
 from orchestrator.studies.instructed.reader import job_from_templates
 from tests.conftest import ROOT, write_config

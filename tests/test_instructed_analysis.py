@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from orchestrator.spec.models import Job
 from tests.conftest import ROOT, run_quietly, write_config
 

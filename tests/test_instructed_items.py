@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from tests.test_instructed_analysis import (
     RAW_JOB,
     _shares,

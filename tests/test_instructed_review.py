@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import ROOT, write_config
 
 RAW = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from orchestrator.analysis.summary import analyze
 from orchestrator.cli import app
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from orchestrator.studies.judge_history.analysis import (
     location,
     model_summary,

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from orchestrator.analysis.stats import median_interval, median_ranks, t_interval
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from orchestrator.studies.judge_history.analysis import intervals, task_outcomes
 from orchestrator.studies.judge_history.report import JUDGE_NOTE
 from tests.conftest import ROOT

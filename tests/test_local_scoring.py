@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from orchestrator.plan import ANSWER_CUE, Plan
-from orchestrator.providers import llama_serve
-from orchestrator.providers.local import score_prefix
-from orchestrator.spec.build import load_campaign
+from orchestrator.serving import llama_serve
+from orchestrator.serving.llama import score_prefix
+from orchestrator.session import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, run_quietly, write_config
 

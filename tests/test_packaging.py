@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from orchestrator import __version__
 from orchestrator.cli import app
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from orchestrator.spec.builtin import builtin_dir
 from tests.conftest import ROOT
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.plan import Plan
 from orchestrator.plan_changes import describe_changes
+from orchestrator.session import load_campaign
 from orchestrator.shuffle import Shuffle
-from orchestrator.spec.build import load_campaign
 from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.spec.models import (
     Condition,
@@ -67,7 +67,7 @@ def test_ids_are_stable_across_processes(tmp_path):
     here = [t.task_id for t in islice(Plan(load_campaign(cfg)).tasks(), 20)]
     code = (
         f"from pathlib import Path; from orchestrator.plan import Plan; "
-        f"from orchestrator.spec.build import load_campaign; from itertools import islice; "
+        f"from orchestrator.session import load_campaign; from itertools import islice; "
         f"print(' '.join(t.task_id for t in islice(Plan(load_campaign(Path({str(cfg)!r}))).tasks(), 20)))"
     )
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

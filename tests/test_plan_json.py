@@ -135,7 +135,7 @@ def _items_by_condition(plan: dict) -> dict[tuple[str, str], int]:
 @pytest.mark.slow
 def test_items_takes_a_seeded_sample_of_each_condition_that_keeps_its_items(tmp_path):
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign
 
     full = _items_by_condition(_plan_json(tmp_path, ""))
     some = _items_by_condition(_plan_json(tmp_path, "items = 30"))

@@ -7,9 +7,10 @@ import csv
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import _duration, app
+from orchestrator.cli import app
+from orchestrator.cli.plan import _duration
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from tests.conftest import write_config
 
 GROQ_LABEL = "groq:openai/llama-3.1-8b-instant"

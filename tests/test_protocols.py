@@ -14,7 +14,7 @@ from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, RateLimited, Refused
 from orchestrator.providers.http import seconds_until
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.build import build_campaign
+from orchestrator.session import build_campaign
 from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
 SYSTEM = "Answer the task directly. Return only the requested JSON object."

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan import Plan
-from orchestrator.spec.build import load_campaign
+from orchestrator.session import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, write_config
 from tests.ray_cluster import (

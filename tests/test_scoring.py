@@ -176,7 +176,7 @@ def test_planted_shares_come_back_through_dcpmi_despite_a_prior(tmp_path):
 def test_plan_counts_a_call_per_option(tmp_path, emulator):
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign
 
     plan = Plan(load_campaign(emulator_config(tmp_path, "http://127.0.0.1:9/v1", "p")))
     (e,) = estimate(plan).values()
@@ -253,9 +253,8 @@ def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignore
     tmp_path, generating, want
 ):
     from orchestrator.analysis.names import model_names
-    from orchestrator.engine.session import manifest_for
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign, manifest_for
 
     config = write_config(
         tmp_path,
@@ -306,8 +305,7 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     from rich.console import Console
 
     from orchestrator.analysis.load import open_run
-    from orchestrator.engine.session import run_campaign
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign, run_campaign
     from orchestrator.studies.instructed.analysis import bias_scores
 
     campaign = load_campaign(
@@ -346,7 +344,7 @@ def test_a_scored_model_gets_one_sample_per_item_whatever_samples_says(tmp_path)
     """Its log-probabilities would repeat: five samples would pay five times for one answer."""
     from orchestrator.estimate import estimate
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign
 
     config = write_config(
         tmp_path,
@@ -411,7 +409,7 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
     from orchestrator.engine.scoring import Premises, score_task
     from orchestrator.plan import Plan
     from orchestrator.providers.base import Completion
-    from orchestrator.spec.build import build_campaign
+    from orchestrator.session import build_campaign
     from orchestrator.spec.campaign import CampaignConfig, LimitConfig
 
     class Flat:  # every continuation equally likely after any text

@@ -12,7 +12,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportions
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.spec.jobs import load_job
+from orchestrator.session import load_job
 from tests.conftest import ROOT, write_config
 
 SCHEMA = json.loads((ROOT / "tests" / "data" / "ai-benchmark-results.schema.json").read_text())

@@ -114,8 +114,8 @@ def _frame(run_dir: Path) -> pl.DataFrame:
 
 
 def _plan_messages(run_dir: Path) -> dict[str, tuple]:
-    from orchestrator.engine.session import campaign_of_run
     from orchestrator.plan import Plan
+    from orchestrator.session import campaign_of_run
 
     return {t.task_id: t.cell.messages for t in Plan(campaign_of_run(run_dir)).tasks()}
 

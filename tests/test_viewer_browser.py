@@ -333,7 +333,7 @@ def test_an_api_error_shows_in_the_banner(page, viewer):
 
 def _cells(config: Path):
     from orchestrator.plan import Plan
-    from orchestrator.spec.build import load_campaign
+    from orchestrator.session import load_campaign
 
     return Plan(load_campaign(config)).cells
 
@@ -421,7 +421,7 @@ def test_a_campaign_folder_shows_its_history_and_the_last_two_runs_compared(brow
     """`view CAMPAIGN_DIR`: the History page lists every run and the comparison of the last two
     as `orchestrator compare` makes it (a run folder has no History link)."""
     from orchestrator.nightly.compare import as_json
-    from orchestrator.nightly.compare_command import load_and_compare
+    from orchestrator.nightly.comparing import load_and_compare
 
     runs = []
     for run_id in ("n1", "n2"):  # in processes of their own: playwright holds this thread's loop

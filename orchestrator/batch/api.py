@@ -17,13 +17,6 @@ from typing import Protocol
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
 
-# What each provider promises (for the plan).
-TURNAROUND = {
-    "openai": "within 24 hours",
-    "anthropic": "within 24 hours (most within 1 hour)",
-    "gemini": "within 24 hours",
-}
-
 
 @dataclass(frozen=True)
 class BatchLimits:

@@ -20,23 +20,17 @@ from orchestrator.providers.base import Provider
 from orchestrator.spec.campaign import BATCH_PROVIDERS, Campaign, ModelConfig
 
 
-def _multi_call_kinds() -> set[str]:
-    from orchestrator.studies import registered
-
-    return {kind for study in registered() for kind in study.routine_kinds}
-
-
-def why_online(model: ModelConfig, campaign: Campaign) -> str | None:
-    """Why `run --batch` leaves this model online, or None when it can be batched."""
+def why_online(model: ModelConfig, campaign: Campaign, multi_call: set[str]) -> str | None:
+    """Why `run --batch` leaves this model online, or None when it can be batched.
+    `multi_call`: the contract kinds whose tasks a study calls itself (several calls each)."""
     if not model.has_batch_api:
         return "no batch API"
     if model.answers == "score":
         return 'answers = "score" (the batch APIs return no prompt log-probabilities)'
     if model.base_urls:
         return "it is served by an endpoint pool (base_urls), not by its provider's batch API"
-    kinds = _multi_call_kinds()
     if any(
-        v.contract.kind in kinds
+        v.contract.kind in multi_call
         for job in campaign.jobs
         for e in job.experiments
         for c in e.conditions
@@ -46,11 +40,11 @@ def why_online(model: ModelConfig, campaign: Campaign) -> str | None:
     return None
 
 
-def batch_everything(campaign: Campaign, console: Console) -> None:
+def batch_everything(campaign: Campaign, console: Console, multi_call: set[str]) -> None:
     """run --batch: every model that can be batched runs in batch mode; the others say why not."""
     models, batched = campaign.config.models, []
     for m in models:
-        why = why_online(m, campaign)
+        why = why_online(m, campaign, multi_call)
         if why is not None:
             console.print(f"--batch: {escape(m.label)} runs online: {why}", highlight=False)
         batched.append(m.model_copy(update={"batch": True}) if why is None else m)
@@ -64,15 +58,14 @@ def batch_everything(campaign: Campaign, console: Console) -> None:
     campaign.config = campaign.config.model_copy(update={"models": batched})
 
 
-def check_batchable(plan: Plan) -> None:
-    """A task whose study makes its own calls (several per task, each depending on the last)
-    cannot be one line of a batch."""
-    kinds = _multi_call_kinds()
+def check_batchable(plan: Plan, multi_call: set[str]) -> None:
+    """A task whose study makes its own calls (several per task, each depending on the last:
+    the `multi_call` contract kinds) cannot be one line of a batch."""
     for i, model in enumerate(plan.campaign.config.models):
         if not model.batch:
             continue
         cell = next(
-            (c for c in plan.cells if c.model_index == i and c.contract.kind in kinds), None
+            (c for c in plan.cells if c.model_index == i and c.contract.kind in multi_call), None
         )
         if cell is not None:
             raise UserError(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
-from orchestrator.providers.local import LlamaServer
+from orchestrator.serving.llama import LlamaServer
 from orchestrator.spec.localmodel import check_gguf
 from orchestrator.spec.server import LocalServerConfig
 

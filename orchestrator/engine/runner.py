@@ -249,12 +249,6 @@ def _gates(plan: Plan, keys: Iterable[str], helpers: list[Helper]) -> dict[str, 
     return gates
 
 
-def _routines() -> dict[str, Routine]:
-    from orchestrator.studies import registered  # the studies' readers import the planner
-
-    return {kind: study.routine(kind) for study in registered() for kind in study.routine_kinds}
-
-
 async def execute(
     plan: Plan,
     store: RunStore,
@@ -266,9 +260,11 @@ async def execute(
     extractor: Extractor | None = None,
     screener: Helper | None = None,
     batch: BatchWork | None = None,
+    routines: dict[str, Routine] | None = None,
 ) -> RunState:
     """Run every task of the plan not in `skip` (those of `batch`'s models through their batch
-    APIs, batch/runner.py); returns when all are written or on a signal."""
+    APIs, batch/runner.py); returns when all are written or on a signal. `routines`: the
+    studies' own call routines by contract kind (session.py passes the registered ones)."""
     state = state or RunState()
     config = plan.campaign.config
     groups: dict[str, list[int]] = defaultdict(list)
@@ -289,7 +285,7 @@ async def execute(
 
     helpers = [h for h in (extractor, screener) if h is not None]
     gates = _gates(plan, groups, helpers)
-    shared = Shared(extractor, screener, routines=_routines())
+    shared = Shared(extractor, screener, routines=routines or {})
     writer = store.writer(count)
     everyone = [*providers.values(), *(h.provider for h in helpers)]
     try:

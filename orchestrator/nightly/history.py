@@ -13,10 +13,9 @@ import os
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import polars as pl
-import typer
 
 from orchestrator.engine.lock import lock_state
 from orchestrator.errors import UserError
@@ -215,55 +214,3 @@ def history_table(frame: pl.DataFrame, campaign_dir: Path):
             *(escape(served_cell(row) if c == "served_models" else cell(row, c)) for c in shown)
         )
     return table
-
-
-def add(app: typer.Typer) -> None:
-    @app.command()
-    def history(
-        campaign_dir: Annotated[
-            Path,
-            typer.Argument(
-                help="A campaign folder: runs/<campaign>/, the folder holding one folder per run."
-            ),
-        ],
-        out: Annotated[
-            Path | None,
-            typer.Option(
-                help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR."
-            ),
-        ] = None,
-    ) -> None:
-        """One row per run of a campaign folder, oldest first: a table here, and the
-        same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
-        Reads only: takes no lock, writes nothing into a run folder, calls no model.
-
-        Columns (times in UTC; lists joined with "; " in the csv):
-        run: the run's folder; started: when it started (manifest createdAt);
-        last result: its latest result's finishedAt (dated if not the start's day);
-        status: complete | N tasks pending (failed or not run: orchestrator run RUN
-          resumes it) | no results | running (pid, host): the process holding its
-          lock lives | interrupted: that process died holding it (kill -9, a crash,
-          a reboot) | locked (pid, host): held from another host, not checked;
-        tasks: planned; done: with a final record; failed: final status failed;
-        parse errors, refused: tasks with those final statuses;
-        spend $: every attempt paid for (0 where unpriced);
-        served model (fingerprint): per model, the model strings the provider
-          answered as and its system_fingerprint (files: served_models, fingerprints);
-        version: the software that started the run; plan: the plan hash (short);
-        log: CAMPAIGN_DIR/logs/RUN.log exists (run --log auto; files: its path).
-        In the files: run, started, last_result, status, tasks, done, failed,
-        parse_errors, refusals, spend_usd, served_models, fingerprints, software,
-        plan, log.
-        """
-        from orchestrator.cli import console, fail
-        from orchestrator.nightly.runs import output_folder
-
-        try:
-            if out is not None:
-                output_folder(out, "history.csv and history.parquet")
-            frame = campaign_history(campaign_dir)
-            written = write_history(frame, out if out is not None else campaign_dir)
-        except UserError as exc:
-            fail(exc)
-        console.print(history_table(frame, campaign_dir))
-        console.print(f"wrote {written[0]} and {written[1]}", highlight=False)

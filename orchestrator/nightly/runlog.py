@@ -103,24 +103,3 @@ def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
         finally:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
             log.write(f"== {stamp} exit {code}\n")
-
-
-def run_logged(campaign, given: str, options: dict) -> None:
-    """`run --log`: cli.run_and_report with the command line's consoles also writing the log
-    (named after the run, so a run started with --run-id auto is named first)."""
-    from orchestrator import cli
-    from orchestrator.engine.session import name_run, resume_command, run_dir_for
-
-    name_run(campaign)
-    where = run_dir_for(campaign)
-    try:
-        path = log_path(given, where.parent, where.name)
-    except UserError as exc:
-        cli.fail(exc)
-    terminal = cli.console, cli.err_console
-    try:
-        with logging_to(path, resume_command()) as consoles:
-            cli.console, cli.err_console = consoles
-            cli.run_and_report(campaign, **options)
-    finally:
-        cli.console, cli.err_console = terminal

@@ -19,11 +19,14 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orchestrator.spec.campaign import Campaign
 
 AT = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
 EXITS = "exit 0 done, 1 some tasks failed, 2 bad input or the run in use, 3 budget reached"
@@ -73,11 +76,12 @@ def key_variables(campaign) -> list[str]:
     return sorted({m.api_key_env for m in models if m.api_key_env})
 
 
-def make_schedule(config: Path, at: str, budget: float | None) -> Schedule:
+def make_schedule(
+    config: Path, at: str, budget: float | None, load_campaign: Callable[[Path], Campaign]
+) -> Schedule:
     """Check everything first (the config as `run` would load it, --at, --budget): a bad
-    schedule fails tonight, unseen, so it is refused here with nothing written."""
-    from orchestrator.spec.build import load_campaign
-
+    schedule fails tonight, unseen, so it is refused here with nothing written.
+    `load_campaign`: orchestrator.session's, with the registered studies."""
     hour, minute = parse_at(at)
     if budget is not None and not (math.isfinite(budget) and budget >= 0):
         raise UserError(
@@ -221,51 +225,3 @@ def install(s: Schedule, force: bool) -> tuple[Path, str | None]:
                 f"systemctl --user {' '.join(args)}: {done.stderr.strip() or f'exit {done.returncode}'}",
             )
     return folder, None
-
-
-def add(app: typer.Typer) -> None:
-    @app.command()
-    def schedule(
-        config: Annotated[Path, typer.Argument(help="Campaign config (TOML) to run every night.")],
-        at: Annotated[
-            str, typer.Option(help="Local time of day to start, HH:MM (24-hour).")
-        ] = "02:00",
-        budget: Annotated[
-            float | None, typer.Option(help="USD each night's run may spend (run --budget).")
-        ] = None,
-        install_timer: Annotated[
-            bool,
-            typer.Option("--install", help="Install and start the systemd user timer for you."),
-        ] = False,
-        force: Annotated[
-            bool,
-            typer.Option(
-                "--force", help="With --install: replace different unit files of the same name."
-            ),
-        ] = False,
-    ) -> None:
-        """Print a crontab line and a systemd user service + timer that run CONFIG every night
-        (run --run-id auto --log auto, from this folder); --install sets up the timer.
-        Exit 2 on a bad config or time (nothing written); 1 if systemctl fails."""
-        from rich.markup import escape
-
-        from orchestrator.cli import console, err_console, fail
-
-        try:
-            s = make_schedule(config, at, budget)
-            folder, problem = install(s, force) if install_timer else (None, None)
-        except UserError as exc:
-            fail(exc)
-        sys.stdout.write(explain(s))  # not through rich: it would wrap the lines to paste
-        if problem:
-            err_console.print(
-                f"[red]error:[/] {escape(problem)}\nthe unit files are in {escape(str(folder))}; "
-                "fix the above and run the two systemctl commands printed",
-                highlight=False,
-            )
-            raise typer.Exit(1)
-        if folder:
-            console.print(
-                f"installed and started {s.unit}.timer (unit files in {escape(str(folder))})",
-                highlight=False,
-            )

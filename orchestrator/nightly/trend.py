@@ -9,11 +9,7 @@ a finished night stays as it was. The work (polars, matplotlib) is imported when
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
-
-import typer
-
-from orchestrator.errors import UserError
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.nightly.trend_data import Trend
@@ -121,43 +117,3 @@ def summary(trend: Trend) -> list[str]:
     lines += [f"  {c['night']}  {c['model']}: {c['old -> new']}" for c in change_rows(changes)]
     lines += [f"  not a whole night: {why}" for why in trend.unfinished]
     return lines
-
-
-def add(app: typer.Typer) -> None:
-    @app.command()
-    def trend(
-        campaign_dir: Annotated[
-            Path,
-            typer.Argument(
-                help="A campaign folder: runs/<campaign>/, holding one folder per night."
-            ),
-        ],
-        out: Annotated[
-            Path | None, typer.Option(help="Where to write (default CAMPAIGN_DIR/trend).")
-        ] = None,
-    ) -> None:
-        """Each headline effect night by night, with 95% CIs, per experiment x model, and the
-        nights where a model's served model string or system fingerprint changed: trend.csv,
-        trend.parquet, figures and report.md / report.html in CAMPAIGN_DIR/trend/. Runs that
-        cannot be read yet are skipped with a note. Calls no model; writes into no run folder."""
-        from rich.markup import escape
-
-        from orchestrator.cli import console, err_console, fail
-
-        try:
-            found, paths = write_trend(campaign_dir, out)
-        except UserError as exc:
-            fail(exc)
-        for name, why in found.skipped:
-            err_console.print(
-                f"[yellow]note:[/] skipped run {escape(name)}: {escape(why)}", highlight=False
-            )
-        figures = [p for p in paths.values() if p.suffix == ".png"]
-        for line in [
-            *summary(found),
-            f"report:  {paths['html']} (open it in a browser; no network needed)",
-            f"         {paths['markdown']}",
-            f"table:   {paths['csv']} (and .parquet beside it)",
-            f"figures: {', '.join(str(p) for p in figures)} (and .svg beside each)",
-        ]:
-            console.print(escape(line), highlight=False)

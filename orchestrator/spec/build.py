@@ -3,6 +3,7 @@ prices) and pinned to their files, its jobs read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from orchestrator.spec import localmodel
 from orchestrator.spec.campaign import Campaign, CampaignConfig, LocalServerConfig, ModelConfig
 from orchestrator.spec.catalog import load_batch_discounts, load_presets, load_prices
 from orchestrator.spec.checks import check_campaign
-from orchestrator.spec.jobs import load_job, resolve_job_path
+from orchestrator.spec.jobs import JobReader, load_job, resolve_job_path
 from orchestrator.spec.loading import field_path, load_toml, validate
 from orchestrator.spec.models import Job
 from orchestrator.spec.secrets import redact
@@ -22,14 +23,18 @@ from orchestrator.spec.server import cluster_problems
 FLAGS = {"samples": "--samples", "run_id": "--run-id"}
 
 
-def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campaign:
+def load_campaign(
+    path: Path, overrides: dict[str, Any] | None = None, *, studies: Sequence[JobReader]
+) -> Campaign:
+    """A campaign config file, its jobs read by `studies` (orchestrator.session.load_campaign
+    passes the registered studies)."""
     raw = load_toml(path, "campaign config")
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     raw.update(given)
     config: CampaignConfig = validate(
         CampaignConfig, raw, path, flags={k: FLAGS.get(k, f"--{k}") for k in given}
     )
-    campaign = build_campaign(config, path)
+    campaign = build_campaign(config, path, studies=studies)
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
     return campaign
 
@@ -101,9 +106,11 @@ def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> C
     return config.model_copy(update={"models": models, **helpers})
 
 
-def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
+def _load_job(
+    ref: str, index: int, base: Path, path: Path | None, studies: Sequence[JobReader]
+) -> Job:
     try:
-        return load_job(resolve_job_path(ref, base))
+        return load_job(resolve_job_path(ref, base), studies)
     except UserError as exc:
         if exc.file is None:  # a bad reference, not a bad job file
             raise UserError(
@@ -113,7 +120,11 @@ def _load_job(ref: str, index: int, base: Path, path: Path | None) -> Job:
 
 
 def build_campaign(
-    config: CampaignConfig, path: Path | None, jobs: list[Job] | None = None
+    config: CampaignConfig,
+    path: Path | None,
+    jobs: list[Job] | None = None,
+    *,
+    studies: Sequence[JobReader] = (),
 ) -> Campaign:
     """Validate a config against its catalogues and load its jobs. Given `jobs` (a run folder's
     snapshot, or jobs its caller read), the models already hold their presets and prices."""
@@ -155,7 +166,7 @@ def build_campaign(
                 fix="remove the duplicate entry",
             )
     if jobs is None:
-        jobs = [_load_job(ref, i, base, path) for i, ref in enumerate(config.jobs)]
+        jobs = [_load_job(ref, i, base, path, studies) for i, ref in enumerate(config.jobs)]
     if len({j.id for j in jobs}) != len(jobs):
         raise UserError(
             "the same job is listed twice", file=str(path), field="jobs", fix="list each job once"

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from orchestrator.errors import UserError
 from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.loading import load_json
 from orchestrator.spec.models import Job
+
+
+class JobReader(Protocol):
+    """What loading a job asks of a study (studies/base.py): the registry of studies sits above
+    spec/, so the caller passes it in (orchestrator/session.py passes the registered ones)."""
+
+    format_hint: str
+
+    def reads(self, path: Path) -> bool: ...
+
+    def read_path(self, path: Path, job_id: str) -> Job: ...
+
+    def recognises(self, data: Any) -> bool: ...
+
+    def read(self, data: Any, path: Path, job_id: str) -> Job: ...
 
 
 def builtin_jobs() -> list[str]:
@@ -39,19 +56,19 @@ def resolve_job_path(ref: str, base: Path) -> Path:
     )
 
 
-def load_job(path: Path) -> Job:
-    """A job file in the format of whichever registered study recognises it."""
-    from orchestrator.studies import registered  # the studies' readers use this module's siblings
-
-    for study in registered():
+def load_job(path: Path, studies: Sequence[JobReader]) -> Job:
+    """A job file in the format of whichever of `studies` recognises it."""
+    if not studies:
+        raise TypeError("load_job needs the studies whose readers know the job formats")
+    for study in studies:
         if study.reads(path):  # a source that is not a JSON job file
             return study.read_path(path, job_id=path.stem)
     data = load_json(path, "job file")
-    for study in registered():
+    for study in studies:
         if study.recognises(data):
             return study.read(data, path, job_id=path.stem)
     raise UserError(
         "unrecognised job format",
         file=str(path),
-        fix="use " + ", or ".join(study.format_hint for study in registered()),
+        fix="use " + ", or ".join(study.format_hint for study in studies),
     )

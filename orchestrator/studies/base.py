@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol
 
 if TYPE_CHECKING:
     import polars as pl
@@ -21,7 +21,21 @@ if TYPE_CHECKING:
 
     from orchestrator.analysis.load import Run
     from orchestrator.engine.caller import Routine
+    from orchestrator.errors import UserError
+    from orchestrator.spec.campaign import Campaign
     from orchestrator.spec.models import Job
+
+
+class CommandLine(Protocol):
+    """What the command line lends a study's own commands: studies sit below it (the layers in
+    docs/architecture.md), so they take these as arguments instead of importing the CLI."""
+
+    @property
+    def console(self) -> Console: ...
+
+    def fail(self, exc: UserError) -> NoReturn: ...
+
+    def run_and_report(self, campaign: Campaign, **options: Any) -> None: ...
 
 
 class Output(NamedTuple):
@@ -93,8 +107,9 @@ class Study:
         """The call routine for tasks of one of its `routine_kinds`."""
         raise NotImplementedError
 
-    def add_commands(self, app: typer.Typer) -> None:
-        """Commands of its own on the `orchestrator` command line (imported when run)."""
+    def add_commands(self, app: typer.Typer, cli: CommandLine) -> None:
+        """Commands of its own on the `orchestrator` command line (their work imported when
+        run), using what `cli` lends."""
 
     def analyze(self, run: Run) -> list[Output]:
         """Its tables for the run (none when the run holds no job of its kind)."""

@@ -1,5 +1,5 @@
 """The plan's side of the viewer: a record's cell (its rendered messages) and the cells whose
-prompts hold a text. The plan is rebuilt once from the run's manifest (engine/session.py)."""
+prompts hold a text. The plan is rebuilt once from the run's manifest (engine/run_folder.py)."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ class Cells:
 
     @cached_property
     def plan(self) -> Plan:
-        from orchestrator.engine.session import campaign_of_run
+        from orchestrator.engine.run_folder import campaign_of_run
+        from orchestrator.studies import registered
 
-        return Plan(campaign_of_run(self.run_dir))
+        return Plan(campaign_of_run(self.run_dir, registered()))
 
     @cached_property
     def _by_fields(self) -> dict[tuple[Any, ...], list[Cell]]:

@@ -201,7 +201,7 @@ class History:
 
     def _compute(self) -> dict[str, Any]:
         from orchestrator.nightly.compare import FLAGS, as_json
-        from orchestrator.nightly.compare_command import load_and_compare
+        from orchestrator.nightly.comparing import load_and_compare
         from orchestrator.nightly.history import campaign_history
         from orchestrator.nightly.runs import nights
 

@@ -37,10 +37,10 @@ class TraceAudit(Study):
 
         return audit_trace
 
-    def add_commands(self, app) -> None:
+    def add_commands(self, app, cli) -> None:
         from orchestrator.studies.audit.commands import add
 
-        add(app)
+        add(app, cli)
 
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.audit import analysis

@@ -5,11 +5,14 @@ through escalated and flagged traces), `calibrate` (agreement with a golden set'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from orchestrator.errors import UserError
+
+if TYPE_CHECKING:
+    from orchestrator.studies.base import CommandLine
 
 JUDGE_HELP = (
     "The judge: 'local' (SmolLM2, no key), 'simulated', or PRESET/NAME from configs/presets.toml, "
@@ -77,7 +80,7 @@ def audit_campaign(
     return campaign
 
 
-def add(app: typer.Typer) -> None:
+def add(app: typer.Typer, cli: CommandLine) -> None:
     @app.command()
     def audit(
         source: Annotated[
@@ -122,7 +125,6 @@ def add(app: typer.Typer) -> None:
         with an LLM judge (seed 003): one judge call per trace, validated strictly, retried once
         with the validation error, escalated for review when it fails twice. Resumable like
         `run` (run the same command again, or `orchestrator run RUN_DIR`). Exit codes as `run`."""
-        from orchestrator.cli import fail, run_and_report
 
         settings: dict[str, Any] = {"allow_unauditable": allow_unauditable, "min_steps": min_steps}
         if strategy:
@@ -140,8 +142,8 @@ def add(app: typer.Typer) -> None:
                 job_settings=settings,
             )
         except UserError as exc:
-            fail(exc)
-        run_and_report(campaign, budget)
+            cli.fail(exc)
+        cli.run_and_report(campaign, budget=budget)
 
     @app.command()
     def review(
@@ -158,7 +160,6 @@ def add(app: typer.Typer) -> None:
         AUDIT_DIR/reviews.ndjson, beside the judge's output; run again to go on where you left."""
         import os
 
-        from orchestrator.cli import console, fail
         from orchestrator.studies.audit.records import audit_records, open_audit
         from orchestrator.studies.audit.review import (
             DEFAULT_INCLUDE,
@@ -173,15 +174,15 @@ def add(app: typer.Typer) -> None:
         try:
             records = audit_records(open_audit(audit_dir))
         except UserError as exc:
-            fail(exc)
+            cli.fail(exc)
         include = DEFAULT_INCLUDE | ({"passed"} if include_all else set())
         who = reviewer or os.environ.get("USER") or "reviewer"
         try:
-            session(audit_dir, records, console, input, who, include=include)
+            session(audit_dir, records, cli.console, input, who, include=include)
         except UserError as exc:
-            fail(exc)
+            cli.fail(exc)
         except KeyboardInterrupt:
-            console.print("\nstopped; what was stored is kept. run the same command to go on.")
+            cli.console.print("\nstopped; what was stored is kept. run the same command to go on.")
             raise typer.Exit(130) from None
         # how far people and the judge agree, over every review so far (seed 003: judge drift)
         aligned = review_summary(records, read_reviews(audit_dir / REVIEWS))["alignment"]
@@ -191,7 +192,9 @@ def add(app: typer.Typer) -> None:
             if a["compared"]
         ]
         if shown:
-            console.print("reviewers agree with the judge's flag (score 1-2): " + ", ".join(shown))
+            cli.console.print(
+                "reviewers agree with the judge's flag (score 1-2): " + ", ".join(shown)
+            )
 
     @app.command()
     def calibrate(
@@ -210,13 +213,12 @@ def add(app: typer.Typer) -> None:
         on the 1-5 scores, plain on the critical flags) with 95% CIs, confusion matrices, where
         agreement is low, and the review threshold that keeps misses under --target-risk.
         Written to AUDIT_DIR/calibration/."""
-        from orchestrator.cli import console, fail
         from orchestrator.studies.audit.calibrate import run_calibration
 
         try:
-            run_calibration(audit_dir, target_risk, low, console)
+            run_calibration(audit_dir, target_risk, low, cli.console)
         except UserError as exc:
-            fail(exc)
+            cli.fail(exc)
 
     @app.command("audit-gate")
     def audit_gate(
@@ -235,11 +237,10 @@ def add(app: typer.Typer) -> None:
         """A regression gate for CI: exit 1 when a golden trace whose bias the baseline caught is
         missed now, or a bias's mean score moved more than --tolerance without an --accept
         explanation; exit 0 otherwise (2: bad input). Writes AUDIT_DIR/gate.json."""
-        from orchestrator.cli import console, fail
         from orchestrator.studies.audit.calibrate import run_gate
 
         try:
-            code = run_gate(audit_dir, baseline, tolerance, accept or [], console)
+            code = run_gate(audit_dir, baseline, tolerance, accept or [], cli.console)
         except UserError as exc:
-            fail(exc)
+            cli.fail(exc)
         raise typer.Exit(code)

@@ -150,11 +150,12 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
     prompt as context (it holds the task's facts), the experiment's bias as the profile (the
     same in every condition, so it cannot tell the judge which condition a trace is from)."""
     from orchestrator.engine.results import RESULTS
-    from orchestrator.engine.session import campaign_of_run
+    from orchestrator.engine.run_folder import campaign_of_run
     from orchestrator.export import records as results
     from orchestrator.plan import Plan
+    from orchestrator.studies import registered
 
-    campaign = campaign_of_run(run_dir)
+    campaign = campaign_of_run(run_dir, registered())
     known = {s.id for job in campaign.jobs for s in job.strategies}
     if not set(strategies) & known:
         raise UserError(

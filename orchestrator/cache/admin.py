@@ -1,4 +1,5 @@
-"""`orchestrator cache stats | prune`: what the response cache holds, and dropping old answers.
+"""The response cache's upkeep (`orchestrator cache stats | prune`, cli/cache.py): what it
+holds, and dropping old answers.
 
 Both find the file as a run would (--cache PATH, else the campaign's `cache` setting with
 --config, else the user's cache folder). stats only reads; prune deletes, then compacts the file.
@@ -10,26 +11,19 @@ import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import UserError
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
+
+    from orchestrator.spec.campaign import Campaign
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache",
-        help="The cache file (default: the campaign's with --config, else the user's cache folder: $XDG_CACHE_HOME or ~/.cache, bias-orchestrator/responses.sqlite).",
-    ),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", help="A campaign config: the cache its `cache` setting names."),
-]
 
 
 def parse_age(text: str) -> float:
@@ -44,8 +38,9 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-def resolve(cache: Path | None, config: Path | None) -> Path:
-    """The cache file the options name; refused if it is a folder."""
+def resolve(cache: Path | None, config: Path | None, load: Callable[[Path], Campaign]) -> Path:
+    """The cache file the options name; refused if it is a folder. `load` reads a campaign
+    config (orchestrator.session.load_campaign)."""
     from orchestrator.cache.session import cache_path
     from orchestrator.cache.store import default_path
 
@@ -56,9 +51,7 @@ def resolve(cache: Path | None, config: Path | None) -> Path:
     if cache is not None:
         path, field = cache, "--cache"
     elif config is not None:
-        from orchestrator.spec.build import load_campaign
-
-        campaign = load_campaign(config)
+        campaign = load(config)
         found = cache_path(campaign)
         if found is None:
             raise UserError(
@@ -114,7 +107,7 @@ def disk_size(path: Path) -> int:
     )
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
@@ -126,11 +119,9 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def show_stats(path: Path) -> None:
+def show_stats(path: Path, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Column, Table
-
-    from orchestrator.cli import console
 
     conn = _open(path, write=False)
     try:
@@ -147,7 +138,7 @@ def show_stats(path: Path) -> None:
     finally:
         conn.close()
     console.print(
-        f"response cache {escape(str(path))}: {count:,} entries, {_size(disk_size(path))} "
+        f"response cache {escape(str(path))}: {count:,} entries, {human_size(disk_size(path))} "
         f"on disk; oldest {_when(oldest)}, newest {_when(newest)}",
         highlight=False,
     )
@@ -197,63 +188,3 @@ def prune_older(path: Path, seconds: float) -> tuple[int, int, str | None]:
         return deleted, left, None
     finally:
         conn.close()
-
-
-def add(app: typer.Typer) -> None:
-    cache_app = typer.Typer(
-        help="The response cache: answers paid for in earlier runs, reused "
-        "by runs of campaigns with cache = true.",
-        no_args_is_help=True,
-    )
-    app.add_typer(cache_app, name="cache")
-
-    @cache_app.command()
-    def stats(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
-        """Entries, size on disk, entries per model, oldest and newest, and the runs that paid
-        for them. Only reads."""
-        from orchestrator.cli import console, fail
-
-        try:
-            path = resolve(cache, config)
-            if not path.exists():
-                console.print(f"no response cache at {path} yet (nothing cached)", highlight=False)
-                return
-            show_stats(path)
-        except UserError as exc:
-            fail(exc)
-
-    @cache_app.command()
-    def prune(
-        older_than: Annotated[
-            str,
-            typer.Option(
-                "--older-than",
-                help="Delete the answers kept longer ago than this: 30d, 12h, 2w (units s, m, h, d, w).",
-            ),
-        ],
-        cache: CacheOpt = None,
-        config: ConfigOpt = None,
-    ) -> None:
-        """Delete the answers kept longer ago than --older-than, then compact the file."""
-        from orchestrator.cli import console, err_console, fail
-
-        try:
-            seconds = parse_age(older_than)
-            path = resolve(cache, config)
-            if not path.exists():
-                console.print(f"no response cache at {path}; nothing to prune", highlight=False)
-                return
-            deleted, left, problem = prune_older(path, seconds)
-        except UserError as exc:
-            fail(exc)
-        console.print(
-            f"deleted {deleted:,} entries older than {older_than} from {path}; "
-            f"{left:,} left, {_size(disk_size(path))} on disk",
-            highlight=False,
-        )
-        if problem:
-            err_console.print(
-                f"[yellow]note:[/] the file could not be compacted now ({problem}); "
-                "new answers reuse the freed space",
-                highlight=False,
-            )

@@ -7,44 +7,44 @@ from typing import Annotated
 
 import typer
 
-from orchestrator import cli
+from orchestrator.cli import ui
 from orchestrator.errors import UserError
 
-RATE = cli._number(0, 1, example="0.1")
+RATE = ui.number(0, 1, example="0.1")
 
 
 def emulate(
     port: Annotated[
         int,
         typer.Option(
-            callback=cli._number(0, 65535, example="0"),
+            callback=ui.number(0, 65535, example="0"),
             help="Port on 127.0.0.1 (0 picks a free one).",
         ),
     ] = 8765,
     rpm: Annotated[
         int | None,
         typer.Option(
-            callback=cli._number(1, example="500"),
+            callback=ui.number(1, example="500"),
             help="Requests allowed per period, per API key and protocol.",
         ),
     ] = None,
     tpm: Annotated[
         int | None,
         typer.Option(
-            callback=cli._number(1, example="200000"),
+            callback=ui.number(1, example="200000"),
             help="Tokens (prompt + max_tokens) allowed per period.",
         ),
     ] = None,
     period_s: Annotated[
         float,
         typer.Option(
-            callback=cli._number(0, above=True, example="60"),
+            callback=ui.number(0, above=True, example="60"),
             help="The window the limits count over, in seconds.",
         ),
     ] = 60.0,
     latency_ms: Annotated[
         float,
-        typer.Option(callback=cli._number(0, example="50"), help="Delay before every answer."),
+        typer.Option(callback=ui.number(0, example="50"), help="Delay before every answer."),
     ] = 0.0,
     error_rate: Annotated[
         float, typer.Option(callback=RATE, help="Share of answers that are 500s.")
@@ -60,7 +60,7 @@ def emulate(
     ] = 0.0,
     slow_s: Annotated[
         float,
-        typer.Option(callback=cli._number(0, example="30"), help="How long a slow answer takes."),
+        typer.Option(callback=ui.number(0, example="30"), help="How long a slow answer takes."),
     ] = 30.0,
     malformed_rate: Annotated[
         float, typer.Option(callback=RATE, help="Share of answers with no JSON in them.")
@@ -71,7 +71,7 @@ def emulate(
     batch_s: Annotated[
         float,
         typer.Option(
-            callback=cli._number(0, example="60"), help="How long a batch job takes to end."
+            callback=ui.number(0, example="60"), help="How long a batch job takes to end."
         ),
     ] = 0.0,
 ) -> None:
@@ -113,8 +113,8 @@ def emulate(
                 field="--port",
                 fix="pick another port, or --port 0 for any free one",
             ) from None
-        cli.console.print(f"listening on {emulator.url}", highlight=False)
-        cli.console.print(
+        ui.console.print(f"listening on {emulator.url}", highlight=False)
+        ui.console.print(
             f'  openai:    base_url = "{emulator.base_url("openai")}"\n'
             f'  anthropic: base_url = "{emulator.base_url("anthropic")}"\n'
             f'  gemini:    base_url = "{emulator.base_url("gemini")}"\n(Ctrl-C stops it)',
@@ -125,7 +125,7 @@ def emulate(
     try:
         asyncio.run(serve())
     except UserError as exc:
-        cli.fail(exc)
+        ui.fail(exc)
     except KeyboardInterrupt:
         pass
     finally:

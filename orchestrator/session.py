@@ -1,4 +1,8 @@
-"""One `run` invocation: check everything, open the run directory, execute, summarise."""
+"""The composition root of a run: it wires the plan, the providers, the store, the batch side and
+the cache together with the registered studies, which the layers below take as arguments.
+
+One `run` invocation: check everything, open the run directory, execute, summarise. Also the
+entry points that load a campaign with the registered studies' job readers."""
 
 from __future__ import annotations
 
@@ -6,14 +10,12 @@ import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 from rich.console import Console
 
-from orchestrator import __version__
 from orchestrator.batch.journal import Journal
 from orchestrator.batch.setup import batch_everything, batch_side, check_batchable
 from orchestrator.cache.session import run_cache
@@ -21,6 +23,8 @@ from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
+from orchestrator.engine.run_folder import campaign_of_run as _campaign_of_run
+from orchestrator.engine.run_folder import manifest_for, run_dir_for
 from orchestrator.engine.runner import execute
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import RunStore, scan_results, spent_so_far
@@ -30,10 +34,34 @@ from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
-from orchestrator.spec.build import build_campaign
-from orchestrator.spec.campaign import Campaign, CampaignConfig, check_credentials
-from orchestrator.spec.loading import validate
-from orchestrator.spec.models import Job
+from orchestrator.spec import build, jobs
+from orchestrator.spec.campaign import Campaign, check_credentials
+from orchestrator.studies import registered
+
+
+def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campaign:
+    """A campaign config file, its jobs read by the registered studies."""
+    return build.load_campaign(path, overrides, studies=registered())
+
+
+def load_job(path: Path) -> Any:
+    """A job file read by whichever registered study knows its format (spec/jobs.py)."""
+    return jobs.load_job(path, registered())
+
+
+def build_campaign(config: Any, path: Path | None, jobs: list[Any] | None = None) -> Campaign:
+    """A validated config made a campaign (spec/build.py), its jobs read by the registered studies."""
+    return build.build_campaign(config, path, jobs, studies=registered())
+
+
+def campaign_of_run(run_dir: Path) -> Campaign:
+    """The campaign a run folder was started with (engine/run_folder.py)."""
+    return _campaign_of_run(run_dir, registered())
+
+
+def routines() -> dict[str, Any]:
+    """The studies' own call routines by contract kind (the trace audit's multi-call tasks)."""
+    return {kind: study.routine(kind) for study in registered() for kind in study.routine_kinds}
 
 
 @dataclass
@@ -73,48 +101,6 @@ def make_screener(campaign: Campaign) -> Helper | None:
         model,
         make_provider(model, campaign.config.limit_for(model.limit_key), campaign.config.run_id),
     )
-
-
-def run_dir_for(campaign: Campaign) -> Path:
-    if campaign.run_dir is not None:  # resumed by folder: wherever that folder now is
-        return campaign.run_dir
-    c = campaign.config
-    return Path(c.output_dir) / c.name / c.run_id
-
-
-def campaign_of_run(run_dir: Path) -> Campaign:
-    """The campaign a run folder was started with, from its manifest alone: its config snapshot
-    and job definitions, so a moved or copied folder resumes where it now is."""
-    manifest = RunStore(run_dir).read_manifest()
-    where = run_dir / "manifest.json"
-    config = validate(CampaignConfig, manifest["config"], where)
-    jobs = (
-        [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
-        if "jobs" in manifest
-        else None
-    )  # older manifests: read the job files again
-    source = Path(manifest["configPath"]) if manifest.get("configPath") else None
-    campaign = build_campaign(config, source if source and source.exists() else None, jobs)
-    campaign.run_dir = run_dir
-    campaign.nightly = bool(manifest.get("namedByDate"))
-    return campaign
-
-
-def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
-    return {
-        "campaign": campaign.config.name,
-        "runId": campaign.config.run_id,
-        "createdAt": datetime.now(UTC).isoformat(),
-        "software": __version__,
-        "configPath": str(campaign.source.resolve()) if campaign.source else None,
-        "config": campaign.config.model_dump(mode="json"),
-        "plan": plan.fingerprint(),
-        # The job definitions themselves, so analysis never depends on files that may move.
-        "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
-        "models": {m.key: m.label for m in campaign.config.models},
-        # only when set, so other manifests stay as they were
-        **({"namedByDate": True} if campaign.nightly else {}),
-    }
 
 
 def resume_command(campaign: Campaign | None = None, collect: bool = False) -> str:
@@ -177,9 +163,9 @@ def run_campaign(
     check_credentials(campaign)
     name_run(campaign)
     if batch:
-        batch_everything(campaign, console)
+        batch_everything(campaign, console, set(routines()))
     plan = Plan(campaign)
-    check_batchable(plan)
+    check_batchable(plan, set(routines()))
     if not wait_for_batches and not any(m.batch for m in campaign.config.models):
         console.print(
             "--no-wait is for batch mode, and no model of this campaign runs in it: "
@@ -305,6 +291,7 @@ def _run_locked(
             extractor,
             cache.helper(make_screener(campaign)),
             side,
+            routines(),
         )
     return RunOutcome(
         store.path,

@@ -1,4 +1,4 @@
-"""`python -m orchestrator.providers.llama_serve ARGS`: llama-cpp-python's OpenAI-compatible
+"""`python -m orchestrator.serving.llama_serve ARGS`: llama-cpp-python's OpenAI-compatible
 server (the same arguments as `python -m llama_cpp.server`), with its prompt log-probabilities
 made fast enough to score answers with.
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator import cli
+from orchestrator.cli import ui
 from orchestrator.errors import UserError
 
 
@@ -21,7 +21,7 @@ def view(
     port: Annotated[
         int,
         typer.Option(
-            callback=cli._number(0, 65535, example="0"),
+            callback=ui.number(0, 65535, example="0"),
             help="Port on 127.0.0.1 (0 picks a free one).",
         ),
     ] = 8766,
@@ -34,20 +34,20 @@ def view(
     from orchestrator.viewer.server import open_target, serve
 
     def ready(url: str) -> None:
-        cli.console.print(f"viewer: {url}\n(Ctrl-C stops it)", highlight=False)
+        ui.console.print(f"viewer: {url}\n(Ctrl-C stops it)", highlight=False)
         if data.loaded().note:
-            cli._note(data.loaded().note)
+            ui.note(data.loaded().note)
 
     results = folder / "results.ndjson"
     if results.is_file() and results.stat().st_size > 50e6:  # a large run takes a while to read
-        cli.console.print(
+        ui.console.print(
             f"reading {results} ({results.stat().st_size / 1e6:,.0f} MB)...", highlight=False
         )
     try:
         data, campaign_dir = open_target(folder)
         asyncio.run(serve(data, port, campaign_dir, ready))
     except UserError as exc:
-        cli.fail(exc)
+        ui.fail(exc)
     except KeyboardInterrupt:
         pass
 

@@ -1,0 +1,161 @@
+"""The commands over a run folder's results: status, analyze, report, repair, export.
+None calls a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli import ui
+from orchestrator.cli.ui import RunDirArg
+from orchestrator.errors import UserError
+from orchestrator.studies import exporters, registered
+
+
+def status(run_dir: RunDirArg) -> None:
+    """Summarise a run on disk: per model done, failed and pending tasks, retries."""
+    from orchestrator.engine.status import run_status
+
+    try:
+        table, summary = run_status(run_dir)
+    except UserError as exc:
+        ui.fail(exc)
+    ui.console.print(table)
+    ui.console.print(summary)
+
+
+def _reading_results(run_dir: Path, work):
+    """work(), with a results line that polars cannot parse named as a UserError (the cheap
+    check passes a record glued to a torn line; see engine/results.py), or a file that a run
+    appended to while it was read."""
+    import polars as pl
+
+    from orchestrator.engine.results import RESULTS
+    from orchestrator.engine.snapshot import parse_failure
+
+    try:
+        return work()
+    except pl.exceptions.ComputeError:
+        problem = parse_failure(run_dir / RESULTS)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+def analyze(run_dir: RunDirArg) -> None:
+    """Per experiment and model: condition means or shares, the effect in the spec's direction with
+    a 95% CI and p-value, sample adequacy and flags. Writes summary.parquet/.csv/.json. Calls no model."""
+    from orchestrator.analysis.summary import analyze as run_analysis
+
+    try:
+        result = _reading_results(run_dir, lambda: run_analysis(run_dir))
+    except UserError as exc:
+        ui.fail(exc)
+    ui.note(result.run.note)
+    for study in registered():
+        study.print_tables(result.tables, ui.console)
+    ui.console.print(
+        "written: "
+        + ", ".join(str(p) for p in result.paths.values() if p.suffix == ".csv")
+        + " (and .parquet, .json beside them)"
+    )
+
+
+def report(run_dir: RunDirArg) -> None:
+    """Write report/report.md and a self-contained report/report.html (forest plot, answer
+    distributions) for a run, analysing it first."""
+    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
+    from orchestrator.report.render import write_report
+
+    try:
+        paths = _reading_results(run_dir, lambda: write_report(run_dir))
+    except UserError as exc:
+        ui.fail(exc)
+    ui.note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))
+    ui.console.print(
+        f"report: {paths['html']} (open it in a browser; no network needed)\n"
+        f"        {paths['markdown']}"
+    )
+
+
+def repair(run_dir: RunDirArg) -> None:
+    """Move the lines of results.ndjson that are not result records (blank, garbage, another
+    program's JSON, a torn line) to results.rejected.ndjson beside it, so the run can go on.
+    Deletes nothing. Refused while a `run` of this folder is going on."""
+    from orchestrator.engine.lock import RunLock
+    from orchestrator.engine.repair import repair_results
+    from orchestrator.engine.results import RESULTS
+    from orchestrator.engine.store import RunStore
+
+    try:
+        RunStore(run_dir).read_manifest()
+        with RunLock(run_dir) as lock:  # a run writing meanwhile would lose what it appends
+            lock.acquire()
+            done = repair_results(run_dir / RESULTS)
+    except UserError as exc:
+        ui.fail(exc)
+    if not done.moved_count:
+        ui.console.print(
+            f"nothing to repair: every line of {run_dir / RESULTS} is a result record "
+            f"({done.kept:,} lines)"
+        )
+        return
+    ui.console.print(f"moved {done.moved_count:,} line(s) to {done.rejected}:")
+    for number, why in done.moved:
+        ui.console.print(f"  line {number}: {why}", highlight=False)
+    if done.moved_count > len(done.moved):
+        ui.console.print(f"  ... and {done.moved_count - len(done.moved):,} more")
+    ui.console.print(
+        f"kept {done.kept:,} records in {run_dir / RESULTS}; the run can go on "
+        f"(orchestrator run {run_dir} retries the tasks whose records were moved)"
+    )
+
+
+def export(
+    run_dir: RunDirArg,
+    format: Annotated[
+        str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")
+    ] = next(iter(exporters())),
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")
+    ] = None,
+) -> None:
+    """Export results in a published format, one file per model identity."""
+    from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
+    from orchestrator.spec.checks import folder_problem
+
+    writers = exporters()
+    if format not in writers:
+        ui.fail(
+            UserError(
+                f"unknown format '{format}'",
+                field="--format",
+                fix=f"use one of: {', '.join(writers)}",
+            )
+        )
+    try:
+        from orchestrator.engine.store import RunStore
+
+        RunStore(run_dir).read_manifest()
+        target = out or run_dir / "export" / format
+        if problem := folder_problem(target):  # checked before any file is written
+            raise UserError(
+                f"cannot write the export to {target}: {problem}",
+                field="--out" if out else None,
+                fix="give --out a folder (it is created if missing)",
+            )
+        counts = writers[format].export(format, run_dir, target)
+    except UserError as exc:
+        ui.fail(exc)
+    ui.note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))
+    for path, n in counts.items():
+        ui.console.print(f"{n:,} records -> {path}")
+    if not counts:
+        ui.console.print(f"nothing to export: the run has no {format} results")
+
+
+def add(app: typer.Typer) -> None:
+    for command in (status, analyze, report, repair, export):
+        app.command()(command)

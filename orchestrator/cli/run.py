@@ -1,0 +1,203 @@
+"""`orchestrator init` and `orchestrator run`: start a campaign, or resume a run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli import ui
+from orchestrator.cli.ui import ConfigArg
+from orchestrator.errors import UserError
+from orchestrator.spec.campaign import Campaign
+
+
+def load_target(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
+    """A campaign config to start (with the flags' overrides), or a run folder to resume."""
+    if target.name in ("results.ndjson", "manifest.json") and target.is_file():
+        raise UserError(
+            "this is a file of a run folder, not a campaign config",
+            file=str(target),
+            fix=f"give the run folder itself: orchestrator run {target.parent}",
+        )
+    if target.is_dir():  # a run folder: resume it where it is, as it was started
+        from orchestrator.session import campaign_of_run
+
+        for flag, value in (("--samples", samples), ("--run-id", run_id)):
+            if value is not None:
+                raise UserError(
+                    f"{flag} cannot change a run that exists",
+                    field=flag,
+                    fix=f"drop {flag} to resume {target}, or give the campaign config "
+                    f"instead of the run folder to start another run",
+                )
+        return campaign_of_run(target)
+    from orchestrator.session import load_campaign
+
+    return load_campaign(target, {"samples": samples, "run_id": run_id})
+
+
+def init(
+    folder: Annotated[
+        Path, typer.Argument(help="Folder for campaign.toml (created if missing).")
+    ] = Path("."),
+) -> None:
+    """Write a starter campaign config, campaign.toml: the AI Bias Benchmark on the simulated
+    respondent and the local model, with commented examples for hosted providers. Never overwrites."""
+    from orchestrator.starter import write_starter
+
+    try:
+        ui.console.print(write_starter(folder), highlight=False)
+    except UserError as exc:
+        ui.fail(exc)
+
+
+def run(
+    config: ConfigArg,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            help="Run id under runs/<campaign>/ (default from the config, else 'default'). 'auto' names the run by the UTC date and points runs/<campaign>/latest at it: while that night is running or has tasks to do, a second auto run waits, is refused or resumes it; after it finished, the next is DATE-2."
+        ),
+    ] = None,
+    samples: Annotated[
+        int | None, typer.Option(help="Samples per condition (overrides the config).")
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            callback=ui.number(0, example="5"),
+            help="USD this run may spend in all: a plan estimated above it is refused, and the run stops (resumably) when its spend reaches it.",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="If another process is running this run, wait for it to finish instead of exiting with code 2.",
+        ),
+    ] = False,
+    log: Annotated[
+        str | None,
+        typer.Option(
+            help="Also append what the run prints to this file (in a folder that exists, outside the run folders); 'auto': runs/<campaign>/logs/<run-id>.log (scheduled runs use it)."
+        ),
+    ] = None,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send the tasks of every model whose provider has a batch API (openai, anthropic, gemini) as batch jobs: about half the price, results within 24 hours (as batch = true on each model).",
+        ),
+    ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="Batch mode: submit the batches and exit (code 0); a later run collects what has ended and polls the rest.",
+        ),
+    ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Neither read nor write the response cache, whatever the config's `cache` says.",
+        ),
+    ] = False,
+) -> None:
+    """Run a campaign, or resume it: running the same command again skips finished tasks.
+
+    CONFIG is a campaign config (TOML) or a run folder (runs/<campaign>/<run-id>/): a folder is
+    resumed where it is, from any current folder, with the settings it was started with.
+    Results stream to <run>/results.ndjson, one line per task. One process owns a run: a second
+    `run` of the same run exits 2 naming the one holding it (or waits, with --wait).
+    Exit codes: 0 all tasks done; 1 some tasks failed (run again to retry them);
+    2 bad input or the run is in use (nothing started); 3 the budget was reached (run again
+    with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
+    """
+    try:
+        campaign = load_target(config, samples, run_id)
+    except UserError as exc:
+        ui.fail(exc)
+    if no_cache:  # not part of the plan: a run may be resumed with or without it
+        campaign.config = campaign.config.model_copy(update={"cache": False})
+    options = {"budget": budget, "wait": wait, "batch": batch, "wait_for_batches": not no_wait}
+    if log is None:
+        return run_and_report(campaign, **options)
+    run_logged(campaign, log, options)
+
+
+def run_and_report(
+    campaign: Campaign, budget: float | None = None, wait: bool = False, **batch_options: bool
+) -> None:
+    """Run a loaded campaign and say how it went, with `run`'s exit codes."""
+    from orchestrator.session import resume_command, run_campaign
+
+    try:
+        outcome = run_campaign(campaign, ui.console, budget=budget, wait=wait, **batch_options)
+    except UserError as exc:
+        ui.fail(exc)
+    except KeyboardInterrupt:  # before any model was called (e.g. waiting for the lock)
+        ui.err_console.print(
+            f"interrupted before any model was called; to start, run again:\n  {resume_command(campaign)}"
+        )
+        raise typer.Exit(130) from None
+    results = outcome.run_dir / "results.ndjson"
+    if outcome.already_complete:
+        ui.console.print(f"run already complete; no model was called. results: {results}")
+        return
+    counts = ", ".join(f"{n:,} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing new"
+    ui.console.print(f"wrote {counts}\nresults: {results}")
+    if outcome.unsent:
+        ui.err_console.print(
+            f"{outcome.unsent:,} task(s) of models in batch mode were not sent (see above)"
+        )
+    if outcome.in_flight:
+        ui.console.print(
+            f"{outcome.in_flight:,} task(s) are in batches in flight; to collect them "
+            f"(and wait for the rest), run:\n  {resume_command(campaign, collect=True)}"
+        )
+    if outcome.by_status["too_long"]:
+        ui.err_console.print(
+            f"[yellow]{outcome.by_status['too_long']:,} request(s) were over the model's "
+            "context length and hold no answer (status too_long; see orchestrator status)[/]"
+        )
+    for key, message in outcome.state.fatal.items():
+        ui.err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
+    if outcome.state.budget_reached:
+        ui.err_console.print(
+            f"budget reached: ${outcome.state.spend:,.4f} spent of ${budget:,.4f}; finished "
+            f"results are saved. resume with a higher budget:\n  {resume_command(campaign)}"
+        )
+    elif outcome.state.interrupted_by is not None:
+        ui.err_console.print(
+            f"interrupted; finished results are saved. resume with:\n  {resume_command(campaign)}"
+        )
+    elif outcome.exit_code:
+        ui.err_console.print(
+            f"some tasks failed; run the same command again to retry them:\n  {resume_command(campaign)}"
+        )
+    raise typer.Exit(outcome.exit_code)
+
+
+def run_logged(campaign: Campaign, given: str, options: dict) -> None:
+    """`run --log`: run_and_report with the consoles also writing the log (named after the run,
+    so a run started with --run-id auto is named first)."""
+    from orchestrator.nightly.runlog import log_path, logging_to
+    from orchestrator.session import name_run, resume_command, run_dir_for
+
+    name_run(campaign)
+    where = run_dir_for(campaign)
+    try:
+        path = log_path(given, where.parent, where.name)
+    except UserError as exc:
+        ui.fail(exc)
+    terminal = ui.console, ui.err_console
+    try:
+        with logging_to(path, resume_command()) as consoles:
+            ui.console, ui.err_console = consoles
+            run_and_report(campaign, **options)
+    finally:
+        ui.console, ui.err_console = terminal

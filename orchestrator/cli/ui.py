@@ -1,0 +1,64 @@
+"""What every command shares: the consoles, how a user error is shown, option checks and the
+common arguments. A leaf: it imports nothing of the project, so any command module may use it."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Protocol
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+# Off a terminal (logs, CI, make) rich would wrap tables at 80 columns; logs can be wider.
+console = Console() if sys.stdout.isatty() else Console(width=int(os.environ.get("COLUMNS", 160)))
+err_console = (
+    Console(stderr=True)
+    if sys.stderr.isatty()
+    else Console(stderr=True, width=int(os.environ.get("COLUMNS", 160)))
+)
+
+ConfigArg = Annotated[
+    Path, typer.Argument(help="Campaign config (TOML), or a run directory to resume.")
+]
+RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign>/<run-id>/.")]
+
+
+class ShownError(Protocol):
+    """orchestrator.errors.UserError, as far as showing it goes (its text names file, field, fix)."""
+
+    exit_code: int
+
+
+def fail(exc: ShownError) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    raise typer.Exit(exc.exit_code)
+
+
+def note(text: str | None) -> None:
+    if text:
+        err_console.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
+
+
+def number(low: float, high: float | None = None, *, above: bool = False, example: str = "1"):
+    """An option callback refusing nan, inf and values outside [low, high] (or above low), as a
+    usage error that names the flag (exit 2)."""
+    want = (
+        f"between {low:g} and {high:g}" if high is not None else f"{'>' if above else '>='} {low:g}"
+    )
+
+    def check(param: typer.CallbackParam, value: float | None) -> float | None:
+        if value is not None and not (
+            math.isfinite(value)
+            and (value > low if above else value >= low)
+            and (high is None or value <= high)
+        ):
+            raise typer.BadParameter(
+                f"must be a finite number {want}, not {value}; fix: e.g. {param.opts[-1]} {example}"
+            )
+        return value
+
+    return check

@@ -1,0 +1,64 @@
+"""A run folder's identity: where a campaign's run lives, the manifest written when it starts,
+and the campaign rebuilt from that manifest alone (so a moved or copied folder resumes, and is
+read, where it now is)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.engine.store import RunStore
+from orchestrator.plan import Plan
+from orchestrator.spec.build import build_campaign
+from orchestrator.spec.campaign import Campaign, CampaignConfig
+from orchestrator.spec.jobs import JobReader
+from orchestrator.spec.loading import validate
+from orchestrator.spec.models import Job
+
+
+def run_dir_for(campaign: Campaign) -> Path:
+    if campaign.run_dir is not None:  # resumed by folder: wherever that folder now is
+        return campaign.run_dir
+    c = campaign.config
+    return Path(c.output_dir) / c.name / c.run_id
+
+
+def campaign_of_run(run_dir: Path, studies: Sequence[JobReader]) -> Campaign:
+    """The campaign a run folder was started with, from its manifest alone: its config snapshot
+    and job definitions. `studies` read the job files of manifests written before they held
+    the jobs themselves."""
+    manifest = RunStore(run_dir).read_manifest()
+    where = run_dir / "manifest.json"
+    config = validate(CampaignConfig, manifest["config"], where)
+    jobs = (
+        [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
+        if "jobs" in manifest
+        else None
+    )  # older manifests: read the job files again
+    source = Path(manifest["configPath"]) if manifest.get("configPath") else None
+    campaign = build_campaign(
+        config, source if source and source.exists() else None, jobs, studies=studies
+    )
+    campaign.run_dir = run_dir
+    campaign.nightly = bool(manifest.get("namedByDate"))
+    return campaign
+
+
+def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
+    return {
+        "campaign": campaign.config.name,
+        "runId": campaign.config.run_id,
+        "createdAt": datetime.now(UTC).isoformat(),
+        "software": __version__,
+        "configPath": str(campaign.source.resolve()) if campaign.source else None,
+        "config": campaign.config.model_dump(mode="json"),
+        "plan": plan.fingerprint(),
+        # The job definitions themselves, so analysis never depends on files that may move.
+        "jobs": {job.id: job.model_dump(mode="json") for job in campaign.jobs},
+        "models": {m.key: m.label for m in campaign.config.models},
+        # only when set, so other manifests stay as they were
+        **({"namedByDate": True} if campaign.nightly else {}),
+    }

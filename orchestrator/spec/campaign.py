@@ -36,57 +36,146 @@ class Strict(BaseModel):
 
 
 class LimitConfig(Strict):
-    """One limit key: requests per minute, calls in flight, per-attempt timeout, retries."""
+    """One limit key (`[limits.KEY]`): its pace, calls in flight, per-attempt timeout, retries.
+    Models sharing a key share these limits."""
 
-    rpm: float | None = Field(default=None, gt=0)  # requests per period
-    tpm: int | None = Field(default=None, gt=0)  # tokens (prompt + output) per period
-    period_s: float = Field(default=60.0, gt=0)  # window both count over (short in tests)
-    min_tokens_left: int = Field(default=1, ge=0)  # pause for the reset below this many
-    max_in_flight: int = Field(default=8, ge=1)
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_attempts: int = Field(default=6, ge=1)
-    backoff_base_s: float = Field(default=0.5, gt=0)
-    backoff_max_s: float = Field(default=60.0, gt=0)
-    # The longest a server's hint may pause this key; one that asks for more (a quota gone for
-    # the day) stops the model instead, to be resumed later.
-    max_pause_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
-    # How often a batch in flight is polled (batch mode): its results take minutes to hours.
-    batch_poll_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    rpm: float | None = Field(
+        default=None, gt=0, description="Requests per `period_s`, spaced evenly; unset: unpaced."
+    )
+    tpm: int | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens (prompt estimate + max_tokens, settled to the reported usage) per "
+        "`period_s`; unset: not counted.",
+    )
+    period_s: float = Field(
+        default=60.0, gt=0, description="The window `rpm` and `tpm` count over, in seconds."
+    )
+    min_tokens_left: int = Field(
+        default=1,
+        ge=0,
+        description="Pause the key until the server's token reset when it reports fewer tokens "
+        "left than this.",
+    )
+    max_in_flight: int = Field(
+        default=8, ge=1, description="Calls in flight at most; halves on a 429 and grows back."
+    )
+    timeout_s: float = Field(default=120.0, gt=0, description="Timeout of one attempt, in seconds.")
+    max_attempts: int = Field(
+        default=6,
+        ge=1,
+        description="Attempts per task; 429s, 5xx, timeouts and dropped connections are retried.",
+    )
+    backoff_base_s: float = Field(
+        default=0.5, gt=0, description="Base of the exponential backoff (with jitter), seconds."
+    )
+    backoff_max_s: float = Field(
+        default=60.0, gt=0, description="Longest wait between two attempts, in seconds."
+    )
+    max_pause_s: float = Field(
+        default=300.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="The longest a server's hint may pause this key; one that asks for more (a "
+        "quota gone for the day) stops the model instead, to be resumed later.",
+    )
+    batch_poll_s: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="How often a batch in flight is polled (batch mode): its results take "
+        "minutes to hours.",
+    )
 
 
 class ModelConfig(Strict):
-    provider: str | None = None  # or take it from a preset
-    preset: str | None = None  # a name from configs/presets.toml (groq, vllm, ...)
-    price: Price | None = None  # USD per million tokens; default from the price table
-    name: str | None = Field(default=None, min_length=1)  # `local`: the model file's name
-    version: str | None = None
-    base_url: str | None = None
-    # Several servers of the same served model (an endpoint pool, providers/pool.py). Unlike
-    # base_url, not part of the identity: adding a replica does not change the plan.
-    base_urls: list[str] | None = None
-    api_key_env: str | None = None
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int = Field(default=256, ge=1)
-    seed: int | None = None
-    limit: str | None = None  # limit key; defaults to the preset's name, else the provider's
-    simulate: SimulateConfig | None = None  # planted answers (provider = "simulated")
-    server: LocalServerConfig | None = None  # provider = "local"
-    # Constrained decoding to the task's JSON schema. It changes what is measured, so it is part
-    # of the model's identity and recorded in every result.
-    structured_output: bool = False
-    structured_output_form: Literal["json_schema", "json_object_schema"] = "json_schema"
-    model_sha256: str | None = None  # `local`: filled in from the model file, not by the user
-    # How the model's answer to a choice is found: `generate` parses it from the text it writes;
-    # `score` reads the log-probability of each option after the prompt and picks the best by
-    # DC-PMI (for pretrained models, which do not follow instructions). Part of the identity.
-    answers: Literal["generate", "score"] = "generate"
-    # Send this model's tasks through its provider's batch API (about half price, results within
-    # a day; batch/). Not part of the identity: the calls and their answers are the same.
-    batch: bool = False
-    # USD per million tokens in batch mode; default: the price less the price table's batch
-    # discount for the provider.
-    batch_price: Price | None = None
+    """A model (`[[models]]`; also `[extractor]` and `[screener]`). What defines its answers
+    (its identity) is part of every task id; keys are read from the environment only."""
+
+    provider: str | None = Field(
+        default=None,
+        description="Wire protocol: openai (any OpenAI-compatible server), anthropic, gemini, "
+        "local (llama.cpp) or simulated; or take it from a preset.",
+    )
+    preset: str | None = Field(
+        default=None,
+        description="A name from configs/presets.toml (groq, together, vllm, ...): fills in "
+        "provider, URL and key variable; paced under its own limit key.",
+    )
+    price: Price | None = Field(
+        default=None,
+        description="USD per million tokens, `{input = ..., output = ...}`; default from the "
+        "price table.",
+    )
+    name: str | None = Field(
+        default=None, min_length=1, description="The model's name; `local`: the model file's name."
+    )
+    version: str | None = Field(
+        default=None,
+        description="A version to tell builds apart; `local`: the file's sha256 by default.",
+    )
+    base_url: str | None = Field(
+        default=None, description="The server's URL (part of the identity)."
+    )
+    base_urls: list[str] | None = Field(
+        default=None,
+        description="Several servers of the same served model (an endpoint pool). Unlike "
+        "base_url, not part of the identity: adding a replica does not change the plan.",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable holding the API key (never the key).",
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, description="Sampling temperature; unset: the provider's default."
+    )
+    top_p: float | None = Field(
+        default=None, gt=0, le=1, description="Nucleus sampling; unset: the provider's default."
+    )
+    max_tokens: int = Field(default=256, ge=1, description="Most tokens an answer may take.")
+    seed: int | None = Field(
+        default=None, description="Sampling seed sent with every call (per sample)."
+    )
+    limit: str | None = Field(
+        default=None,
+        description="Limit key (`[limits.KEY]`); defaults to the preset's name, else the "
+        "provider's. Models sharing a key share its limits.",
+    )
+    simulate: SimulateConfig | None = Field(
+        default=None, description='Planted answers (provider = "simulated").'
+    )
+    server: LocalServerConfig | None = Field(
+        default=None, description='The llama.cpp server(s) of provider = "local".'
+    )
+    structured_output: bool = Field(
+        default=False,
+        description="Constrained decoding to the task's JSON schema. It changes what is "
+        "measured, so it is part of the model's identity and recorded in every result.",
+    )
+    structured_output_form: Literal["json_schema", "json_object_schema"] = Field(
+        default="json_schema",
+        description="How the schema is sent: `json_schema` (OpenAI, vLLM, Groq) or "
+        "`json_object_schema` (llama.cpp).",
+    )
+    model_sha256: str | None = Field(
+        default=None, description="`local`: filled in from the model file, not by the user."
+    )
+    answers: Literal["generate", "score"] = Field(
+        default="generate",
+        description="How the model's answer to a choice is found: `generate` parses it from the "
+        "text it writes; `score` reads the log-probability of each option after the prompt and "
+        "picks the best by DC-PMI (for pretrained models). Part of the identity.",
+    )
+    batch: bool = Field(
+        default=False,
+        description="Send this model's tasks through its provider's batch API (about half "
+        "price, results within a day). Not part of the identity.",
+    )
+    batch_price: Price | None = Field(
+        default=None,
+        description="USD per million tokens in batch mode; default: the price less the price "
+        "table's batch discount for the provider.",
+    )
 
     @field_validator("provider")
     @classmethod
@@ -293,35 +382,82 @@ def is_deterministic(identity: dict[str, Any]) -> bool:
 
 
 class CampaignConfig(Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
-    jobs: list[str] = Field(min_length=1)
-    models: list[ModelConfig] = Field(min_length=1)
-    samples: int | None = Field(default=None, ge=1)  # per condition x variant x strategy
-    strategies: list[str] | None = None  # ids of the jobs' strategies; default all
-    seed: int = 0
-    output_dir: str = "runs"
-    # "auto": named by the UTC date when the run starts (nightly/runs.py); "latest" is the link
-    # to the newest of those, so no run may take that name.
-    run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$")
-    limits: dict[str, LimitConfig] = {}
-    # A model that states the answer when a reply's JSON cannot be found (recorded per result).
-    extractor: ModelConfig | None = None
-    # A cheaper model asked first whether a task needs the full call at all (studies with a
-    # screening question: the trace audit's two-stage option); both stages are recorded.
-    screener: ModelConfig | None = None
-    presets: str | None = None  # presets file; default configs/presets.toml
-    prices: str | None = None  # price table; default configs/prices.toml
-    # Few-shot: this many worked examples before each question, drawn per item from its
-    # experiment's pool (jobs that have pools: instructed-to-bias); 0 is zero-shot. `task` takes
-    # the task's own examples where a job has them (belief bias) and format examples elsewhere.
-    # A quick run of a large generated job: at most this many items (prompt variants) per
-    # experiment x condition, a sample seeded by `seed` that keeps its items as the job grows.
-    items: int | None = Field(default=None, ge=1)
-    shots: int = Field(default=0, ge=0)
-    shot_kind: Literal["format", "task"] = "format"
-    # Reuse responses paid for in earlier runs (orchestrator/cache): true for the user's cache
-    # folder, or the cache file's path (relative to this config's folder). Not part of the plan.
-    cache: bool | str = False
+    """The campaign config file (TOML): which jobs, on which models, how many samples, at what
+    limits. Runs go to `<output_dir>/<name>/<run_id>/`."""
+
+    name: str = Field(
+        min_length=1,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="The campaign's name: its folder under `output_dir`.",
+    )
+    jobs: list[str] = Field(
+        min_length=1,
+        description="Built-in job names (jobs/*.json) or paths: job files, a traces file, a "
+        "run folder (relative to the config's folder).",
+    )
+    models: list[ModelConfig] = Field(min_length=1, description="The models (`[[models]]`).")
+    samples: int | None = Field(
+        default=None,
+        ge=1,
+        description="Samples per condition x variant x strategy; default: the job's protocol "
+        "(its deterministic minimum for a model at temperature 0).",
+    )
+    strategies: list[str] | None = Field(
+        default=None, description="Ids of the jobs' debiasing strategies to run; default all."
+    )
+    seed: int = Field(
+        default=0, description="Shuffles the task order and seeds samples (in the manifest)."
+    )
+    output_dir: str = Field(default="runs", description="Where the campaign's folder goes.")
+    run_id: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="The run's folder name. `auto`: named by the UTC date when the run starts "
+        "(nightly runs); `latest` is the link to the newest of those, so no run may take it.",
+    )
+    limits: dict[str, LimitConfig] = Field(
+        default={}, description="Per limit key (`[limits.KEY]`): pacing, in flight, retries."
+    )
+    extractor: ModelConfig | None = Field(
+        default=None,
+        description="A model that states the answer when a reply's JSON cannot be found "
+        "(recorded per result as `extractedBy`); give it its own `limit`.",
+    )
+    screener: ModelConfig | None = Field(
+        default=None,
+        description="A cheaper model asked first whether a task needs the full call at all "
+        "(the trace audit's two-stage option); both stages are recorded.",
+    )
+    presets: str | None = Field(
+        default=None, description="Presets file; default: the built-in configs/presets.toml."
+    )
+    prices: str | None = Field(
+        default=None, description="Price table; default: the built-in configs/prices.toml."
+    )
+    items: int | None = Field(
+        default=None,
+        ge=1,
+        description="A quick run of a large generated job: at most this many items (prompt "
+        "variants) per experiment x condition, a sample seeded by `seed` that keeps its items "
+        "as the job grows.",
+    )
+    shots: int = Field(
+        default=0,
+        ge=0,
+        description="Few-shot: this many worked examples before each question, drawn per item "
+        "from its experiment's pool (jobs that have pools: instructed); 0 is zero-shot.",
+    )
+    shot_kind: Literal["format", "task"] = Field(
+        default="format",
+        description="`format`: examples of the answer format on neutral choices; `task`: the "
+        "task's own examples where a job has them (belief bias), format examples elsewhere.",
+    )
+    cache: bool | str = Field(
+        default=False,
+        description="Reuse responses paid for in earlier runs: true for the user's cache "
+        "folder, or the cache file's path (relative to this config's folder). Not part of the "
+        "plan.",
+    )
 
     @field_validator("cache")
     @classmethod

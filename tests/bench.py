@@ -69,7 +69,7 @@ import time
 from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.session import build_campaign
 from orchestrator.plan import Plan
-cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={n_samples},
+cfg = CampaignConfig(name="b", jobs=["paired"], samples={n_samples},
                      models=[{{"provider": "simulated", "name": "m"}}])
 campaign = build_campaign(cfg, None)
 t0 = time.perf_counter()
@@ -147,7 +147,7 @@ def _bench_campaign(url: str | list[str], out: Path):
     endpoint = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
     cfg = CampaignConfig(
         name="bench",
-        jobs=["ai-bias-benchmark"],
+        jobs=["paired"],
         samples=CALLS // 12,
         models=[{"provider": "openai", "name": "m", **endpoint}],
         limits={"openai": {"max_in_flight": CONCURRENCY}},
@@ -257,7 +257,7 @@ from orchestrator.engine.records import Outcome, make_record
 from orchestrator.providers.simulated import SimulatedProvider
 from orchestrator.parse import parse_answer
 from orchestrator.providers.base import Completion
-cfg = CampaignConfig(name="b", jobs=["ai-bias-benchmark"], samples={samples}, output_dir={tmp!r},
+cfg = CampaignConfig(name="b", jobs=["paired"], samples={samples}, output_dir={tmp!r},
                      models=[{{"provider": "simulated", "name": "m"}}])
 campaign = build_campaign(cfg, None)
 plan = Plan(campaign)
@@ -330,7 +330,7 @@ def _limited_run(url: str, limits: dict, samples: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(
             name="rate",
-            jobs=["ai-bias-benchmark"],
+            jobs=["paired"],
             samples=samples,
             output_dir=tmp,
             models=[{"provider": "openai", "name": "m", "base_url": url, "max_tokens": 16}],
@@ -404,7 +404,7 @@ def bench_bsi_analysis() -> None:
 import json, time, orjson, random
 from datetime import datetime, timezone
 from pathlib import Path
-job = json.load(open({str(ROOT / "jobs" / "eleven-biases.json")!r}))
+job = json.load(open({str(ROOT / "jobs" / "bias-strength.json")!r}))
 for bias in job["biases"]:  # exactly five variants each: reuse the written ones under new ids
     base = bias["variants"]
     bias["variants"] = [dict(base[i % len(base)], id=f"{{bias['slug']}}-v{{i}}") for i in range(5)]

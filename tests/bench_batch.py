@@ -45,7 +45,7 @@ from rich.console import Console
 from orchestrator.session import run_campaign
 from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.session import build_campaign
-cfg = CampaignConfig(name="bench", jobs=["ai-bias-benchmark"], samples={SAMPLES}, output_dir={tmp!r},
+cfg = CampaignConfig(name="bench", jobs=["paired"], samples={SAMPLES}, output_dir={tmp!r},
                      models=[{{"provider": {protocol!r}, "name": {name!r}, "base_url": {base!r}, "batch": True}}],
                      limits={{{protocol!r}: {{"batch_poll_s": 0.5}}}})
 t0 = time.perf_counter()

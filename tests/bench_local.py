@@ -23,7 +23,7 @@ def _local_records(
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(
             name="bench",
-            jobs=["ai-bias-benchmark"],
+            jobs=["paired"],
             samples=samples,
             output_dir=tmp,
             models=[

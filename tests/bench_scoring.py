@@ -31,7 +31,7 @@ def _mode_rate(answers: str, items: int) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = CampaignConfig(
             name="bench",
-            jobs=["instructed-to-bias"],
+            jobs=["instructed"],
             items=items,
             output_dir=tmp,
             models=[model],

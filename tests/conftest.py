@@ -52,7 +52,7 @@ def openai_config(
         tmp_path,
         f"""
         name = "t"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         seed = 3
         run_id = "{run_id}"

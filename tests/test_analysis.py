@@ -64,7 +64,7 @@ seed = {i}
         tmp_path,
         f"""
 name = "planted"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = {samples}
 output_dir = "{tmp_path / "runs"}"
 [limits.simulated]
@@ -91,9 +91,7 @@ def test_effects_equal_an_independent_scorer_over_the_exported_file(tmp_path, mo
     summary = analyze(outcome.run_dir).tables["summary"]
     assert CliRunner().invoke(app, ["export", str(outcome.run_dir)]).exit_code == 0
     [exported] = (outcome.run_dir / "export" / "ai-benchmark").glob("*.ndjson")
-    spec = orjson.loads(
-        (Path(__file__).parents[1] / "jobs" / "ai-bias-benchmark.json").read_bytes()
-    )
+    spec = orjson.loads((Path(__file__).parents[1] / "jobs" / "paired.json").read_bytes())
     answers = defaultdict(list)
     for line in exported.read_bytes().splitlines():
         rec = orjson.loads(line)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from tests.conftest import ROOT, write_config
 
-SEED = json.loads((ROOT / "jobs" / "ai-bias-benchmark.json").read_text(encoding="utf-8"))
+SEED = json.loads((ROOT / "jobs" / "paired.json").read_text(encoding="utf-8"))
 # A key-shaped value and a plain password: no message may ever print either back.
 SECRET = "sk-test-4f9a8b7c6d5e4f3a2b1c0d9e"
 PASSWORD = "hunter2hunter2"
@@ -33,7 +33,7 @@ def _job(tmp_path: Path, mutate) -> str:
 def _config(
     tmp_path: Path,
     *,
-    job: str = "ai-bias-benchmark",
+    job: str = "paired",
     model: str = 'provider = "simulated"\nname = "m"',
     top: str = "",
     output_dir: Path | None = None,
@@ -155,7 +155,7 @@ CASES = {
         "models[0].base_url",
         "http://localhost:8000/v1",
     ),
-    "unknown job": lambda p: (_config(p, job="no-such-job"), "jobs[0]", "ai-bias-benchmark"),
+    "unknown job": lambda p: (_config(p, job="no-such-job"), "jobs[0]", "paired"),
     "missing api key": lambda p: (
         _config(
             p,
@@ -321,7 +321,7 @@ def test_a_changed_plan_is_refused_naming_what_changed(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["run", str(changed)])
     flat = " ".join(result.output.split())
     assert result.exit_code == 2
-    assert "samples of ai-bias-benchmark: 2 -> 3" in flat and "tasks: 24 -> 36" in flat
+    assert "samples of paired: 2 -> 3" in flat and "tasks: 24 -> 36" in flat
     assert "--run-id" in flat
 
 

@@ -54,7 +54,7 @@ def test_batch_mode_where_it_cannot_be_is_refused(tmp_path, setting, message):
         tmp_path,
         f"""
         name = "x"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         output_dir = "{tmp_path / "runs"}"
         [[models]]
         {setting}
@@ -70,7 +70,7 @@ def test_run_batch_with_no_batch_model_is_refused(tmp_path):
         tmp_path,
         f"""
         name = "x"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
@@ -110,9 +110,7 @@ def test_the_budget_counts_the_batch_price(tmp_path, emulator):
 def test_a_study_making_several_calls_per_task_cannot_be_batched(tmp_path, emulator):
     server = emulator()
     cfg = batch_config(tmp_path, server)
-    cfg.write_text(
-        cfg.read_text().replace('jobs = ["ai-bias-benchmark"]', 'jobs = ["trace-audit-golden"]')
-    )
+    cfg.write_text(cfg.read_text().replace('jobs = ["paired"]', 'jobs = ["trace-audit-golden"]'))
     done = cli("run", str(cfg), cwd=tmp_path)
     assert done.returncode == 2 and "several calls per task" in done.stderr
     assert "models[0].batch" in done.stderr and not (tmp_path / "runs").exists()
@@ -161,7 +159,7 @@ def test_batch_true_on_a_preset_of_another_service_is_refused(tmp_path):
         tmp_path,
         f"""
         name = "x"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         output_dir = "{tmp_path / "runs"}"
         [[models]]
         preset = "groq"

@@ -48,7 +48,7 @@ def batch_config(
         tmp_path,
         f"""
         name = "b"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         seed = 5
         run_id = "{run_id}"

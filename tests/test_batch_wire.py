@@ -32,7 +32,7 @@ def client(protocol: str, server, monkeypatch, samples: int = 3):
     monkeypatch.setenv("BATCH_TEST_KEY", KEY)
     cfg = CampaignConfig(
         name="b",
-        jobs=["ai-bias-benchmark"],
+        jobs=["paired"],
         samples=samples,
         models=[
             {

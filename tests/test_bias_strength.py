@@ -37,7 +37,7 @@ K_PER_BIAS = {
 
 
 def test_the_built_in_job_has_the_papers_biases_and_variants():
-    job = load_job(ROOT / "jobs" / "eleven-biases.json")
+    job = load_job(ROOT / "jobs" / "bias-strength.json")
     assert {e.slug: len(e.conditions[0].variants) for e in job.experiments} == K_PER_BIAS
     assert [s.id for s in job.strategies] == ["baseline", "cot", "warning", "analyst"]
     domains = Counter(v.domain for e in job.experiments for v in e.conditions[0].variants)
@@ -118,7 +118,7 @@ def _variant_rows(rows):
     )
 
 
-def test_bsi_sigma_sys_and_the_variant_t_test_by_hand():
+def test_bias_strength_sigma_sys_and_the_variant_t_test_by_hand():
     table = _variant_rows([("v1", 10, 20, 16, 20), ("v2", 5, 20, 9, 20), ("v3", 8, 20, 6, 20)])
     [row] = bias_summary(table).iter_rows(named=True)
     assert row["bsi"] == pytest.approx((0.3 + 0.2 + 0.1) / 3)  # |0.3|, |0.2|, |-0.1|

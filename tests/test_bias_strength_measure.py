@@ -1,6 +1,6 @@
 """What the 11-bias study's numbers mean: the decoy's attraction measure, models told apart by
 identity, sigma_sys for K < 2, and the report's tables and figures read back from what they drew
-(debiasing reductions: test_bsi_debiasing.py)."""
+(debiasing reductions: test_bias_strength_debiasing.py)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ STRATEGIES = ("baseline", "cot", "warning", "analyst")
 
 
 def _job_of(tmp_path, slugs: tuple[str, ...], name: str = "job.json"):
-    """The built-in eleven-biases job cut down to some of its biases (same format, same prompts)."""
-    job = json.loads((ROOT / "jobs" / "eleven-biases.json").read_text())
+    """The built-in bias-strength job cut down to some of its biases (same format, same prompts)."""
+    job = json.loads((ROOT / "jobs" / "bias-strength.json").read_text())
     job["biases"] = [b for b in job["biases"] if b["slug"] in slugs]
     path = tmp_path / name
     path.write_text(json.dumps(job))
@@ -416,7 +416,7 @@ def test_parse_failures_that_depend_on_the_condition_are_flagged_with_fishers_te
     assert row["p_depends_on_condition"] < 0.05
 
 
-# --- uncertainty: the numeric bootstrap (debiasing reductions: test_bsi_debiasing.py) ---------------
+# --- uncertainty: the numeric bootstrap (debiasing reductions: test_bias_strength_debiasing.py) ---------------
 
 
 def test_numeric_sigma_stat_resamples_both_conditions():

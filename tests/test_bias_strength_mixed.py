@@ -15,7 +15,11 @@ from orchestrator.studies.bias_strength.inference import bias_summary
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
 from orchestrator.studies.bias_strength.plots import heatmap_figure
 
-K_RANGE = (3, 4, 5)  # variants per bias in jobs/eleven-biases.json (K_PER_BIAS in test_bsi.py)
+K_RANGE = (
+    3,
+    4,
+    5,
+)  # variants per bias in jobs/bias-strength.json (K_PER_BIAS in test_bias_strength.py)
 REPS = 800  # binomial SE 0.8% at a true 5%, 1.1% at 10%: a bound of 8% tells them apart
 
 

@@ -55,7 +55,7 @@ def config(
         tmp_path,
         f"""
         name = "c"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 3
         seed = 3
         run_id = "{run_id}"

@@ -19,7 +19,7 @@ from tests.conftest import cli, write_config
 
 SIMULATED = """
 name = "nightly"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 seed = 20261130
 samples = 20
 {extra_top}
@@ -363,7 +363,7 @@ def test_effects_with_few_degrees_of_freedom_are_compared_by_welchs_t_test():
 # significant (as in 95% of draws), so its appearance on n2 is newly significant, not a sign flip.
 EVERY_FLAG = """
 name = "nightly"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 seed = 7
 samples = 30
 
@@ -509,7 +509,7 @@ def test_a_night_without_spread_is_tested_against_the_other_nights_and_greedy_on
 
 SATURATED = """
 name = "sat"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = 20
 [[models]]
 provider = "simulated"

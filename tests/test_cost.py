@@ -18,7 +18,7 @@ def _config(tmp_path, url: str, *, samples=5, model_extra="", top="", limits="ma
         tmp_path,
         f"""
         name = "cost"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         output_dir = "{tmp_path / "runs"}"
         {top}
@@ -43,7 +43,7 @@ def test_presets_fill_in_the_protocol_and_prices_come_from_the_table(tmp_path):
     assert (model.price.input, model.price.output) == (0.15, 0.60)
     groq = write_config(
         tmp_path,
-        'name = "g"\njobs = ["ai-bias-benchmark"]\n[[models]]\npreset = "groq"\nname = "x"',
+        'name = "g"\njobs = ["paired"]\n[[models]]\npreset = "groq"\nname = "x"',
         name="groq.toml",
     )
     m = load_campaign(groq).config.models[0]

@@ -40,7 +40,7 @@ name = "sim"
         tmp_path,
         f"""
 name = "{name}"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 {samples}
 output_dir = "{tmp_path / "runs"}"
 {models}""",
@@ -65,7 +65,7 @@ def _status_row(output: str, key: str) -> list[str]:
 
 
 def test_the_seed_states_its_deterministic_minimum():
-    job = load_job(ROOT / "jobs" / "ai-bias-benchmark.json")
+    job = load_job(ROOT / "jobs" / "paired.json")
     assert (job.min_samples, job.deterministic_min_samples) == (20, 1)
     assert job.min_samples_for(True) == 1 and job.min_samples_for(False) == 20
 
@@ -131,9 +131,9 @@ def test_a_deterministic_model_is_planned_the_deterministic_minimum_by_default(
     cold, warm, default = plan.campaign.config.models
     assert plan.per_model() == {cold.key: 6 * 2 * 1, warm.key: 6 * 2 * 20, default.key: 6 * 2 * 20}
     assert plan.fingerprint()["samples_by_model"] == {
-        cold.key: {"ai-bias-benchmark": 1},
-        warm.key: {"ai-bias-benchmark": 20},
-        default.key: {"ai-bias-benchmark": 20},
+        cold.key: {"paired": 1},
+        warm.key: {"paired": 20},
+        default.key: {"paired": 20},
     }
     shown = CliRunner().invoke(app, ["plan", str(cfg)])
     assert shown.exit_code == 0 and "total: 492 calls across 3 model(s)" in shown.output
@@ -174,7 +174,7 @@ def test_a_run_planned_before_the_deterministic_minimum_names_what_changed(tmp_p
     old = {k: v for k, v in new.items() if k != "samples_by_model"}
     old = {**old, "tasks": 720, "per_model": {k: 240 for k in new["per_model"]}}
     assert describe_changes(old, new) == [
-        "samples of ai-bias-benchmark on simulated/sim: 20 -> 1 (at temperature 0 the default "
+        "samples of paired on simulated/sim: 20 -> 1 (at temperature 0 the default "
         "is the job's deterministic minimum; set samples to choose)",
         "tasks: 720 -> 492",
     ]

@@ -36,7 +36,7 @@ def pool_config(
     limits: str = FAST,
     extra: str = "",
     run_id: str = "r1",
-    job: str = "ai-bias-benchmark",
+    job: str = "paired",
 ) -> Path:
     listed = ", ".join(f'"{u}"' for u in urls)
     return write_config(
@@ -206,7 +206,7 @@ def test_a_preset_with_base_urls_drops_its_own_base_url(tmp_path):
         tmp_path,
         """
         name = "p"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         [[models]]
         preset = "vllm"
         name = "meta-llama/Llama-3.1-8B-Instruct"
@@ -287,7 +287,7 @@ def test_a_bad_pool_or_replica_setting_is_refused_before_anything_is_written(
         tmp_path,
         f"""
         name = "bad"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         output_dir = "{tmp_path / "runs"}"
         [[models]]
         {model}
@@ -378,7 +378,7 @@ def test_the_same_model_name_pooled_on_two_services_is_two_models(tmp_path):
         tmp_path,
         """
         name = "p"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         [[models]]
         preset = "groq"
         name = "llama-3.1-8b"
@@ -405,7 +405,7 @@ def test_a_local_run_resumes_from_its_manifest(tmp_path):
         tmp_path,
         """
         name = "l"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         [[models]]
         provider = "local"
         """,

@@ -19,7 +19,7 @@ def plan(tmp_path, settings: str = "", answers: str = "generate") -> Plan:
         tmp_path,
         f"""
         name = "fs"
-        jobs = ["instructed-to-bias"]
+        jobs = ["instructed"]
         output_dir = "{tmp_path / "runs"}"
         {settings}
         [[models]]
@@ -79,8 +79,8 @@ def test_task_shots_are_belief_syllogisms_in_the_few_shot_words_with_correct_ans
 @pytest.mark.parametrize(
     "settings, jobs, says",
     [
-        ("shots = 6", '"instructed-to-bias"', "has only 5"),
-        ("shots = 2", '"ai-bias-benchmark"', "no job of the campaign has few-shot examples"),
+        ("shots = 6", '"instructed"', "has only 5"),
+        ("shots = 2", '"paired"', "no job of the campaign has few-shot examples"),
     ],
 )
 def test_shots_no_job_can_give_are_refused_before_anything_is_written(

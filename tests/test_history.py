@@ -21,7 +21,7 @@ from tests.conftest import cli, write_config
 NIGHTS = ["2026-12-01", "2026-12-02", "2026-12-03"]
 CONFIG = """
     name = "nightly"
-    jobs = ["ai-bias-benchmark"]
+    jobs = ["paired"]
     samples = 5
     seed = 11
     output_dir = "{runs}"

@@ -22,7 +22,7 @@ KEYS = {
     "gemini": "AIzaSyycTh1U8AJPflfqJDrOtchCyRT2COpchwSo3VGo4xgZ",
 }
 FAST = "max_in_flight = 2\nmax_attempts = 3\nbackoff_base_s = 0.01\nbackoff_max_s = 0.02"
-PER_MODEL = 12  # tasks of ai-bias-benchmark at samples = 1
+PER_MODEL = 12  # tasks of paired at samples = 1
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ max_tokens = {max_tokens}
         tmp_path,
         f"""
 name = "hostile"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = {samples}
 output_dir = "{tmp_path / "runs"}"
 {models}""",
@@ -176,7 +176,7 @@ def prompt_tokens_median(server) -> int:
 
     cfg = CampaignConfig(
         name="p",
-        jobs=["ai-bias-benchmark"],
+        jobs=["paired"],
         samples=1,
         models=[{"provider": "gemini", "name": "g", "base_url": server.url}],
     )

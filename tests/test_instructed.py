@@ -21,7 +21,7 @@ from orchestrator.studies.instructed.generate import price_text, syllogism
 from orchestrator.studies.instructed.reader import job_from_templates
 from tests.conftest import ROOT, write_config
 
-JOB = ROOT / "jobs" / "instructed-to-bias.json"
+JOB = ROOT / "jobs" / "instructed.json"
 RAW = orjson.loads(JOB.read_bytes())
 TABLE_2 = {
     "decoy-frying-pan": (96, 1152),
@@ -90,12 +90,12 @@ def test_ids_are_unique_and_every_answer_instruction_is_the_same(job):
 def _plan_ids(tmp_path: Path, raw: dict, name: str) -> dict[str, str]:
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "instructed-to-bias.json").write_bytes(orjson.dumps(raw))
+    (folder / "instructed.json").write_bytes(orjson.dumps(raw))
     cfg = write_config(
         folder,
         f"""
         name = "i"
-        jobs = ["instructed-to-bias.json"]
+        jobs = ["instructed.json"]
         output_dir = "{folder / "runs"}"
         [[models]]
         provider = "simulated"
@@ -290,7 +290,7 @@ def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
         tmp_path,
         f"""
         name = "instructed"
-        jobs = ["instructed-to-bias"]
+        jobs = ["instructed"]
         samples = 1
         seed = 4
         output_dir = "{tmp_path / "runs"}"

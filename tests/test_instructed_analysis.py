@@ -23,8 +23,8 @@ from orchestrator.session import load_job
 from orchestrator.spec.models import Job
 from tests.conftest import ROOT, run_quietly, write_config
 
-JOB = load_job(ROOT / "jobs" / "instructed-to-bias.json")
-RAW_JOB = orjson.loads((ROOT / "jobs" / "instructed-to-bias.json").read_bytes())
+JOB = load_job(ROOT / "jobs" / "instructed.json")
+RAW_JOB = orjson.loads((ROOT / "jobs" / "instructed.json").read_bytes())
 SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
 PRODUCTS = ["decoy-frying-pan", "decoy-phone", "decoy-car", "decoy-real-estate"]
 # per product: (the target's share with the decoy, the cheaper option's share in the pair alone)
@@ -142,7 +142,7 @@ def simulated_run(base: Path) -> Path:
     it share it: copy it before changing it)."""
     return campaign(
         base / "instructed-sim",
-        '"instructed-to-bias"',
+        '"instructed"',
         1,
         [
             ("base", 1.0, ""),

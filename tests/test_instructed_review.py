@@ -17,11 +17,11 @@ from orchestrator.plan import Plan
 from orchestrator.session import load_campaign
 from tests.conftest import ROOT, write_config
 
-RAW = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())
+RAW = json.loads((ROOT / "jobs" / "instructed.json").read_text())
 
 
 def _config(
-    tmp_path: Path, settings: str, job: str = "instructed-to-bias", answers: str = "generate"
+    tmp_path: Path, settings: str, job: str = "instructed", answers: str = "generate"
 ) -> Path:
     return write_config(
         tmp_path,

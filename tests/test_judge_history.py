@@ -20,7 +20,7 @@ from orchestrator.studies.judge_history.analysis import (
 )
 from tests.conftest import ROOT, run_quietly, write_config
 
-JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
+JOB = load_job(ROOT / "jobs" / "judge-history.json")
 
 
 def test_answer_rubric_and_format_are_byte_identical_across_conditions():
@@ -230,7 +230,7 @@ def _judge_run(tmp_path, pull: float, reps: int = 3, extra: str = ""):
         tmp_path,
         f"""
         name = "judge"
-        jobs = ["ai-judge-history"]
+        jobs = ["judge-history"]
         samples = {reps}
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -329,7 +329,7 @@ def test_a_judge_run_without_a_single_answer_analyses_to_nothing_not_a_crash(tmp
         tmp_path,
         f"""
         name = "j"
-        jobs = ["ai-judge-history"]
+        jobs = ["judge-history"]
         samples = 1
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -352,7 +352,7 @@ def test_a_judge_run_without_a_single_answer_analyses_to_nothing_not_a_crash(tmp
 def _job_file(tmp_path, tasks: int, gold_prior) -> str:
     """A judge-history job with `tasks` tasks (the seed's texts, repeated) and the gold and prior
     scores gold_prior(i) gives task i."""
-    data = orjson.loads((ROOT / "jobs" / "ai-judge-history.json").read_bytes())
+    data = orjson.loads((ROOT / "jobs" / "judge-history.json").read_bytes())
     seed_tasks = data["tasks"]
     data["tasks"] = []
     for i in range(tasks):
@@ -443,7 +443,7 @@ def test_correction_harm_counts_every_task_and_is_even_with_help_under_no_anchor
         tmp_path,
         f"""
         name = "judge"
-        jobs = ["ai-judge-history"]
+        jobs = ["judge-history"]
         samples = 3
         output_dir = "{tmp_path / "runs"}"
         [[models]]

@@ -19,7 +19,7 @@ from orchestrator.report.format import fmt
 from orchestrator.studies.judge_history.analysis import model_summary, task_outcomes
 from orchestrator.studies.judge_history.report import report
 from orchestrator.studies.judge_history.table import print_table
-from tests.test_judge import JOB, _cond, _judge_run
+from tests.test_judge_history import JOB, _cond, _judge_run
 
 
 def _md_rows(md: str, heading: str) -> list[dict[str, str]]:

@@ -18,7 +18,7 @@ from orchestrator.studies.judge_history.analysis import intervals, task_outcomes
 from orchestrator.studies.judge_history.report import JUDGE_NOTE
 from tests.conftest import ROOT
 
-JOB = load_job(ROOT / "jobs" / "ai-judge-history.json")
+JOB = load_job(ROOT / "jobs" / "judge-history.json")
 GOLD = np.array([e.judged.gold_score for e in JOB.experiments])
 PRIOR = np.array([e.judged.prior_score for e in JOB.experiments])
 REPS = 4000  # repetitions: a 95% interval's coverage is then known to +-0.007 (2 SE)

@@ -32,7 +32,7 @@ def _config(tmp_path: Path, *, samples: int = 1, server: str = "", structured: b
         tmp_path,
         f"""
         name = "loc"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -167,7 +167,7 @@ def test_a_resume_starts_servers_only_for_models_with_work_left(tmp_path):
         tmp_path,
         f"""
         name = "two"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 1
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -308,7 +308,7 @@ def _study_on_the_local_model(tmp_path, monkeypatch, job: str, max_tokens: int, 
 
 
 def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
-    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "ai-judge-history", 96, 3)
+    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "judge-history", 96, 3)
     ok = [r for r in records if r["status"] == "ok"]
     assert len(records) == 24 and len(ok) >= 20  # a 135M model may still garble an answer
     assert all(
@@ -324,7 +324,7 @@ def test_the_judge_history_study_runs_on_the_local_model_and_reports(tmp_path, m
 
 
 def test_the_eleven_bias_study_runs_on_the_local_model_and_reports(tmp_path, monkeypatch):
-    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "eleven-biases", 48, 5)
+    run_dir, records = _study_on_the_local_model(tmp_path, monkeypatch, "bias-strength", 48, 5)
     ok = [r for r in records if r["status"] == "ok"]
     assert len(records) == 45 * 2 and len(ok) >= 80
     assert all(r["response"].get("role") for r in ok if r["optionOrder"])  # choices scored by role

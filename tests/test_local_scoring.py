@@ -29,7 +29,7 @@ pytestmark = [
 
 def tiny_job(tmp_path: Path) -> Path:
     """One item of each kind's control and treatment: 34 items."""
-    data = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())
+    data = json.loads((ROOT / "jobs" / "instructed.json").read_text())
     d = data["decoy"] = data["decoy"][:1]
     d[0].update(templates=d[0]["templates"][:1], pairs=d[0]["pairs"][:1], decoys=d[0]["decoys"][:1])
     c = data["certainty"][0]

@@ -15,7 +15,7 @@ from tests.conftest import cli, openai_config, run_quietly, write_config
 
 SIMULATED = """
 name = "nightly"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = 4
 seed = 5
 [[models]]
@@ -84,7 +84,7 @@ def test_log_auto_keeps_what_the_run_printed_and_how_it_ended(tmp_path, monkeypa
         tmp_path,
         """
         name = "keyed"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         [[models]]
         provider = "openai"
         name = "m"

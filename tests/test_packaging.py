@@ -46,12 +46,12 @@ def test_a_checkout_reads_the_top_level_folders():
 def test_a_built_in_job_plans_from_another_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(
-        'name = "c"\njobs = ["ai-judge-history"]\n[[models]]\n'
+        'name = "c"\njobs = ["judge-history"]\n[[models]]\n'
         'preset = "openai"\nname = "gpt-4o-mini"\n'
     )
     result = CliRunner().invoke(app, ["plan", "c.toml"])
     assert result.exit_code == 0, result.output
-    assert "job ai-judge-history on openai/gpt-4o-mini" in result.output
+    assert "job judge-history on openai/gpt-4o-mini" in result.output
     assert "no price" not in result.output  # the built-in price table was read
 
 
@@ -199,7 +199,7 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     init = _sh(cli, "init", cwd=work, env=env)
     assert "local model is commented out" in init  # no [local] extra in this venv
     plan = _sh(cli, "plan", "campaign.toml", "--samples", "3", cwd=work, env=env)
-    assert "job ai-bias-benchmark on simulated/sim-respondent" in plan
+    assert "job paired on simulated/sim-respondent" in plan
     assert "total: 36 calls" in plan
     run = _sh(cli, "run", "campaign.toml", "--samples", "3", cwd=work, env=env)
     assert "results: runs/starter/default/results.ndjson" in run
@@ -209,11 +209,11 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     assert (work / "runs/starter/default/report/report.html").is_file(), report
     # A built-in job of each other study, and the built-in presets and prices.
     (work / "c.toml").write_text(
-        'name = "c"\njobs = ["ai-judge-history", "eleven-biases"]\n'
+        'name = "c"\njobs = ["judge-history", "bias-strength"]\n'
         '[[models]]\npreset = "openai"\nname = "gpt-4o-mini"\n'
     )
     plan = _sh(cli, "plan", "c.toml", cwd=work, env=env)
-    assert "job eleven-biases on openai/gpt-4o-mini" in plan and "no price" not in plan
+    assert "job bias-strength on openai/gpt-4o-mini" in plan and "no price" not in plan
     # The other studies' analyses (scipy) without the dev extras, statsmodels among them: none installed.
     dev_present = _sh(
         venv / "bin" / "python",
@@ -225,7 +225,7 @@ def test_the_wheel_runs_a_campaign_from_a_clean_virtualenv(tmp_path):
     )
     assert dev_present.strip() == "[]", dev_present
     (work / "s.toml").write_text(
-        'name = "s"\njobs = ["eleven-biases", "ai-judge-history"]\n'
+        'name = "s"\njobs = ["bias-strength", "judge-history"]\n'
         '[[models]]\nprovider = "simulated"\nname = "sim"\n'
     )
     run = _sh(cli, "run", "s.toml", "--samples", "2", cwd=work, env=env)

@@ -19,7 +19,7 @@ SCHEMA = json.loads((ROOT / "tests" / "data" / "ai-benchmark-results.schema.json
 
 
 def test_contracts_are_inferred_from_the_published_prompts():
-    job = load_job(ROOT / "jobs" / "ai-bias-benchmark.json")
+    job = load_job(ROOT / "jobs" / "paired.json")
     kinds = {e.slug: [c.variants[0].contract for c in e.conditions] for e in job.experiments}
     assert [c.kind for c in kinds["anchoring-first-number"]] == ["number", "number"]
     assert [(c.kind, c.minimum, c.maximum) for c in kinds["framing-survival-mortality"]] == [
@@ -42,7 +42,7 @@ def test_export_validates_against_the_published_schema_one_file_per_model(tmp_pa
         tmp_path,
         f"""
         name = "e"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 3
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -81,7 +81,7 @@ def test_the_report_says_which_p_values_are_unadjusted_and_how_shares_are_tested
         tmp_path,
         f"""
         name = "n"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 4
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -126,7 +126,7 @@ def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_li
         tmp_path,
         f"""
         name = "d"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 1500
         output_dir = "{tmp_path / "runs"}"
         [[models]]

@@ -33,7 +33,7 @@ from tests.conftest import ROOT, write_config
 
 CONFIG = """
 name = "p"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = 7
 seed = 11
 [[models]]
@@ -164,7 +164,7 @@ def test_fingerprint_differences_are_named(tmp_path):
     old = _plan(tmp_path).fingerprint()
     new = _plan(tmp_path, CONFIG.replace("samples = 7", "samples = 8")).fingerprint()
     assert describe_changes(old, new) == [
-        "samples of ai-bias-benchmark: 7 -> 8",
+        "samples of paired: 7 -> 8",
         "tasks: 168 -> 192",
     ]
     assert describe_changes(old, _plan(tmp_path).fingerprint()) == []
@@ -173,8 +173,21 @@ def test_fingerprint_differences_are_named(tmp_path):
 def test_ids_are_those_of_earlier_versions(tmp_path):
     """The order is computed differently since 0.1 (a Feistel permutation, not a shuffled
     array); the ids must not change with it, or resuming an older run would pay for it again."""
-    ids = sorted(t.task_id for t in _plan(tmp_path).tasks())
+    old_name = CONFIG.replace('jobs = ["paired"]', 'jobs = ["ai-bias-benchmark"]')
+    ids = sorted(t.task_id for t in _plan(tmp_path, old_name).tasks())
     assert hashlib.blake2b("".join(ids).encode(), digest_size=8).hexdigest() == "8c2be3937e1fca32"
+
+
+def test_a_renamed_built_in_job_keeps_its_former_ids_under_its_former_name(tmp_path):
+    """jobs/ai-bias-benchmark.json is jobs/paired.json since 0.2.0: a config (or a run's
+    manifest) naming it the old way plans the same job under the old id, so its runs resume and
+    compare as before; the new name is a new job id."""
+    old = _plan(tmp_path, CONFIG.replace('jobs = ["paired"]', 'jobs = ["ai-bias-benchmark"]'))
+    new = _plan(tmp_path)
+    assert [j.id for j in old.campaign.jobs] == ["ai-bias-benchmark"]
+    assert [j.id for j in new.campaign.jobs] == ["paired"]
+    assert old.campaign.jobs[0].experiments == new.campaign.jobs[0].experiments
+    assert {t.task_id for t in old.tasks()}.isdisjoint(t.task_id for t in new.tasks())
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 17, 255, 256, 257, 1000, 65_537])
@@ -228,9 +241,9 @@ def test_samples_beyond_what_ids_can_number_are_refused(tmp_path, monkeypatch):
 
 def _job_file(tmp_path, mutate) -> str:
     """A copy of the seed-000 job under its own id, changed by `mutate`."""
-    spec = json.loads((ROOT / "jobs" / "ai-bias-benchmark.json").read_text(encoding="utf-8"))
+    spec = json.loads((ROOT / "jobs" / "paired.json").read_text(encoding="utf-8"))
     mutate(spec)
-    path = tmp_path / "jobs" / "ai-bias-benchmark.json"
+    path = tmp_path / "jobs" / "paired.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(spec), encoding="utf-8")
     return str(path)
@@ -263,11 +276,11 @@ def test_a_changed_plan_is_named_one_line_per_item(tmp_path):
         spec["experiments"][0]["conditions"][1]["prompt"] += " Answer quickly."
 
     job = _job_file(tmp_path, prompt_changed)
-    assert changes(CONFIG.replace('jobs = ["ai-bias-benchmark"]', f'jobs = ["{job}"]')) == [
+    assert changes(CONFIG.replace('jobs = ["paired"]', f'jobs = ["{job}"]')) == [
         "prompt of anchoring-first-number:1"
     ]
     job = _job_file(tmp_path, lambda spec: spec["protocol"].update(systemPrompt="Be brief."))
-    assert changes(CONFIG.replace('jobs = ["ai-bias-benchmark"]', f'jobs = ["{job}"]')) == [
+    assert changes(CONFIG.replace('jobs = ["paired"]', f'jobs = ["{job}"]')) == [
         "the system prompt"
     ]
 
@@ -276,7 +289,7 @@ def test_the_fingerprint_does_not_grow_with_samples(tmp_path):
     small = _plan(tmp_path).fingerprint()
     big = _plan(tmp_path, CONFIG.replace("samples = 7", "samples = 1000000")).fingerprint()
     assert len(orjson.dumps(big)) - len(orjson.dumps(small)) < 40  # a few wider numbers
-    assert small["prompts"]["ai-bias-benchmark"].keys() == {
+    assert small["prompts"]["paired"].keys() == {
         "system",
         "strategy:baseline",
         *(
@@ -303,7 +316,7 @@ def test_a_run_made_before_prompt_digests_still_resumes(tmp_path):
             prompt=spec["experiments"][0]["conditions"][0]["prompt"] + " Be quick."
         ),
     )
-    changed = _plan(tmp_path, CONFIG.replace('jobs = ["ai-bias-benchmark"]', f'jobs = ["{job}"]'))
+    changed = _plan(tmp_path, CONFIG.replace('jobs = ["paired"]', f'jobs = ["{job}"]'))
     assert describe_changes(before, changed.fingerprint()) == [
         "prompts or response contracts of the jobs changed"
     ]

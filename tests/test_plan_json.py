@@ -29,7 +29,7 @@ temperature = 0
 def _expected(job: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(experiment, condition) -> (items, tasks), counted from the job file alone."""
     spec = json.loads((ROOT / "jobs" / f"{job}.json").read_text(encoding="utf-8"))
-    if job == "ai-bias-benchmark":  # one prompt per condition, no strategies
+    if job == "paired":  # one prompt per condition, no strategies
         p = spec["protocol"]
         samples = p["minimumSamplesPerCondition"] + p["deterministicMinimumSamplesPerCondition"]
         return {
@@ -37,7 +37,7 @@ def _expected(job: str) -> dict[tuple[str, int], tuple[int, int]]:
             for e in spec["experiments"]
             for i in range(len(e["conditions"]))
         }
-    if job == "eleven-biases":  # control and treatment per variant, four strategies (D0-D3)
+    if job == "bias-strength":  # control and treatment per variant, four strategies (D0-D3)
         return {
             (b["slug"], i): (len(b["variants"]), len(b["variants"]) * 4 * spec["samples"] * 2)
             for b in spec["biases"]
@@ -51,7 +51,7 @@ def _expected(job: str) -> dict[tuple[str, int], tuple[int, int]]:
     }
 
 
-@pytest.mark.parametrize("job", ["ai-bias-benchmark", "eleven-biases", "ai-judge-history"])
+@pytest.mark.parametrize("job", ["paired", "bias-strength", "judge-history"])
 def test_the_json_counts_are_those_of_the_job_file_and_the_text_plan(tmp_path, job):
     config = write_config(tmp_path, CONFIG.format(job=job))
     result = CliRunner().invoke(app, ["plan", str(config), "--json"])
@@ -83,7 +83,7 @@ def test_a_model_without_a_price_is_a_warning_in_the_json(tmp_path):
         tmp_path,
         """
         name = "w"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 2
         [[models]]
         provider = "openai"
@@ -113,7 +113,7 @@ def _plan_json(tmp_path, extra: str) -> dict:
         tmp_path,
         f"""
         name = "items"
-        jobs = ["instructed-to-bias"]
+        jobs = ["instructed"]
         {extra}
         [[models]]
         provider = "simulated"
@@ -147,7 +147,7 @@ def test_items_takes_a_seeded_sample_of_each_condition_that_keeps_its_items(tmp_
             tmp_path,
             f"""
             name = "items"
-            jobs = ["instructed-to-bias"]
+            jobs = ["instructed"]
             items = {items}
             seed = {seed}
             [[models]]

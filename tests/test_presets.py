@@ -30,7 +30,7 @@ def _config(
         tmp_path,
         f"""
         name = "presets"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 1
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -69,7 +69,7 @@ def test_a_preset_gets_its_own_limit_key_and_its_name_in_the_label(tmp_path):
     # each key is paced at its own rate: Groq's 1 rpm does not slow OpenAI down, nor the reverse
     assert f"limit key 'groq': {_duration(calls * 60 / 1)} at its configured rate" in flat
     assert f"limit key 'openai': {_duration(calls * 60 / 1000)} at its configured rate" in flat
-    assert f"job ai-bias-benchmark on {GROQ_LABEL}" in flat
+    assert f"job paired on {GROQ_LABEL}" in flat
 
 
 def test_the_label_is_not_part_of_the_task_ids(tmp_path):

@@ -33,7 +33,7 @@ def test_the_plan_shows_a_local_or_simulated_model_as_free(tmp_path):
         tmp_path,
         """
         name = "free"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 2
         [[models]]
         provider = "simulated"

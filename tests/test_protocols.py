@@ -48,7 +48,7 @@ def adapter_call(protocol: str, server, model: str):
     """The same call through our adapter."""
     cfg = CampaignConfig(
         name="p",
-        jobs=["ai-bias-benchmark"],
+        jobs=["paired"],
         samples=1,
         models=[{"provider": protocol, "name": model, "base_url": server.base_url(protocol)}],
     )

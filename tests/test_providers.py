@@ -45,7 +45,7 @@ temperature = 0.5
         tmp_path,
         f"""
 name = "three"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 samples = {samples}
 output_dir = "{tmp_path / "runs"}"
 {extra}

@@ -48,7 +48,7 @@ def test_a_model_and_its_extractor_on_one_limit_key_share_its_limit(tmp_path, em
             tmp_path,
             f"""
         name = "t"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 2
         output_dir = "{tmp_path / "runs"}"
         [[models]]

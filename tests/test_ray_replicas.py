@@ -64,7 +64,7 @@ def config(
         tmp_path,
         f"""
         name = "ray"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         seed = 5
         output_dir = "{tmp_path / "runs"}"

@@ -19,7 +19,7 @@ def test_report_is_self_contained_and_traces_to_the_run(tmp_path, monkeypatch):
         tmp_path,
         """
         name = "rep"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 8
         run_id = "nightly-1"
         [[models]]
@@ -78,7 +78,7 @@ def test_each_study_names_its_departures_from_its_seed(tmp_path, monkeypatch):
         tmp_path,
         """
         name = "dev"
-        jobs = ["eleven-biases", "ai-judge-history"]
+        jobs = ["bias-strength", "judge-history"]
         samples = 3
         strategies = ["baseline"]
         [[models]]

@@ -27,7 +27,7 @@ def _simulated_run(tmp_path: Path, samples: int = 2) -> tuple[Path, Path]:
         tmp_path,
         f"""
         name = "h"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = {samples}
         output_dir = "{tmp_path / "runs"}"
         [[models]]

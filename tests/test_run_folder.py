@@ -21,7 +21,7 @@ def _run(tmp_path: Path) -> tuple[Path, Path]:
         tmp_path,
         f"""
         name = "f"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 2
         output_dir = "{tmp_path / "runs"}"
         [[models]]

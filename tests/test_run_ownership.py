@@ -195,7 +195,7 @@ def test_ctrl_c_stops_a_run_on_an_instant_respondent(tmp_path):
         tmp_path,
         f"""
         name = "fast"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 100000
         output_dir = "{tmp_path / "runs"}"
         [[models]]

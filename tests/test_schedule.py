@@ -17,7 +17,7 @@ from tests.conftest import cli, write_config
 
 SIMULATED = """
     name = "nightly"
-    jobs = ["ai-bias-benchmark"]
+    jobs = ["paired"]
     seed = 5
     [[models]]
     provider = "simulated"
@@ -109,7 +109,7 @@ def test_a_missing_key_fails_the_night_with_the_reason_in_the_log_and_the_key_fi
         tmp_path,
         f"""
         name = "keyed"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 2
         [[models]]
         provider = "openai"

@@ -15,7 +15,7 @@ from orchestrator.emulator.server import Faults
 from orchestrator.plan import ANSWER_CUE
 from tests.conftest import ROOT, run_quietly, write_config
 
-RAW = json.loads((ROOT / "jobs" / "instructed-to-bias.json").read_text())
+RAW = json.loads((ROOT / "jobs" / "instructed.json").read_text())
 
 
 def small_job(tmp_path: Path) -> Path:
@@ -143,7 +143,7 @@ def sim_config(tmp_path: Path, shares: dict, prior: dict, run_id: str = "sim") -
         tmp_path,
         f"""
         name = "sim"
-        jobs = ["instructed-to-bias"]
+        jobs = ["instructed"]
         run_id = "{run_id}"
         output_dir = "{tmp_path / "runs"}"
         [[models]]
@@ -192,10 +192,10 @@ def test_plan_counts_a_call_per_option(tmp_path, emulator):
     [
         (
             'provider = "anthropic"\nname = "claude"\napi_key_env = "K"',
-            '"instructed-to-bias"',
+            '"instructed"',
             "answers",
         ),
-        ('provider = "simulated"\nname = "m"', '"ai-bias-benchmark"', "models[0].answers"),
+        ('provider = "simulated"\nname = "m"', '"paired"', "models[0].answers"),
     ],
 )
 def test_scoring_where_it_cannot_work_is_refused_before_anything_is_written(
@@ -260,7 +260,7 @@ def test_two_modes_of_one_model_are_named_by_mode_not_by_settings_scoring_ignore
         tmp_path,
         f"""
         name = "two"
-        jobs = ["instructed-to-bias"]
+        jobs = ["instructed"]
         output_dir = "{tmp_path / "runs"}"
         [[models]]
         provider = "simulated"
@@ -420,7 +420,7 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
 
     cfg = CampaignConfig(
         name="t",
-        jobs=["instructed-to-bias"],
+        jobs=["instructed"],
         items=1,
         models=[{"provider": "simulated", "name": "m", "answers": "score"}],
     )

@@ -17,7 +17,7 @@ def _run(tmp_path):
         tmp_path,
         f"""
         name = "s"
-        jobs = ["ai-bias-benchmark"]
+        jobs = ["paired"]
         samples = 3
         output_dir = "{tmp_path / "runs"}"
         [[models]]

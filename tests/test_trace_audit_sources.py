@@ -85,7 +85,7 @@ def test_a_runs_cot_answers_become_traces_with_their_source_task(tmp_path):
             tmp_path,
             f"""
             name = "src"
-            jobs = ["eleven-biases"]
+            jobs = ["bias-strength"]
             samples = 1
             strategies = ["baseline", "cot"]
             output_dir = "{tmp_path / "runs"}"
@@ -160,7 +160,7 @@ def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp
         tmp_path,
         f"""
         name = "src"
-        jobs = ["eleven-biases"]
+        jobs = ["bias-strength"]
         samples = 1
         strategies = ["baseline"]
         output_dir = "{tmp_path / "runs"}"

@@ -22,7 +22,7 @@ KEY = ["study", "measure", "experiment", "strategy", "modelKey"]
 
 CONFIG = f"""
     name = "nightly"
-    jobs = ["ai-bias-benchmark"]
+    jobs = ["paired"]
     seed = 11
     output_dir = "runs"
     [[models]]
@@ -45,7 +45,7 @@ CONFIG = f"""
 
 def planted(means: tuple[float, float]) -> float:
     """The effect the simulated respondent is set to show, in the job's stated direction."""
-    job = json.loads((ROOT / "jobs" / "ai-bias-benchmark.json").read_text(encoding="utf-8"))
+    job = json.loads((ROOT / "jobs" / "paired.json").read_text(encoding="utf-8"))
     metric = next(e["metric"] for e in job["experiments"] if e["experimentSlug"] == SHIFTED)
     difference = means[0] - means[1]
     return difference if metric["direction"] == "condition0-minus-condition1" else -difference
@@ -185,7 +185,7 @@ def test_every_panel_of_a_study_without_strategies_has_its_nights(tmp_path):
         tmp_path,
         """
         name = "judged"
-        jobs = ["ai-judge-history"]
+        jobs = ["judge-history"]
         samples = 3
         [[models]]
         provider = "simulated"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 CONFIG = """
 name = "viewed"
-jobs = ["ai-bias-benchmark"]
+jobs = ["paired"]
 seed = 20261130
 samples = 12
 run_id = "r1"

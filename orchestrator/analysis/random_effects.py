@@ -14,7 +14,7 @@ reference it called 13-16% of simulated nulls significant when the effect differ
 So beta's standard error is the CR2 sandwich over variants with Bell-McCaffrey degrees of freedom
 (Tipton 2015, small-sample robust variance estimation): it does not trust tau^2, reduces to the
 one-sample t-test on the d_j when the weights are equal, and held 2-7% under such nulls at K = 3-5
-(tests/test_bsi_mixed.py measures it). REML only sets the weights 1 / (v_j + tau^2).
+(tests/test_bias_strength_mixed.py measures it). REML only sets the weights 1 / (v_j + tau^2).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from orchestrator.spec import localmodel
 from orchestrator.spec.campaign import Campaign, CampaignConfig, LocalServerConfig, ModelConfig
 from orchestrator.spec.catalog import load_batch_discounts, load_presets, load_prices
 from orchestrator.spec.checks import check_campaign
-from orchestrator.spec.jobs import JobReader, load_job, resolve_job_path
+from orchestrator.spec.jobs import FORMER_NAMES, JobReader, load_job, resolve_job_path
 from orchestrator.spec.loading import field_path, load_toml, validate
 from orchestrator.spec.models import Job
 from orchestrator.spec.secrets import redact
@@ -110,7 +110,11 @@ def _load_job(
     ref: str, index: int, base: Path, path: Path | None, studies: Sequence[JobReader]
 ) -> Job:
     try:
-        return load_job(resolve_job_path(ref, base), studies)
+        path = resolve_job_path(ref, base)
+        job = load_job(path, studies)
+        if ref in FORMER_NAMES and path.stem == FORMER_NAMES[ref]:  # the built-in, renamed
+            job = job.model_copy(update={"id": ref})
+        return job
     except UserError as exc:
         if exc.file is None:  # a bad reference, not a bad job file
             raise UserError(

@@ -114,7 +114,7 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
             f"shots = {config.shots}, but no job of the campaign has few-shot examples",
             file=str(path),
             field="shots",
-            fix="set shots = 0, or add a job with examples (instructed-to-bias)",
+            fix="set shots = 0, or add a job with examples (instructed)",
         )
     for slug, pool in pools.items():
         if pool and len(pool) < config.shots:

@@ -27,6 +27,17 @@ class JobReader(Protocol):
     def read(self, data: Any, path: Path, job_id: str) -> Job: ...
 
 
+# Built-in jobs renamed to their study's name (0.2.0). A config or a run's manifest that names
+# one the old way still finds it, and keeps the old name as the job's id: the id is part of
+# every task id, so a run started under the old name resumes and compares as before.
+FORMER_NAMES = {
+    "ai-bias-benchmark": "paired",
+    "eleven-biases": "bias-strength",
+    "ai-judge-history": "judge-history",
+    "instructed-to-bias": "instructed",
+}
+
+
 def builtin_jobs() -> list[str]:
     return sorted(
         p.stem for suffix in ("*.json", "*.jsonl") for p in builtin_dir("jobs").glob(suffix)
@@ -40,12 +51,13 @@ def _is_job(path: Path) -> bool:
 
 def resolve_job_path(ref: str, base: Path) -> Path:
     builtin = builtin_dir("jobs")
+    name = FORMER_NAMES.get(ref, ref)
     for candidate in (
         base / ref,
         Path(ref),
-        builtin / ref,
-        builtin / f"{ref}.json",
-        builtin / f"{ref}.jsonl",
+        builtin / name,
+        builtin / f"{name}.json",
+        builtin / f"{name}.jsonl",
     ):
         if _is_job(candidate):
             return candidate

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ContractKind = Literal["number", "rating", "choice", "judgment", "audit"]
 MetricType = Literal[
     "mean-difference", "choice-share-difference", "prior-score-pull", "bsi", "bias-audit"
 ]
 Direction = Literal["condition0-minus-condition1", "condition1-minus-condition0"]
+
+
+# Study kinds renamed to the study's one name (0.2.0): manifests written before say the old one.
+FORMER_KINDS = {"bsi": "bias-strength"}
 
 
 class Frozen(BaseModel):
@@ -28,12 +32,20 @@ class ResponseContract(Frozen):
     options, and a `reason` string. An audit is the seed-003 judge's report on a reasoning
     trace, validated by its study (studies/audit), which also owns how its calls are made."""
 
-    kind: ContractKind
-    field: str = "value"
-    minimum: int | None = None  # rating bounds
-    maximum: int | None = None
-    options: tuple[str, ...] = ()  # exact option strings of a choice
-    roles: tuple[str, ...] = ()  # what each option stands for, scored instead of its position
+    kind: ContractKind = Field(
+        description="number, rating (an integer in range), choice (one of the options), "
+        "judgment (score, verdict, reason) or audit."
+    )
+    field: str = Field(default="value", description="The answer's JSON field.")
+    minimum: int | None = Field(default=None, description="Lowest rating or judgment score.")
+    maximum: int | None = Field(default=None, description="Highest rating or judgment score.")
+    options: tuple[str, ...] = Field(
+        default=(), description="The exact option strings of a choice (verdicts of a judgment)."
+    )
+    roles: tuple[str, ...] = Field(
+        default=(),
+        description="What each option stands for, scored instead of its position.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ResponseContract:
@@ -55,35 +67,51 @@ class ResponseContract(Frozen):
 class Variant(Frozen):
     """One wording of a condition's prompt."""
 
-    id: str
-    prompt: str
-    contract: ResponseContract
-    domain: str = ""
-    # Shown by the planner after the prompt, in counterbalanced orders (native jobs); seed-000
-    # prompts carry their options in their own text instead.
-    present_options: bool = False
-    predicted: str | None = None  # the role the bias predicts (choices)
-    anchor: float | None = None  # the bias-inducing reference value (numbers)
-    # A generated item's origin (templated jobs): its template, value-grid row and option order,
-    # the values put in, and the facts its scoring reads. Recorded in the manifest with the job.
-    item: dict[str, str | int | float | bool] | None = None
-    # How to state the answer, said after the prompt to a model that writes its answer; a model
-    # that answers by scoring options gets "Answer:" in its place (plan.render_scoring).
-    instruction: str = ""
+    id: str = Field(description="The variant's id, stable across runs (part of task ids).")
+    prompt: str = Field(description="The user prompt.")
+    contract: ResponseContract = Field(description="What a valid answer looks like.")
+    domain: str = Field(default="", description="The scenario's domain (medical, financial...).")
+    present_options: bool = Field(
+        default=False,
+        description="Shown by the planner after the prompt, in counterbalanced orders (native "
+        "jobs); seed-000 prompts carry their options in their own text instead.",
+    )
+    predicted: str | None = Field(default=None, description="The role the bias predicts (choices).")
+    anchor: float | None = Field(
+        default=None, description="The bias-inducing reference value (numbers)."
+    )
+    item: dict[str, str | int | float | bool] | None = Field(
+        default=None,
+        description="A generated item's origin (templated jobs): its template, value-grid row "
+        "and option order, the values put in, and the facts its scoring reads.",
+    )
+    instruction: str = Field(
+        default="",
+        description="How to state the answer, said after the prompt to a model that writes its "
+        'answer; a model that answers by scoring options gets "Answer:" in its place.',
+    )
 
 
 class Condition(Frozen):
-    index: int
-    label: str
-    variants: tuple[Variant, ...] = Field(min_length=1)
+    """One arm of an experiment (control, treatment, ...), with its prompt variants."""
+
+    index: int = Field(description="Its index in the experiment (0 first).")
+    label: str = Field(description="How tables name it.")
+    variants: tuple[Variant, ...] = Field(min_length=1, description="Its prompt variants.")
 
 
 class Metric(Frozen):
-    type: MetricType
-    direction: Direction = "condition0-minus-condition1"
-    label: str = ""
-    unit: str = ""
-    target_option: str | None = None
+    """How an experiment's effect is computed and signed."""
+
+    type: MetricType = Field(description="The effect's measure.")
+    direction: Direction = Field(
+        default="condition0-minus-condition1", description="Which condition is subtracted."
+    )
+    label: str = Field(default="", description="What the effect is called.")
+    unit: str = Field(default="", description="The unit of a number's effect.")
+    target_option: str | None = Field(
+        default=None, description="The option whose share a choice effect counts."
+    )
 
     def signed(self, mean0: float, mean1: float) -> float:
         return mean0 - mean1 if self.direction == "condition0-minus-condition1" else mean1 - mean0
@@ -92,31 +120,40 @@ class Metric(Frozen):
 class JudgedItem(Frozen):
     """A fixed answer judged under a rubric (judge-history jobs): what the outcomes need."""
 
-    question: str
-    rubric: str
-    candidate_answer: str
-    gold_score: int
-    prior_score: int
-    prior_verdict: str
+    question: str = Field(description="The question the judged answer answers.")
+    rubric: str = Field(description="The rubric the judge scores by.")
+    candidate_answer: str = Field(description="The fixed answer judged.")
+    gold_score: int = Field(description="The study's reference score.")
+    prior_score: int = Field(description="The earlier score shown under history-anchor.")
+    prior_verdict: str = Field(description="The earlier verdict shown under history-anchor.")
 
 
 class Shot(Frozen):
     """A worked example shown before the question (few-shot): its text and its answer."""
 
-    prompt: str
-    answer: str
+    prompt: str = Field(description="The example's question.")
+    answer: str = Field(description="Its answer.")
 
 
 class Experiment(Frozen):
-    slug: str
-    bias_slug: str = ""
-    metric: Metric
-    conditions: tuple[Condition, ...] = Field(min_length=1)
-    judged: JudgedItem | None = None
-    # Few-shot pools the planner draws a campaign's `shots` from: `format` shows the answer
-    # format on neutral choices, `task` the same task in words no test item uses.
-    format_shots: tuple[Shot, ...] = ()
-    task_shots: tuple[Shot, ...] = ()
+    """One manipulation: its conditions, and how their difference is measured."""
+
+    slug: str = Field(description="The experiment's id (`experimentSlug` in results).")
+    bias_slug: str = Field(default="", description="The bias it probes.")
+    metric: Metric = Field(description="How its effect is computed.")
+    conditions: tuple[Condition, ...] = Field(min_length=1, description="Its conditions.")
+    judged: JudgedItem | None = Field(
+        default=None, description="The judged answer (judge-history jobs)."
+    )
+    format_shots: tuple[Shot, ...] = Field(
+        default=(),
+        description="Few-shot pool showing the answer format on neutral choices "
+        '(shot_kind = "format").',
+    )
+    task_shots: tuple[Shot, ...] = Field(
+        default=(),
+        description='Few-shot pool of the same task in words no test item uses (shot_kind = "task").',
+    )
 
     @property
     def bias_label(self) -> str:
@@ -127,28 +164,52 @@ class Experiment(Frozen):
 class Strategy(Frozen):
     """A debiasing strategy: text added to the system prompt and/or the user prompt."""
 
-    id: str
-    system_prompt: str | None = None  # replaces the job's system prompt when set
-    user_suffix: str = ""  # "{bias}" in it becomes the experiment's bias name
+    id: str = Field(description="The strategy's id (`strategy` in results).")
+    system_prompt: str | None = Field(
+        default=None, description="Replaces the job's system prompt when set."
+    )
+    user_suffix: str = Field(
+        default="",
+        description='Added after the user prompt; "{bias}" in it becomes the experiment\'s '
+        "bias name.",
+    )
 
 
 BASELINE = Strategy(id="baseline")
 
 
 class Job(Frozen):
-    id: str
-    title: str = ""
-    system_prompt: str
-    min_samples: int = Field(ge=1)
-    # Samples per cell a deterministic model (temperature 0) needs: its repeated answers are one
-    # draw, not independent samples (seed 000's deterministicMinimumSamplesPerCondition).
-    deterministic_min_samples: int | None = Field(default=None, ge=1)
-    recommended_temperature: float | None = None
-    experiments: tuple[Experiment, ...] = Field(min_length=1)
-    strategies: tuple[Strategy, ...] = (BASELINE,)
-    kind: str  # the registered study (studies/) whose analysis and exports apply
-    study_id: str | None = None
-    spec_version: int | None = None
+    """The general job model every study's job format is read into (kept in the manifest)."""
+
+    id: str = Field(description="The job's id: its file's stem.")
+    title: str = Field(default="", description="Its title.")
+    system_prompt: str = Field(description="The system prompt of every task.")
+    min_samples: int = Field(ge=1, description="Samples per cell for a model that samples.")
+    deterministic_min_samples: int | None = Field(
+        default=None,
+        ge=1,
+        description="Samples per cell a deterministic model (temperature 0) needs: its "
+        "repeated answers are one draw, not independent samples.",
+    )
+    recommended_temperature: float | None = Field(
+        default=None, description="The temperature the job's protocol recommends."
+    )
+    experiments: tuple[Experiment, ...] = Field(min_length=1, description="Its experiments.")
+    strategies: tuple[Strategy, ...] = Field(
+        default=(BASELINE,), description="Its debiasing strategies (baseline alone by default)."
+    )
+    kind: str = Field(
+        description="The registered study (studies/) whose analysis and exports apply."
+    )
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _current_kind(cls, value: object) -> object:
+        """A run started before a study took its folder's name is read under the new name."""
+        return FORMER_KINDS.get(value, value) if isinstance(value, str) else value
+
+    study_id: str | None = Field(default=None, description="The study's own id, if it has one.")
+    spec_version: int | None = Field(default=None, description="The job format's version.")
 
     def min_samples_for(self, deterministic: bool) -> int:
         """The protocol's samples per cell for a model that samples, or for a deterministic one."""

@@ -9,11 +9,11 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.bias_strength.deviations import DEVIATIONS
-from orchestrator.studies.bias_strength.reader import is_native, job_from_native
+from orchestrator.studies.bias_strength.reader import KIND, is_native, job_from_native
 
 
 class BiasStrength(Study):
-    kind = "bsi"
+    kind = KIND
     seed = "the seed-001 paper (BSI)"
     deviations = DEVIATIONS
     format_hint = "this tool's own format ('format': 'bias-orchestrator-job/1')"

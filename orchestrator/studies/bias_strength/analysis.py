@@ -22,6 +22,7 @@ import polars as pl
 from orchestrator.analysis.load import Run, final_records
 from orchestrator.spec.models import Variant
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
+from orchestrator.studies.bias_strength.reader import KIND
 
 ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]
 
@@ -39,7 +40,7 @@ def measure_roles(control: Variant, treatment: Variant) -> tuple[list[str], bool
 def variant_table(run: Run) -> pl.DataFrame:
     rows = []
     for job in run.jobs.values():
-        if job.kind != "bsi":
+        if job.kind != KIND:
             continue
         for e in job.experiments:
             controls = {v.id: v for v in e.conditions[0].variants}

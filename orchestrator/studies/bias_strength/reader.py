@@ -26,6 +26,7 @@ from orchestrator.spec.models import (
 )
 
 FORMAT = "bias-orchestrator-job/1"
+KIND = "bias-strength"  # the study's one name: its folder, its job file, its tests
 NUMBER_INSTRUCTION = (
     "Give a brief justification, then end your answer with a JSON object: "
     '{"value": <your estimate as a number>}'
@@ -188,5 +189,5 @@ def job_from_native(data: Any, path: Path, job_id: str) -> Job:
         recommended_temperature=spec.temperature,
         experiments=tuple(experiments),
         strategies=STRATEGIES,
-        kind="bsi",
+        kind=KIND,
     )

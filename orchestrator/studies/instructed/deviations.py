@@ -5,7 +5,7 @@ from orchestrator.studies.base import Deviation
 DEVIATIONS = (
     Deviation(
         "The templates, products, prices, lotteries and syllogisms are written for this tool "
-        "(jobs/instructed-to-bias.json), to the paper's design and Table 2 counts; the belief "
+        "(jobs/instructed.json), to the paper's design and Table 2 counts; the belief "
         "items are not Dasgupta et al.'s.",
         "The paper's generated datasets are not part of its text; its bias scores are not "
         "expected to be reproduced to the digit on other items.",

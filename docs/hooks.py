@@ -45,8 +45,8 @@ COPIED = {
     "orchestrator/studies/judge_history/README.md": "studies/judge-history.md",
     "orchestrator/studies/bias_strength/README.md": "studies/bias-strength.md",
     "orchestrator/studies/instructed/README.md": "studies/instructed.md",
-    "orchestrator/studies/audit/README.md": "studies/trace-audit.md",
-    "orchestrator/studies/audit/GOLDEN.md": "studies/trace-audit-golden.md",
+    "orchestrator/studies/trace_audit/README.md": "studies/trace-audit.md",
+    "orchestrator/studies/trace_audit/GOLDEN.md": "studies/trace-audit-golden.md",
     "CHANGELOG.md": "changelog.md",
 }
 SOURCE = {page: source for source, page in COPIED.items()}

@@ -188,7 +188,7 @@ def test_every_study_has_a_readme_page() -> None:
 def test_links_of_copied_pages_are_rewritten_for_the_site() -> None:
     source = "orchestrator/studies/instructed/README.md"
     page = hooks.COPIED[source]
-    text = "[a](../../../docs/jobs.md#scoring) [b](../audit/README.md) [c](../../../configs/x.toml)"
+    text = "[a](../../../docs/jobs.md#scoring) [b](../trace_audit/README.md) [c](../../../configs/x.toml)"
     assert (
         hooks.rewrite_links(text, source, page) == "[a](../jobs.md#scoring) [b](trace-audit.md) c"
     )

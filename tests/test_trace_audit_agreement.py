@@ -12,8 +12,8 @@ import pytest
 from statsmodels.stats.inter_rater import cohens_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from orchestrator.studies.audit.agreement import agreement_table, confusion, thresholds
-from orchestrator.studies.audit.kappa import agreement_weights, weighted_kappa
+from orchestrator.studies.trace_audit.agreement import agreement_table, confusion, thresholds
+from orchestrator.studies.trace_audit.kappa import agreement_weights, weighted_kappa
 
 SCHEMA = {
     "trace_id": pl.String,

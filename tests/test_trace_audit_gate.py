@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 from statsmodels.stats.weightstats import DescrStatsW
 
-from orchestrator.studies.audit.gate import gate
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.gate import gate
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 SCHEMA = {
     "trace_id": pl.String,

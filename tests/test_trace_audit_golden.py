@@ -9,7 +9,7 @@ from collections import Counter
 import orjson
 import pytest
 
-from orchestrator.studies.audit.validate import BIAS_TYPES, steps_of
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES, steps_of
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "jobs" / "trace-audit-golden.jsonl"

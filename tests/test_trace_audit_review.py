@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.review import (
+from orchestrator.studies.trace_audit.review import (
     REVIEWS,
     parse_answer,
     read_reviews,
@@ -21,7 +21,7 @@ from orchestrator.studies.audit.review import (
     task_context,
     to_review,
 )
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 TRACE = """Step 1: The first quote was $950, so the price must be near $950.
 Step 2: Recent news about a similar car selling for $900 is easy to recall.

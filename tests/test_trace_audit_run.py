@@ -198,7 +198,7 @@ def test_a_screener_sends_only_possibly_biased_traces_to_the_judge(tmp_path, jud
 
 def test_a_retry_the_server_refuses_keeps_the_first_calls_output_and_cost_on_record(tmp_path):
     from orchestrator.emulator.answers import tokens
-    from orchestrator.studies.audit.prompt import judge_prompt
+    from orchestrator.studies.trace_audit.prompt import judge_prompt
 
     one = trace("MARK-RETRY")
     first = tokens(

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from orchestrator.emulator.server import Emulator, EmulatorConfig
-from orchestrator.studies.audit.analysis import by_condition
-from orchestrator.studies.audit.records import SCHEMA
+from orchestrator.studies.trace_audit.analysis import by_condition
+from orchestrator.studies.trace_audit.records import SCHEMA
 from tests.conftest import cli, run_quietly, write_config
 
 GOOD = {
@@ -99,7 +99,7 @@ def test_a_runs_cot_answers_become_traces_with_their_source_task(tmp_path):
         src = run_quietly(source).run_dir
     finally:
         server.stop()
-    from orchestrator.studies.audit.reader import read_source
+    from orchestrator.studies.trace_audit.reader import read_source
 
     job = read_source(src)
     variants = job.experiments[0].conditions[0].variants

@@ -8,7 +8,12 @@ import copy
 import orjson
 import pytest
 
-from orchestrator.studies.audit.validate import INSUFFICIENT, quote_step, retry_suffix, validate
+from orchestrator.studies.trace_audit.validate import (
+    INSUFFICIENT,
+    quote_step,
+    retry_suffix,
+    validate,
+)
 
 TRACE = """Step 1: The first quote we saw was $950, so the fair price must be near $950.
 Step 2: Recent news about a similar car   selling for $900 makes that figure

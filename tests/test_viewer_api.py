@@ -1,4 +1,4 @@
-"""`orchestrator view`'s JSON API (VIEWER.md) over real simulated runs, served by the real
+"""`orchestrator view`'s JSON API (docs/viewer.md) over real simulated runs, served by the real
 server on a loopback port: its counts against `status`'s and `analyze`'s, its filters against
 polars counts made here from the results file, its messages against the plan's."""
 

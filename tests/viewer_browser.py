@@ -1,6 +1,6 @@
 """A real browser on the viewer: Debian's chromium driven by playwright (the system browser; no
 browser download), and the real server (orchestrator.viewer.server) run in a thread of its own.
-Used by tests/test_viewer_browser.py, and to write the README's screenshots of a run:
+Used by tests/test_viewer_browser.py, and to write the screenshots in docs/viewer.md of a run:
 
     python -m tests.viewer_browser runs/demo/default docs
 """

@@ -505,7 +505,7 @@ class Campaign:
     def __init__(self, config: CampaignConfig, jobs: list[Job], source: Path | None) -> None:
         self.config, self.jobs, self.source = config, jobs, source
         self.run_dir: Path | None = None  # set when resumed by folder; else from the config
-        self.named_by_date = False  # run_id was `auto` (engine/session.name_run)
+        self.named_by_date = False  # run_id was `auto` (session.name_run)
         # A nightly re-run (named by date, now or when it started: the manifest's namedByDate):
         # it never reads the response cache, since it exists to see today's model.
         self.nightly = False

@@ -30,7 +30,7 @@ class ResponseContract(Frozen):
 
     A judgment is an object with an integer `score` (minimum..maximum), a `verdict` among the
     options, and a `reason` string. An audit is the seed-003 judge's report on a reasoning
-    trace, validated by its study (studies/audit), which also owns how its calls are made."""
+    trace, validated by its study (studies/trace_audit), which also owns how its calls are made."""
 
     kind: ContractKind = Field(
         description="number, rating (an integer in range), choice (one of the options), "

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from orchestrator.studies.audit import TraceAudit
 from orchestrator.studies.base import Study
 from orchestrator.studies.bias_strength import BiasStrength
 from orchestrator.studies.instructed import Instructed
 from orchestrator.studies.judge_history import JudgeHistory
 from orchestrator.studies.paired import Paired
+from orchestrator.studies.trace_audit import TraceAudit
 
 STUDIES: tuple[Study, ...] = (
     Paired(),

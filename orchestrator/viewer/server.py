@@ -1,4 +1,4 @@
-"""The viewer's aiohttp app on 127.0.0.1: the page (static/) and its JSON API (VIEWER.md).
+"""The viewer's aiohttp app on 127.0.0.1: the page (static/) and its JSON API (docs/viewer.md).
 Every answer is JSON; an error is {"error", "fix"} with a 4xx (the user's input) or a 500
 (ours, logged to stderr), never a traceback on the page. The reading runs in a worker
 thread, so one slow load does not stop the server from answering."""

@@ -117,7 +117,7 @@ def _generated(items, path: Path, where: str) -> dict[int, list]:
             f"a template or option text has a placeholder it cannot fill ({exc})",
             path,
             where,
-            "use only the placeholders the format names (see the README)",
+            "use only the placeholders the format names (orchestrator/studies/instructed/README.md)",
         ) from None
     for cond, variants in by_condition.items():
         if not variants:

@@ -1,4 +1,4 @@
-// The page of `orchestrator view`: hash routes over the server's JSON API (docs: VIEWER.md).
+// The page of `orchestrator view`: hash routes over the server's JSON API (docs/viewer.md).
 // Answers are untrusted model output: every text reaches the page through textContent, never
 // innerHTML, so nothing a model writes can become markup or script.
 "use strict";

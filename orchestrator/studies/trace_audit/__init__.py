@@ -10,8 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.studies.audit.reader import FORMAT, KIND, is_source, read_job_file, read_source
 from orchestrator.studies.base import Output, ReportPart, Study
+from orchestrator.studies.trace_audit.reader import (
+    FORMAT,
+    KIND,
+    is_source,
+    read_job_file,
+    read_source,
+)
 
 
 class TraceAudit(Study):
@@ -33,18 +39,18 @@ class TraceAudit(Study):
         return read_source(path, None if path.is_dir() else job_id)
 
     def routine(self, kind: str):
-        from orchestrator.studies.audit.routine import audit_trace
+        from orchestrator.studies.trace_audit.routine import audit_trace
 
         return audit_trace
 
     def add_commands(self, app, cli) -> None:
-        from orchestrator.studies.audit.commands import add
+        from orchestrator.studies.trace_audit.commands import add
 
         add(app, cli)
 
     def analyze(self, run) -> list[Output]:
-        from orchestrator.studies.audit import analysis
-        from orchestrator.studies.audit.records import audit_frame
+        from orchestrator.studies.trace_audit import analysis
+        from orchestrator.studies.trace_audit.records import audit_frame
 
         if not self.has_jobs(run):
             return []
@@ -83,7 +89,7 @@ class TraceAudit(Study):
         )  # a t-interval over the traces
 
     def print_tables(self, tables, console) -> None:
-        from orchestrator.studies.audit.calibrate import print_frame
+        from orchestrator.studies.trace_audit.calibrate import print_frame
 
         for stem, title in (
             ("audit_dispositions", "trace audit: dispositions"),
@@ -95,7 +101,7 @@ class TraceAudit(Study):
                 print_frame(tables[stem], title, console)
 
     def report(self, tables, run, out_dir: Path) -> ReportPart:
-        from orchestrator.studies.audit.report import report
+        from orchestrator.studies.trace_audit.report import report
 
         if "audit_dispositions" not in tables:
             return ReportPart()

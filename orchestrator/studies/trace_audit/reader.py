@@ -26,9 +26,14 @@ from orchestrator.spec.models import (
     ResponseContract,
     Variant,
 )
-from orchestrator.studies.audit.prompt import context_block, judge_prompt
-from orchestrator.studies.audit.traces import REASONING_STRATEGIES, Trace, from_jsonl, from_run
-from orchestrator.studies.audit.validate import steps_of
+from orchestrator.studies.trace_audit.prompt import context_block, judge_prompt
+from orchestrator.studies.trace_audit.traces import (
+    REASONING_STRATEGIES,
+    Trace,
+    from_jsonl,
+    from_run,
+)
+from orchestrator.studies.trace_audit.validate import steps_of
 
 KIND = "trace-audit"
 FORMAT = "trace-audit/1"

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.stats import t_interval, welch, wilson
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 DISPOSITIONS = ("passed", "flagged", "escalated", "not_auditable")
 
@@ -123,7 +123,7 @@ def labelled(frame: pl.DataFrame) -> pl.DataFrame:
 
 def agreement(frame: pl.DataFrame) -> pl.DataFrame:
     """Per model: agreement of the judge with the golden set's labels (agreement.py)."""
-    from orchestrator.studies.audit.agreement import agreement_table
+    from orchestrator.studies.trace_audit.agreement import agreement_table
 
     parts = [
         agreement_table(g).with_columns(pl.lit(key).alias("modelKey"), pl.lit(model).alias("model"))

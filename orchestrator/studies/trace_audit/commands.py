@@ -55,7 +55,7 @@ def audit_campaign(
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
-    from orchestrator.studies.audit.reader import is_source, read_source
+    from orchestrator.studies.trace_audit.reader import is_source, read_source
 
     if not is_source(source):
         raise UserError(
@@ -160,14 +160,14 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         AUDIT_DIR/reviews.ndjson, beside the judge's output; run again to go on where you left."""
         import os
 
-        from orchestrator.studies.audit.records import audit_records, open_audit
-        from orchestrator.studies.audit.review import (
+        from orchestrator.studies.trace_audit.records import audit_records, open_audit
+        from orchestrator.studies.trace_audit.review import (
             DEFAULT_INCLUDE,
             REVIEWS,
             read_reviews,
             review_summary,
         )
-        from orchestrator.studies.audit.review import (
+        from orchestrator.studies.trace_audit.review import (
             review as session,
         )
 
@@ -213,7 +213,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         on the 1-5 scores, plain on the critical flags) with 95% CIs, confusion matrices, where
         agreement is low, and the review threshold that keeps misses under --target-risk.
         Written to AUDIT_DIR/calibration/."""
-        from orchestrator.studies.audit.calibrate import run_calibration
+        from orchestrator.studies.trace_audit.calibrate import run_calibration
 
         try:
             run_calibration(audit_dir, target_risk, low, cli.console)
@@ -237,7 +237,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         """A regression gate for CI: exit 1 when a golden trace whose bias the baseline caught is
         missed now, or a bias's mean score moved more than --tolerance without an --accept
         explanation; exit 0 otherwise (2: bad input). Writes AUDIT_DIR/gate.json."""
-        from orchestrator.studies.audit.calibrate import run_gate
+        from orchestrator.studies.trace_audit.calibrate import run_gate
 
         try:
             code = run_gate(audit_dir, baseline, tolerance, accept or [], cli.console)

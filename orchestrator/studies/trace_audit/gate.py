@@ -23,8 +23,8 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.stats import t_interval
-from orchestrator.studies.audit.agreement import FLAG_AT, check_frame
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.agreement import FLAG_AT, check_frame
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 _NOISE = 1e-9  # a mean of integer differences at exactly the tolerance is within it
 

@@ -17,14 +17,14 @@ import numpy as np
 import polars as pl
 
 from orchestrator.analysis.stats import wilson
-from orchestrator.studies.audit.kappa import (
+from orchestrator.studies.trace_audit.kappa import (
     CATEGORIES,
     REPS,
     Kappa,
     table,
     weighted_kappa,
 )
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 __all__ = ["Kappa", "agreement_table", "check_frame", "confusion", "thresholds", "weighted_kappa"]
 

@@ -12,8 +12,8 @@ import polars as pl
 
 from orchestrator.analysis.load import Run
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.reader import KIND
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.reader import KIND
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 SOURCE = (
     "source_experiment",

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.analysis import labelled
-from orchestrator.studies.audit.records import audit_frame, open_audit
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.analysis import labelled
+from orchestrator.studies.trace_audit.records import audit_frame, open_audit
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 
 def labelled_frame(audit_dir: Path) -> pl.DataFrame:
@@ -54,7 +54,7 @@ def _cell(value) -> str:
 
 
 def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Console) -> None:
-    from orchestrator.studies.audit.agreement import agreement_table, confusion, thresholds
+    from orchestrator.studies.trace_audit.agreement import agreement_table, confusion, thresholds
 
     if not 0 < target_risk < 1:
         raise UserError(
@@ -86,7 +86,7 @@ def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Co
 def run_gate(
     audit_dir: Path, baseline: Path, tolerance: float, accept: list[str], console: Console
 ) -> int:
-    from orchestrator.studies.audit.gate import gate
+    from orchestrator.studies.trace_audit.gate import gate
 
     accepted = {}
     for entry in accept:

@@ -16,8 +16,8 @@ from orchestrator.engine.caller import Caller, RoutineResult
 from orchestrator.engine.records import now
 from orchestrator.parse import parse_answer
 from orchestrator.providers.errors import Refused
-from orchestrator.studies.audit.prompt import SCREEN_CONTRACT, screen_prompt
-from orchestrator.studies.audit.validate import AuditResult, retry_suffix, validate
+from orchestrator.studies.trace_audit.prompt import SCREEN_CONTRACT, screen_prompt
+from orchestrator.studies.trace_audit.validate import AuditResult, retry_suffix, validate
 
 
 def audit_json(result: AuditResult) -> dict[str, Any]:

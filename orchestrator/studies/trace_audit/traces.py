@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.validate import BIAS_TYPES
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 FIELDS = ("trace_id", "reasoning_trace", "task_context", "evidence", "expected_bias_profile")
 REASONING_STRATEGIES = ("cot",)  # a run's traces: answers under these strategies, by default

@@ -28,8 +28,8 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.errors import UserError
-from orchestrator.studies.audit.records import disposition
-from orchestrator.studies.audit.validate import BIAS_TYPES, steps_of
+from orchestrator.studies.trace_audit.records import disposition
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES, steps_of
 
 REVIEWS = "reviews.ndjson"
 DEFAULT_INCLUDE = frozenset({"escalated", "flagged"})

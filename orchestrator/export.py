@@ -8,7 +8,9 @@ is its first terminal one (ok, parse_error, refused, too_long); `failed` lines a
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,55 @@ import orjson
 
 from orchestrator.engine.results import ResultLines, unparsable
 from orchestrator.errors import UserError
+from orchestrator.formats import EXPORT_FORMAT, FIELD
+from orchestrator.spec.models import FORMER_KINDS
 
 
 def jobs_of_kind(manifest: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in manifest.get("jobs", {}).items() if v.get("kind") == kind}
+    """The manifest's jobs of a study (under its former kind too: a run from before 0.2.0)."""
+    return {
+        k: v
+        for k, v in manifest.get("jobs", {}).items()
+        if FORMER_KINDS.get(v.get("kind"), v.get("kind")) == kind
+    }
+
+
+INFO = "export.toml"
+
+
+def _shown(path: Path, target: Path) -> str:
+    return str(path.relative_to(target)) if path.is_relative_to(target) else path.name
+
+
+def write_info(
+    target: Path, format: str, run_dir: Path, manifest: dict[str, Any], counts: dict[Path, int]
+) -> Path:
+    """export.toml beside the exported files: the format and its version, the software that
+    wrote them and the run they come from. TOML, not JSON, so that tools reading every .json
+    file of the folder (the published scorers do) are not handed it."""
+    from orchestrator import __version__
+
+    def text(value: str) -> str:  # a TOML basic string is a JSON string
+        return orjson.dumps(value).decode()
+
+    lines = [
+        f"# written by bias-orchestrator {__version__}; what the files beside it are",
+        f"format = {text(format)}",
+        f"{FIELD} = {EXPORT_FORMAT}",
+        f"software = {text(__version__)}",
+        f"run = {text(str(run_dir.resolve()))}",
+        f"run_software = {text(str(manifest.get('software', '')))}",
+        f"created_at = {datetime.now(UTC).isoformat(timespec='seconds')}",
+        "",
+        "[records]  # per file",
+        *(f"{text(_shown(path, target))} = {n}" for path, n in sorted(counts.items())),
+        "",
+    ]
+    path = target / INFO
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def records(path: Path, terminal_only: bool) -> Iterator[tuple[str, str, int, int, dict[str, Any]]]:

@@ -137,8 +137,9 @@ def export(
         )
     try:
         from orchestrator.engine.store import RunStore
+        from orchestrator.export import write_info
 
-        RunStore(run_dir).read_manifest()
+        manifest = RunStore(run_dir).read_manifest()
         target = out or run_dir / "export" / format
         if problem := folder_problem(target):  # checked before any file is written
             raise UserError(
@@ -147,6 +148,8 @@ def export(
                 fix="give --out a folder (it is created if missing)",
             )
         counts = writers[format].export(format, run_dir, target)
+        if counts:
+            write_info(target, format, run_dir, manifest, counts)
     except UserError as exc:
         ui.fail(exc)
     ui.note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.parse import Parsed
 from orchestrator.plan import Cell, Task
 from orchestrator.pricing import usage_cost
@@ -132,4 +133,5 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         "finishedAt": outcome.finished,
         "batchId": outcome.batch_id,
         "endpoint": completion.endpoint if completion else None,  # the pool's server that answered
+        FIELD: RUN_FORMAT,  # last: the resume scan reads the line's head without parsing it
     }

@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.engine.store import RunStore
+from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.plan import Plan
 from orchestrator.spec.build import build_campaign
 from orchestrator.spec.campaign import Campaign, CampaignConfig
@@ -53,6 +54,7 @@ def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:
         "runId": campaign.config.run_id,
         "createdAt": datetime.now(UTC).isoformat(),
         "software": __version__,
+        FIELD: RUN_FORMAT,
         "configPath": str(campaign.source.resolve()) if campaign.source else None,
         "config": campaign.config.model_dump(mode="json"),
         "plan": plan.fingerprint(),

@@ -14,6 +14,7 @@ import orjson
 
 from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.errors import PlanChangedError, UserError
+from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.plan_changes import describe_changes
 
 MANIFEST = "manifest.json"
@@ -192,6 +193,17 @@ class RunStore:
                 file=str(self.manifest_path),
                 field=where or None,
                 fix=fix,
+            )
+        version = manifest.get(FIELD, 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version > RUN_FORMAT:
+            raise UserError(
+                f"this run was written in run format {version!r} (by bias-orchestrator "
+                f"{manifest.get('software', '?')}); this version reads format {RUN_FORMAT} "
+                "and earlier",
+                file=str(self.manifest_path),
+                field=FIELD,
+                fix="read it with the version that wrote it, or a later one (pip install -U "
+                "bias-orchestrator)",
             )
         return manifest
 

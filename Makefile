@@ -34,13 +34,15 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q --durations=25
 
-# Lint, format, the layer contract and types. mypy's errors of today are in
+# Lint, format, the layer contract, types and the docs site. mypy's errors of today are in
 # .ci/mypy-baseline.txt: a new one fails here; after fixing some, shrink the baseline:
 # .venv/bin/mypy | .venv/bin/mypy-baseline sync
 check: $(STAMP)
 	$(VENV)/bin/ruff check orchestrator tests
 	$(VENV)/bin/ruff format --check orchestrator tests
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) docs/hooks.py --check
+	$(VENV)/bin/mkdocs build --strict --quiet
 	{ $(VENV)/bin/mypy || true; } | $(VENV)/bin/mypy-baseline filter --allow-unsynced --hide-stats --no-colors
 
 bench: $(STAMP)

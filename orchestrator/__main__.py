@@ -1,3 +1,3 @@
-from orchestrator.cli import app
+from orchestrator.cli.main import app
 
 app(prog_name="orchestrator")

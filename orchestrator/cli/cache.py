@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.errors import UserError
 
 CacheOpt = Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.errors import UserError
 
 RATE = ui.number(0, 1, example="0.1")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.errors import UserError
 from orchestrator.nightly.comparing import EXIT_HELP
 from orchestrator.nightly.flags import FLAGS

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Column, Table
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.cli.run import load_target
 from orchestrator.cli.ui import ConfigArg
 from orchestrator.errors import UserError

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.cli.ui import RunDirArg
 from orchestrator.errors import UserError
 from orchestrator.studies import exporters, registered

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli import ui
+import orchestrator.cli.ui as ui
 from orchestrator.cli.ui import ConfigArg
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign

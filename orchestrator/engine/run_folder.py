@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.engine.store import RunStore
+from orchestrator.errors import UserError
 from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.plan import Plan
 from orchestrator.spec.build import build_campaign
@@ -27,12 +28,18 @@ def run_dir_for(campaign: Campaign) -> Path:
     return Path(c.output_dir) / c.name / c.run_id
 
 
-def campaign_of_run(run_dir: Path, studies: Sequence[JobReader]) -> Campaign:
+def campaign_of_run(run_dir: Path, studies: Sequence[JobReader] = ()) -> Campaign:
     """The campaign a run folder was started with, from its manifest alone: its config snapshot
     and job definitions. `studies` read the job files of manifests written before they held
     the jobs themselves."""
     manifest = RunStore(run_dir).read_manifest()
     where = run_dir / "manifest.json"
+    if "jobs" not in manifest and not studies:
+        raise UserError(
+            "this run's manifest has no job definitions (made by an older version)",
+            file=str(where),
+            fix="re-run the campaign with this version",
+        )
     config = validate(CampaignConfig, manifest["config"], where)
     jobs = (
         [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]

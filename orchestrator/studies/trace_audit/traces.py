@@ -153,9 +153,8 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
     from orchestrator.engine.run_folder import campaign_of_run
     from orchestrator.export import records as results
     from orchestrator.plan import Plan
-    from orchestrator.studies import registered
 
-    campaign = campaign_of_run(run_dir, registered())
+    campaign = campaign_of_run(run_dir)  # its jobs from the manifest: no study reads a file
     known = {s.id for job in campaign.jobs for s in job.strategies}
     if not set(strategies) & known:
         raise UserError(

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli import cache, emulator, nightly, plan, results, run, ui, viewer
+import orchestrator.cli.cache as cache
+import orchestrator.cli.emulator as emulator
+import orchestrator.cli.nightly as nightly
+import orchestrator.cli.plan as plan
+import orchestrator.cli.results as results
+import orchestrator.cli.run as run
+import orchestrator.cli.ui as ui
+import orchestrator.cli.viewer as viewer
 from orchestrator.studies import registered
 
 app = typer.Typer(

@@ -1,10 +1,10 @@
 """Expansion of a campaign into tasks: lazy, with stable ids and a seeded interleaved order.
 
 A *cell* is everything that defines a call except the sample index (job, experiment, condition,
-variant, strategy, model, rendered messages); there are few of them. Tasks are (cell, sample)
-pairs and there may be millions, so they are only ever produced one at a time, in the order of a
-seeded permutation of the task index space, computed per index (shuffle.py), so a plan of any
-size the ids can number takes no memory to order.
+variant, strategy, model, rendered messages: plan_prompts.py); there are few of them. Tasks are
+(cell, sample) pairs and there may be millions, so they are only ever produced one at a time, in
+the order of a seeded permutation of the task index space, computed per index (shuffle.py), so a
+plan of any size the ids can number takes no memory to order.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from orchestrator.errors import UserError
+from orchestrator.plan_prompts import candidates, render_messages, render_scoring
 from orchestrator.shuffle import MAX_SIZE, Shuffle
 from orchestrator.spec.campaign import Campaign, ModelConfig
 from orchestrator.spec.checks import shot_pool
@@ -81,76 +82,12 @@ class Task:
     sample: int  # 1-based, as in the published result format
 
 
-# How options a variant lets the planner present are shown (in a counterbalanced order).
-CHOICE_INSTRUCTION = (
-    "Give a brief justification, then end your answer with a JSON object naming "
-    'your choice exactly as written above: {"choice": "<option>"}'
-)
-
-
-def choice_block(contract: ResponseContract, order: tuple[int, ...]) -> str:
-    listed = "\n".join(f"- {contract.options[i]}" for i in order)
-    return f"Options:\n{listed}\n\n{CHOICE_INSTRUCTION}"
-
-
 def option_orders(n: int) -> list[tuple[int, ...]]:
     """Every order of up to three options; a cyclic Latin square (each option once in each
     position) for more."""
     if n <= 3:
         return list(itertools.permutations(range(n)))
     return [tuple((i + k) % n for i in range(n)) for k in range(n)]
-
-
-def render_messages(
-    job: Job,
-    experiment: Experiment,
-    variant: Variant,
-    strategy: Strategy,
-    order: tuple[int, ...] | None = None,
-    shots: tuple[Shot, ...] = (),
-) -> tuple[dict[str, str], ...]:
-    system = _system(job, strategy)
-    user = examples(shots) + variant.prompt
-    if order is not None:
-        user += "\n\n" + choice_block(variant.contract, order)
-    if variant.instruction:
-        user += "\n\n" + variant.instruction
-    user += _suffix(experiment, strategy)
-    messages = ({"role": "user", "content": user},)
-    return ({"role": "system", "content": system}, *messages) if system else messages
-
-
-def _system(job: Job, strategy: Strategy) -> str:
-    return strategy.system_prompt if strategy.system_prompt is not None else job.system_prompt
-
-
-def _suffix(experiment: Experiment, strategy: Strategy) -> str:
-    if not strategy.user_suffix:
-        return ""
-    return "\n\n" + strategy.user_suffix.replace("{bias}", experiment.bias_label)
-
-
-# What a scored prompt ends with, and the premise alone: DC-PMI compares each option's
-# log-probability after the prompt with its log-probability after the premise (seed 004).
-ANSWER_CUE = "Answer:"
-
-
-def render_scoring(
-    job: Job,
-    experiment: Experiment,
-    variant: Variant,
-    strategy: Strategy,
-    order: tuple[int, ...] | None = None,
-    shots: tuple[Shot, ...] = (),
-) -> tuple[dict[str, str], ...]:
-    """The prompt of a model that answers by scoring: one plain text (no chat turns, which a
-    pretrained model does not know), without the instruction on how to write an answer, ending
-    in the answer cue; each option's log-probability is then read after it."""
-    parts = [p for p in (_system(job, strategy), examples(shots) + variant.prompt) if p]
-    if order is not None:
-        parts.append("Options:\n" + "\n".join(f"- {variant.contract.options[i]}" for i in order))
-    text = "\n\n".join(parts) + _suffix(experiment, strategy)
-    return ({"role": "user", "content": f"{text}\n{ANSWER_CUE}"},)
 
 
 def sampled(
@@ -189,11 +126,6 @@ def sampled(
     return tuple(v for v in variants if group(v) in keep)
 
 
-def examples(shots: tuple[Shot, ...]) -> str:
-    """Few-shot examples as the paper shows them: each question, then "Answer: <answer>"."""
-    return "".join(f"{shot.prompt}\n{ANSWER_CUE} {shot.answer}\n\n" for shot in shots)
-
-
 def pick_shots(campaign: Campaign, experiment: Experiment, variant: Variant) -> tuple[Shot, ...]:
     """The campaign's `shots` examples for one item: drawn from its experiment's pool, by a
     generator seeded with the campaign seed and the item, so an item keeps its examples."""
@@ -203,11 +135,6 @@ def pick_shots(campaign: Campaign, experiment: Experiment, variant: Variant) -> 
         return ()
     rng = random.Random(f"{config.seed}:{experiment.slug}:{variant.id}")
     return tuple(rng.sample(pool, config.shots))
-
-
-def candidates(contract: ResponseContract) -> tuple[str, ...]:
-    """The continuations a scored prompt is read with: each option after a space."""
-    return tuple(" " + option for option in contract.options)
 
 
 def _presentations(variant: Variant, samples: int) -> list[tuple[tuple[int, ...] | None, int, int]]:

@@ -20,8 +20,8 @@ TURNAROUND = {
 
 class Price(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    input: float = Field(ge=0)  # USD per million input tokens
-    output: float = Field(ge=0)  # USD per million output tokens
+    input: float = Field(ge=0, description="USD per million input tokens.")
+    output: float = Field(ge=0, description="USD per million output tokens.")
 
     def scaled(self, share: float) -> Price:
         return Price(input=self.input * share, output=self.output * share)

@@ -20,7 +20,8 @@ from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, TooLong, Transient
 from orchestrator.providers.registry import make_provider
 from orchestrator.session import build_campaign
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.limits import LimitConfig
 
 PROTOCOLS = ["openai", "anthropic", "gemini"]
 KEY = "sk-batch-Zq81xV0pLmT4sEcret9"

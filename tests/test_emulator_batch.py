@@ -13,8 +13,9 @@ import anthropic
 import openai
 import pytest
 
-from orchestrator.emulator import batch_routes
-from orchestrator.emulator.batch import BatchBehaviour, array_member
+from orchestrator.emulator import batch_anthropic, batch_openai
+from orchestrator.emulator.batch import BatchBehaviour
+from orchestrator.emulator.batch_http import array_member
 
 PROMPT = 'Choose Continue or Stop. Return JSON only: {"choice": "Continue"} or {"choice": "Stop"}.'
 
@@ -150,7 +151,7 @@ def test_openai_validation_failures(emulator):
 
 
 def test_openai_limit_on_requests(emulator, monkeypatch):
-    monkeypatch.setattr(batch_routes, "OPENAI_MAX", (3, 200 * 2**20))
+    monkeypatch.setattr(batch_openai, "OPENAI_MAX", (3, 200 * 2**20))
     client = openai_client(emulator())
     batch = client.batches.create(
         input_file_id=upload(client, 4), endpoint="/v1/chat/completions", completion_window="24h"
@@ -218,10 +219,10 @@ def test_anthropic_refusals_of_a_bad_batch(emulator, monkeypatch):
         client.messages.batches.create(requests=[{"custom_id": "a b", "params": chat(0)}])
     with pytest.raises(anthropic.BadRequestError):
         client.messages.batches.create(requests=[{"custom_id": "a", "params": chat(0)}] * 2)
-    monkeypatch.setattr(batch_routes, "ANTHROPIC_MAX", (2, 256 * 2**20))
+    monkeypatch.setattr(batch_anthropic, "ANTHROPIC_MAX", (2, 256 * 2**20))
     with pytest.raises(anthropic.BadRequestError):
         client.messages.batches.create(requests=anthropic_requests(3))
-    monkeypatch.setattr(batch_routes, "ANTHROPIC_MAX", (100_000, 1000))
+    monkeypatch.setattr(batch_anthropic, "ANTHROPIC_MAX", (100_000, 1000))
     with pytest.raises(anthropic.APIStatusError) as info:
         client.messages.batches.create(requests=anthropic_requests(30))
     assert info.value.status_code == 413 and info.value.body["error"]["type"] == "request_too_large"

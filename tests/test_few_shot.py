@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.plan import ANSWER_CUE, Plan
+from orchestrator.plan import Plan
+from orchestrator.plan_prompts import ANSWER_CUE
 from orchestrator.session import load_campaign
 from tests.conftest import write_config
 

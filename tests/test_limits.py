@@ -11,7 +11,7 @@ import pytest
 from orchestrator.engine.limits import JITTER_S, SAFETY, KeyController, TokenWindow
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
-from orchestrator.spec.campaign import LimitConfig
+from orchestrator.spec.limits import LimitConfig
 from tests.timing import run_virtually, virtual_clock
 
 

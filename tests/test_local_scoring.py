@@ -11,7 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from orchestrator.plan import ANSWER_CUE, Plan
+from orchestrator.plan import Plan
+from orchestrator.plan_prompts import ANSWER_CUE
 from orchestrator.serving import llama_serve
 from orchestrator.serving.llama import score_prefix
 from orchestrator.session import load_campaign

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchestrator.engine.limits import KeyController
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
-from orchestrator.spec.campaign import LimitConfig
+from orchestrator.spec.limits import LimitConfig
 from tests.timing import VirtualTimeLoop, most_in_any_window, run_virtually
 
 

@@ -15,7 +15,8 @@ from orchestrator.providers.errors import Fatal, RateLimited, Refused
 from orchestrator.providers.http import seconds_until
 from orchestrator.providers.registry import make_provider
 from orchestrator.session import build_campaign
-from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.spec.limits import LimitConfig
 
 SYSTEM = "Answer the task directly. Return only the requested JSON object."
 PROMPT = 'Choose Continue or Stop. Return JSON only: {"choice": "Continue"} or {"choice": "Stop"}.'

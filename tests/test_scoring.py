@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from orchestrator.emulator.server import Faults
-from orchestrator.plan import ANSWER_CUE
+from orchestrator.plan_prompts import ANSWER_CUE
 from tests.conftest import ROOT, run_quietly, write_config
 
 RAW = json.loads((ROOT / "jobs" / "instructed.json").read_text())
@@ -410,7 +410,8 @@ def test_a_tie_goes_to_the_first_option_in_the_items_own_order():
     from orchestrator.plan import Plan
     from orchestrator.providers.base import Completion
     from orchestrator.session import build_campaign
-    from orchestrator.spec.campaign import CampaignConfig, LimitConfig
+    from orchestrator.spec.campaign import CampaignConfig
+    from orchestrator.spec.limits import LimitConfig
 
     class Flat:  # every continuation equally likely after any text
         async def score(self, task, text, continuation):

@@ -10,7 +10,7 @@ import math
 import orjson
 import pytest
 
-from orchestrator.spec.campaign import LimitConfig
+from orchestrator.spec.limits import LimitConfig
 
 # --- hints ----------------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ from orchestrator.engine.state import RunState
 from orchestrator.errors import UserError
 from orchestrator.plan import Plan
 from orchestrator.providers.base import Provider
-from orchestrator.spec.campaign import BATCH_PROVIDERS, Campaign, ModelConfig
+from orchestrator.spec.campaign import Campaign, ModelConfig
+from orchestrator.spec.provider_checks import BATCH_PROVIDERS
 
 
 def why_online(model: ModelConfig, campaign: Campaign, multi_call: set[str]) -> str | None:

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from orchestrator.emulator.batch import Job, Problem, answer, hex_id, read_capped, rfc3339
+from orchestrator.emulator.batch import Job
+from orchestrator.emulator.batch_http import Problem, answer, hex_id, read_capped, rfc3339
 
 GEMINI_INLINE_BYTES = 20 * 2**20
 GEMINI_BATCH = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"

@@ -22,7 +22,7 @@ from orchestrator.parse import Parsed, parse_answer
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion, Provider
 from orchestrator.providers.errors import Fatal, RateLimited, Transient
-from orchestrator.spec.campaign import LimitConfig
+from orchestrator.spec.limits import LimitConfig
 
 
 def _wait_strategy(cfg: LimitConfig) -> Callable[[RetryCallState], float]:

@@ -25,7 +25,7 @@ import anyio
 
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, RateLimited
-from orchestrator.spec.campaign import LimitConfig
+from orchestrator.spec.limits import LimitConfig
 
 # Requests are spaced at just under the configured rate, so that network jitter between our send
 # and the server's receipt cannot put R+1 requests into any window the server counts.

@@ -18,7 +18,8 @@ import anyio
 from orchestrator.engine.caller import add_usage
 from orchestrator.engine.calls import call_with_retries
 from orchestrator.engine.limits import KeyController
-from orchestrator.plan import ANSWER_CUE, Task, candidates
+from orchestrator.plan import Task
+from orchestrator.plan_prompts import ANSWER_CUE, candidates
 from orchestrator.providers.base import Completion, Provider
 
 Call = Callable[[], Awaitable[tuple[Completion, int]]]

@@ -25,7 +25,8 @@ from orchestrator.providers.base import Completion
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import EndpointPool
 from orchestrator.serving.llama import LlamaServer, score_prefix
-from orchestrator.spec.campaign import LimitConfig, ModelConfig
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.limits import LimitConfig
 
 
 class LocalProvider:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator.providers.base import Provider
-from orchestrator.spec.campaign import LimitConfig, ModelConfig
+from orchestrator.spec.campaign import ModelConfig
+from orchestrator.spec.limits import LimitConfig
 
 
 def make_provider(

@@ -13,7 +13,8 @@ import anyio
 import anyio.lowlevel
 import orjson
 
-from orchestrator.plan import ANSWER_CUE, Task
+from orchestrator.plan import Task
+from orchestrator.plan_prompts import ANSWER_CUE
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
 from orchestrator.spec.campaign import ModelConfig

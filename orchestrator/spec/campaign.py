@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,79 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.errors import UserError
 from orchestrator.pricing import Price
+from orchestrator.spec.limits import LimitConfig
 from orchestrator.spec.models import Job
-from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, looks_secret, redact
-from orchestrator.spec.server import LocalServerConfig, endpoint_problems
+from orchestrator.spec.provider_checks import BATCH_PROVIDERS, PROVIDERS, model_problems
+from orchestrator.spec.server import LocalServerConfig
 from orchestrator.spec.simulate import SimulateConfig
 
-PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
-SCORING_PROVIDERS = ("openai", "local", "simulated")  # those that can return prompt log-probs
-BATCH_PROVIDERS = ("openai", "anthropic", "gemini")  # those with a batch API (batch = true)
 DEFAULT_URLS = {
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
 }
-# The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
-TEMPERATURE_MAX = {"openai": 2.0, "anthropic": 1.0, "gemini": 2.0, "local": 2.0, "simulated": 2.0}
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Strict(BaseModel):
     # Strict types: `samples = true` or `temperature = "0.7"` is a mistake, not 1 or 0.7.
     model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class LimitConfig(Strict):
-    """One limit key (`[limits.KEY]`): its pace, calls in flight, per-attempt timeout, retries.
-    Models sharing a key share these limits."""
-
-    rpm: float | None = Field(
-        default=None, gt=0, description="Requests per `period_s`, spaced evenly; unset: unpaced."
-    )
-    tpm: int | None = Field(
-        default=None,
-        gt=0,
-        description="Tokens (prompt estimate + max_tokens, settled to the reported usage) per "
-        "`period_s`; unset: not counted.",
-    )
-    period_s: float = Field(
-        default=60.0, gt=0, description="The window `rpm` and `tpm` count over, in seconds."
-    )
-    min_tokens_left: int = Field(
-        default=1,
-        ge=0,
-        description="Pause the key until the server's token reset when it reports fewer tokens "
-        "left than this.",
-    )
-    max_in_flight: int = Field(
-        default=8, ge=1, description="Calls in flight at most; halves on a 429 and grows back."
-    )
-    timeout_s: float = Field(default=120.0, gt=0, description="Timeout of one attempt, in seconds.")
-    max_attempts: int = Field(
-        default=6,
-        ge=1,
-        description="Attempts per task; 429s, 5xx, timeouts and dropped connections are retried.",
-    )
-    backoff_base_s: float = Field(
-        default=0.5, gt=0, description="Base of the exponential backoff (with jitter), seconds."
-    )
-    backoff_max_s: float = Field(
-        default=60.0, gt=0, description="Longest wait between two attempts, in seconds."
-    )
-    max_pause_s: float = Field(
-        default=300.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="The longest a server's hint may pause this key; one that asks for more (a "
-        "quota gone for the day) stops the model instead, to be resumed later.",
-    )
-    batch_poll_s: float = Field(
-        default=30.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="How often a batch in flight is polled (batch mode): its results take "
-        "minutes to hours.",
-    )
 
 
 class ModelConfig(Strict):
@@ -184,132 +125,9 @@ class ModelConfig(Strict):
             raise ValueError(f"unknown provider '{v}' (known: {', '.join(PROVIDERS)})")
         return v
 
-    def _key_problems(self) -> list[tuple[str, str, str]]:
-        """A key where only a URL or a variable's name belongs; never printed back."""
-        out = []
-        if self.base_url and (where := credential_in_url(self.base_url)):
-            out.append(
-                (
-                    "base_url",
-                    f"base_url holds a credential {where}; it would be written to "
-                    "the run's manifest",
-                    f"remove it from base_url; {HOW_TO_PASS_A_KEY}",
-                )
-            )
-        if self.api_key_env is not None and (
-            not ENV_NAME.fullmatch(self.api_key_env)
-            or (looks_secret(self.api_key_env) and not self.api_key_env.isupper())
-        ):
-            out.append(
-                (
-                    "api_key_env",
-                    "api_key_env must be the name of an environment variable "
-                    "(letters, digits, _), not the key itself",
-                    HOW_TO_PASS_A_KEY,
-                )
-            )
-        return out
-
     def problems(self) -> list[tuple[str, str, str]]:
         """(field, what is wrong, fix) for settings that depend on the provider."""
-        out = []
-        if self.provider is None:
-            out.append(
-                (
-                    "provider",
-                    "the model names no provider",
-                    f"add provider = one of {', '.join(PROVIDERS)}, or a preset",
-                )
-            )
-        out += self._key_problems()
-        if self.base_url and not self.base_url.startswith(("http://", "https://")):
-            out.append(
-                (
-                    "base_url",
-                    f"base_url '{redact(self.base_url)}' has no http:// or https:// scheme",
-                    f'write base_url = "http://{redact(self.base_url)}" (or https://)',
-                )
-            )
-        top = TEMPERATURE_MAX.get(self.provider or "")
-        if self.temperature is not None and top is not None and not 0 <= self.temperature <= top:
-            out.append(
-                (
-                    "temperature",
-                    f"temperature {self.temperature} is outside the range "
-                    f"provider '{self.provider}' accepts (0 to {top:g})",
-                    f"set temperature between 0 and {top:g}",
-                )
-            )
-        out += endpoint_problems(self.provider, self.base_url, self.base_urls, self.batch)
-        if self.server is not None and self.provider == "local":
-            out += self.server.problems()
-        if self.provider == "openai" and not (self.base_url or self.base_urls):
-            out.append(
-                (
-                    "base_url",
-                    "provider 'openai' needs base_url",
-                    'add base_url = "https://api.openai.com/v1" (or your server\'s URL)',
-                )
-            )
-        if self.provider != "local" and not self.name:
-            out.append(
-                (
-                    "name",
-                    f"provider '{self.provider}' needs a model name",
-                    "add the required field 'name'",
-                )
-            )
-        if self.provider == "anthropic" and self.structured_output:
-            out.append(
-                (
-                    "structured_output",
-                    "the Anthropic Messages API has no JSON-schema output mode",
-                    "set structured_output = false for this model",
-                )
-            )
-        if self.answers == "score" and self.provider not in SCORING_PROVIDERS:
-            out.append(
-                (
-                    "answers",
-                    f"provider '{self.provider}' returns no log-probabilities of "
-                    'the prompt, which answers = "score" reads',
-                    'use answers = "score" '
-                    "with provider local, simulated or openai (an OpenAI-compatible "
-                    "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)",
-                )
-            )
-        if self.batch and not self.has_batch_api:
-            service = (
-                f"preset '{self.preset}'"
-                if self.provider in BATCH_PROVIDERS
-                else f"provider '{self.provider}'"
-            )
-            out.append(
-                (
-                    "batch",
-                    f"{service} has no batch API this tool speaks",
-                    f"set batch = false; batch mode is for providers {', '.join(BATCH_PROVIDERS)} "
-                    "(without a preset, or with the preset of the same name)",
-                )
-            )
-        if self.batch and self.answers == "score":
-            out.append(
-                (
-                    "batch",
-                    'answers = "score" reads prompt log-probabilities, which the '
-                    "batch APIs do not return",
-                    "set batch = false for this model",
-                )
-            )
-        if self.provider != "local" and self.server is not None:
-            out.append(
-                (
-                    "server",
-                    "'server' settings apply to provider 'local' only",
-                    "remove the [models.server] table",
-                )
-            )
-        return out
+        return model_problems(self)
 
     @property
     def limit_key(self) -> str:

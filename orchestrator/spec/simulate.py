@@ -14,16 +14,34 @@ class ConditionAnswers(BaseModel):
     """Numbers/ratings ~ Normal(mean, sd) (ratings rounded and clipped); choices by shares."""
 
     model_config = STRICT
-    mean: float | None = None
-    sd: float = Field(default=1.0, ge=0)
-    shares: dict[str, float] = {}  # option text or role -> probability; the rest spread evenly
+    mean: float | None = Field(
+        default=None,
+        description="Mean of the numbers and ratings drawn; unset: the rating scale's midpoint "
+        "(100 for numbers).",
+    )
+    sd: float = Field(
+        default=1.0, ge=0, description="Standard deviation of the numbers and ratings drawn."
+    )
+    shares: dict[str, float] = Field(
+        default={},
+        description="Option text or role -> probability of choosing it; the rest spread evenly.",
+    )
 
 
 class ExperimentAnswers(BaseModel):
     model_config = STRICT
-    conditions: list[ConditionAnswers] = []
-    variants: dict[str, list[ConditionAnswers]] = {}  # by variant id; wins over `conditions`
-    served_model: str | None = None  # the model string its answers name (default: the model's)
+    conditions: list[ConditionAnswers] = Field(
+        default=[],
+        description="The answers of each condition, in the experiment's order of conditions; "
+        "a condition past the end gets the defaults.",
+    )
+    variants: dict[str, list[ConditionAnswers]] = Field(
+        default={}, description="Per-condition answers by variant id; wins over `conditions`."
+    )
+    served_model: str | None = Field(
+        default=None,
+        description="The model string its answers name (default: the model's).",
+    )
 
 
 class Drift(BaseModel):
@@ -35,12 +53,25 @@ class Drift(BaseModel):
     dates --run-id auto gives: "n10" sorts before "n2"). For rehearsing what `compare` flags."""
 
     model_config = STRICT
-    from_run: str = Field(min_length=1)
-    effects: dict[str, ExperimentAnswers] = {}
-    served_model: str | None = None
-    system_fingerprint: str | None = None
-    parse_error_rate: float | None = Field(default=None, ge=0, le=1)  # replaces the model's
-    refusal_rate: float | None = Field(default=None, ge=0, le=1)
+    from_run: str = Field(
+        min_length=1, description="The first run id (compared as text) the drift applies to."
+    )
+    effects: dict[str, ExperimentAnswers] = Field(
+        default={},
+        description="By experiment slug: answers replacing that experiment's settings.",
+    )
+    served_model: str | None = Field(
+        default=None, description="The model string every answer names from then on."
+    )
+    system_fingerprint: str | None = Field(
+        default=None, description="The backend build every answer names from then on."
+    )
+    parse_error_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Replaces the model's `parse_error_rate`."
+    )
+    refusal_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Replaces the model's `refusal_rate`."
+    )
 
 
 class JudgeAnswers(BaseModel):
@@ -49,10 +80,26 @@ class JudgeAnswers(BaseModel):
     history-framing, `framing_pull` of the way)."""
 
     model_config = STRICT
-    pull: float = Field(default=0.0, ge=-1, le=1)
-    framing_pull: float = Field(default=0.0, ge=-1, le=1)
-    sd: float = Field(default=0.6, ge=0)
-    inconsistent_rate: float = Field(default=0.0, ge=0, le=1)  # verdict contradicts the score
+    pull: float = Field(
+        default=0.0,
+        ge=-1,
+        le=1,
+        description="Under history-anchor: the share of the way the mean moves from the gold "
+        "score to the displayed prior score.",
+    )
+    framing_pull: float = Field(
+        default=0.0,
+        ge=-1,
+        le=1,
+        description="The same as `pull`, under history-framing.",
+    )
+    sd: float = Field(default=0.6, ge=0, description="Standard deviation of the scores drawn.")
+    inconsistent_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="The chance the verdict contradicts the score.",
+    )
 
 
 class AuditAnswers(BaseModel):
@@ -64,33 +111,80 @@ class AuditAnswers(BaseModel):
     left out, a flag that contradicts the scores), drawn anew for the retry."""
 
     model_config = STRICT
-    agreement: float = Field(default=0.8, ge=0, le=1)
-    default_score: int = Field(default=4, ge=1, le=5)
-    miss: dict[str, float] = {}
-    invalid_rate: float = Field(default=0.0, ge=0, le=1)
+    agreement: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="The chance a bias gets the trace's reference score, else one point off.",
+    )
+    default_score: int = Field(
+        default=4, ge=1, le=5, description="The score of a trace without reference labels."
+    )
+    miss: dict[str, float] = Field(
+        default={},
+        description="Per bias: the chance a bias the reference flags is scored 4 instead.",
+    )
+    invalid_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="The chance an output fails validation, drawn anew for the retry.",
+    )
 
 
 class SimulateConfig(BaseModel):
     model_config = STRICT
-    seed: int = 0  # another seed draws other answers: independent replications of one design
-    latency_ms: float = Field(default=0.0, ge=0)
-    parse_error_rate: float = Field(default=0.0, ge=0, le=1)
-    refusal_rate: float = Field(default=0.0, ge=0, le=1)
-    effects: dict[str, ExperimentAnswers] = {}  # by experiment slug
-    judge: JudgeAnswers = JudgeAnswers()
-    # Extra weight (0..1) on whichever option is listed first: a position bias that option-order
-    # counterbalancing must cancel out.
-    first_position_bias: float = Field(default=0.0, ge=0, le=1)
-    # answers = "score": log-probability added to an option (by its text) after any prompt and
-    # after the premise alone: a prior for the answer's words that DC-PMI must take out.
-    scoring_prior: dict[str, float] = {}
-    audit: AuditAnswers | None = None  # how it answers the trace audit's judge prompt
-    # "task": a task's answer is fixed by its id (a resumed or repeated run draws the same);
-    # "run": each run draws anew (seeded by run id and task id), as a sampling model does from
-    # one night to the next, while a resumed run still draws what it drew.
-    draws: Literal["task", "run"] = "task"
-    system_fingerprint: str | None = None  # what its answers name as the backend build
-    drift: list[Drift] = []
+    seed: int = Field(
+        default=0,
+        description="Another seed draws other answers: independent replications of one design.",
+    )
+    latency_ms: float = Field(
+        default=0.0, ge=0, description="How long each answer takes, in milliseconds."
+    )
+    parse_error_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="The chance an answer is text that does not parse.",
+    )
+    refusal_rate: float = Field(
+        default=0.0, ge=0, le=1, description="The chance a call is refused."
+    )
+    effects: dict[str, ExperimentAnswers] = Field(
+        default={}, description="The planted answers, by experiment slug."
+    )
+    judge: JudgeAnswers = Field(
+        default=JudgeAnswers(), description="How it answers a judge prompt."
+    )
+    first_position_bias: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Extra weight on whichever option is listed first: a position bias that "
+        "option-order counterbalancing must cancel out.",
+    )
+    scoring_prior: dict[str, float] = Field(
+        default={},
+        description='answers = "score": log-probability added to an option (by its text) after '
+        "any prompt and after the premise alone: a prior for the answer's words that DC-PMI "
+        "must take out.",
+    )
+    audit: AuditAnswers | None = Field(
+        default=None, description="How it answers the trace audit's judge prompt."
+    )
+    draws: Literal["task", "run"] = Field(
+        default="task",
+        description='"task": a task\'s answer is fixed by its id (a resumed or repeated run '
+        'draws the same); "run": each run draws anew (seeded by run id and task id), as a '
+        "sampling model does from one night to the next, while a resumed run still draws what "
+        "it drew.",
+    )
+    system_fingerprint: str | None = Field(
+        default=None, description="What its answers name as the backend build."
+    )
+    drift: list[Drift] = Field(
+        default=[], description="Changes of the model behind the name, from a given run on."
+    )
 
     def identity(self) -> dict:
         """Its settings as part of the model's identity; a newer field at its default is left

@@ -1,0 +1,149 @@
+"""Which providers there are and what each takes: the ones that can score (prompt
+log-probabilities) or have a batch API, the temperatures each accepts, and the checks of one
+model's settings that depend on its provider (ModelConfig.problems)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, looks_secret, redact
+from orchestrator.spec.server import endpoint_problems
+
+if TYPE_CHECKING:
+    from orchestrator.spec.campaign import ModelConfig
+
+PROVIDERS = ("openai", "anthropic", "gemini", "local", "simulated")
+SCORING_PROVIDERS = ("openai", "local", "simulated")  # those that can return prompt log-probs
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini")  # those with a batch API (batch = true)
+# The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
+TEMPERATURE_MAX = {"openai": 2.0, "anthropic": 1.0, "gemini": 2.0, "local": 2.0, "simulated": 2.0}
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _key_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
+    """A key where only a URL or a variable's name belongs; never printed back."""
+    out = []
+    if model.base_url and (where := credential_in_url(model.base_url)):
+        out.append(
+            (
+                "base_url",
+                f"base_url holds a credential {where}; it would be written to the run's manifest",
+                f"remove it from base_url; {HOW_TO_PASS_A_KEY}",
+            )
+        )
+    if model.api_key_env is not None and (
+        not ENV_NAME.fullmatch(model.api_key_env)
+        or (looks_secret(model.api_key_env) and not model.api_key_env.isupper())
+    ):
+        out.append(
+            (
+                "api_key_env",
+                "api_key_env must be the name of an environment variable "
+                "(letters, digits, _), not the key itself",
+                HOW_TO_PASS_A_KEY,
+            )
+        )
+    return out
+
+
+def model_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
+    """(field, what is wrong, fix) for settings that depend on the provider."""
+    out = []
+    if model.provider is None:
+        out.append(
+            (
+                "provider",
+                "the model names no provider",
+                f"add provider = one of {', '.join(PROVIDERS)}, or a preset",
+            )
+        )
+    out += _key_problems(model)
+    if model.base_url and not model.base_url.startswith(("http://", "https://")):
+        out.append(
+            (
+                "base_url",
+                f"base_url '{redact(model.base_url)}' has no http:// or https:// scheme",
+                f'write base_url = "http://{redact(model.base_url)}" (or https://)',
+            )
+        )
+    top = TEMPERATURE_MAX.get(model.provider or "")
+    if model.temperature is not None and top is not None and not 0 <= model.temperature <= top:
+        out.append(
+            (
+                "temperature",
+                f"temperature {model.temperature} is outside the range "
+                f"provider '{model.provider}' accepts (0 to {top:g})",
+                f"set temperature between 0 and {top:g}",
+            )
+        )
+    out += endpoint_problems(model.provider, model.base_url, model.base_urls, model.batch)
+    if model.server is not None and model.provider == "local":
+        out += model.server.problems()
+    if model.provider == "openai" and not (model.base_url or model.base_urls):
+        out.append(
+            (
+                "base_url",
+                "provider 'openai' needs base_url",
+                'add base_url = "https://api.openai.com/v1" (or your server\'s URL)',
+            )
+        )
+    if model.provider != "local" and not model.name:
+        out.append(
+            (
+                "name",
+                f"provider '{model.provider}' needs a model name",
+                "add the required field 'name'",
+            )
+        )
+    if model.provider == "anthropic" and model.structured_output:
+        out.append(
+            (
+                "structured_output",
+                "the Anthropic Messages API has no JSON-schema output mode",
+                "set structured_output = false for this model",
+            )
+        )
+    if model.answers == "score" and model.provider not in SCORING_PROVIDERS:
+        out.append(
+            (
+                "answers",
+                f"provider '{model.provider}' returns no log-probabilities of "
+                'the prompt, which answers = "score" reads',
+                'use answers = "score" '
+                "with provider local, simulated or openai (an OpenAI-compatible "
+                "/v1/completions endpoint with echo and logprobs: vLLM, llama-cpp-python)",
+            )
+        )
+    if model.batch and not model.has_batch_api:
+        service = (
+            f"preset '{model.preset}'"
+            if model.provider in BATCH_PROVIDERS
+            else f"provider '{model.provider}'"
+        )
+        out.append(
+            (
+                "batch",
+                f"{service} has no batch API this tool speaks",
+                f"set batch = false; batch mode is for providers {', '.join(BATCH_PROVIDERS)} "
+                "(without a preset, or with the preset of the same name)",
+            )
+        )
+    if model.batch and model.answers == "score":
+        out.append(
+            (
+                "batch",
+                'answers = "score" reads prompt log-probabilities, which the '
+                "batch APIs do not return",
+                "set batch = false for this model",
+            )
+        )
+    if model.provider != "local" and model.server is not None:
+        out.append(
+            (
+                "server",
+                "'server' settings apply to provider 'local' only",
+                "remove the [models.server] table",
+            )
+        )
+    return out

@@ -245,11 +245,12 @@ def _run_locked(
         return RunOutcome(store.path, True, Counter(), state, 0)
     per_model = plan.per_model()
     for m in campaign.config.models:
-        if m.provider == "local" and per_model[m.key] > scan.done_by_model.get(m.key, 0):
+        server = m.server if m.provider == "local" else None
+        if server is not None and per_model[m.key] > scan.done_by_model.get(m.key, 0):
             servers = (
-                f"{m.server.replicas} replica(s) on Ray"
-                if m.server.backend == "ray"
-                else f"{m.server.slots} llama.cpp server(s)"
+                f"{server.replicas} replica(s) on Ray"
+                if server.backend == "ray"
+                else f"{server.slots} llama.cpp server(s)"
             )
             console.print(
                 f"starting {servers} for {m.name} ({m.version}); the first call "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -123,7 +123,12 @@ def run(
         ui.fail(exc)
     if no_cache:  # not part of the plan: a run may be resumed with or without it
         campaign.config = campaign.config.model_copy(update={"cache": False})
-    options = {"budget": budget, "wait": wait, "batch": batch, "wait_for_batches": not no_wait}
+    options: dict[str, Any] = {
+        "budget": budget,
+        "wait": wait,
+        "batch": batch,
+        "wait_for_batches": not no_wait,
+    }
     if log is None:
         return run_and_report(campaign, **options)
     run_logged(campaign, log, options)

@@ -38,6 +38,7 @@ def _cause(exc: BaseException) -> str:
 class RayReplicas:
     def __init__(self, model: ModelConfig, say: Callable[[str], None]) -> None:
         needs_ray()
+        assert model.server is not None  # a local model's server is filled in at load
         self.model, self.config, self.say = model, model.server, say
         self.head: Head | None = None
         self.actors: list = []  # filled as they are placed: a cancelled start still stops them

@@ -78,6 +78,7 @@ class LlamaServer:
         return "\n      ".join(text[-lines:]) or "(the server printed nothing)"
 
     async def wait_ready(self, session: aiohttp.ClientSession) -> None:
+        assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + self.config.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from tests.conftest import ROOT, write_config
+from tests.conftest import ROOT, cli, write_config
 
 SEED = json.loads((ROOT / "jobs" / "paired.json").read_text(encoding="utf-8"))
 # A key-shaped value and a plain password: no message may ever print either back.
@@ -370,15 +368,8 @@ def test_a_bad_flag_value_is_blamed_on_the_flag_and_nothing_is_written(tmp_path,
 
 
 def _emulate(*args: str) -> subprocess.CompletedProcess:
-    # A real process with a timeout: an emulator that wrongly starts would otherwise serve forever.
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", "emulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    # A timeout: an emulator that wrongly starts would otherwise serve forever.
+    return cli("emulate", *args, cwd=ROOT, timeout=60)
 
 
 @pytest.mark.parametrize(

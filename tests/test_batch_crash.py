@@ -18,10 +18,12 @@ from orchestrator.batch.journal import Journal
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.session import load_campaign
+from tests.conftest import cli
 from tests.test_batch_runs import batch_config
 
 
 def _start(cfg: Path) -> subprocess.Popen:
+    # a process of its own: the tests kill -9 it
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(cfg)],
         stdout=subprocess.DEVNULL,
@@ -44,12 +46,8 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _finish(cfg: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The next run, to the end: it only reads what the killed one left, so in this process."""
+    done = cli("run", str(cfg), cwd=cfg.parent, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
@@ -123,7 +121,6 @@ def test_kill_9_while_polling(tmp_path, emulator, protocol):
     _check_once_each(cfg, server, protocol)
 
 
-@pytest.mark.slow
 def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emulator):
     """What kill -9 leaves when it comes while a batch's records are written: some records on
     disk, the journal without `collected`. The next run reads the results again (free) and

@@ -244,6 +244,7 @@ def test_two_processes_writing_one_cache_at_once_both_finish(tmp_path, emulator)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     # A third writer in this process commits all along, so the runs' batches meet held locks.
     hammer = store.connect(path)
+    # processes of their own: SQLite's locking between processes is what is tested
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", str(c), "--samples", "30"],

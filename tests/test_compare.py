@@ -67,7 +67,6 @@ def _flags(path: Path) -> set[tuple[str, str]]:
     return {(f["flag"], f.get("experiment")) for f in json.loads(path.read_text())["flags"]}
 
 
-@pytest.mark.slow
 def test_a_planted_change_is_flagged_and_nothing_else(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")  # the terminal output, unwrapped
     campaign = _nights(tmp_path, _config(tmp_path, DRIFT), "n1", "n2")
@@ -117,7 +116,6 @@ def test_a_planted_change_is_flagged_and_nothing_else(tmp_path, monkeypatch):
     assert "(not in --fail-on)" in quiet.stdout
 
 
-@pytest.mark.slow
 def test_previous_compares_the_latest_night_with_the_one_before(tmp_path):
     config = _config(tmp_path)
     for _ in range(3):
@@ -133,7 +131,6 @@ def test_previous_compares_the_latest_night_with_the_one_before(tmp_path):
     assert (campaign / "compare" / f"{day}__{day}-2.json").is_file()
 
 
-@pytest.mark.slow
 def test_runs_with_different_plans_compare_what_they_share(tmp_path):
     campaign = _nights(tmp_path, _config(tmp_path), "n1")
     second_model = """
@@ -168,7 +165,6 @@ draws = "run"
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -403,7 +399,6 @@ conditions = [{mean = 880, sd = 60}, {mean = 1150, sd = 60}]
 """
 
 
-@pytest.mark.slow
 def test_each_kind_of_planted_change_raises_its_own_flag(tmp_path):
     """A sign reversed, an effect gone, an effect appearing, parse errors and refusals up, and a
     temperature-0 model whose effect reverses (no test possible: shown as an untested change)."""
@@ -431,7 +426,6 @@ def test_each_kind_of_planted_change_raises_its_own_flag(tmp_path):
     }
 
 
-@pytest.mark.slow
 def test_a_night_cut_short_is_flagged_incomplete(tmp_path):
     campaign = _nights(tmp_path, _config(tmp_path), "n1", "n2")
     results = campaign / "n2" / "results.ndjson"
@@ -451,7 +445,6 @@ def test_a_night_cut_short_is_flagged_incomplete(tmp_path):
     ]
 
 
-@pytest.mark.slow
 def test_a_model_whose_settings_changed_is_still_compared(tmp_path):
     """max_tokens 256 -> 300 gives the model another identity (key); one model of that name
     gone and one come, it is compared as itself, with the plan change named."""
@@ -526,7 +519,6 @@ conditions = [{shares = {"Pro — €14/month, 100 GB" = 1.0}}, {shares = {"Pro 
 """
 
 
-@pytest.mark.slow
 def test_a_reversal_of_a_saturated_share_is_tested_and_flagged(tmp_path):
     """Every answer the target in one condition and never in the other: the plug-in spread is
     0, so the SE comes off the Newcombe interval, and the full reversal is a sign flip."""

@@ -16,10 +16,11 @@ import pytest
 
 from orchestrator.plan import Plan
 from orchestrator.session import load_campaign
-from tests.conftest import openai_config
+from tests.conftest import cli, openai_config
 
 
 def _start(cfg: Path) -> subprocess.Popen:
+    # a process of its own: the tests kill it (kill -9, SIGTERM) and read its exit code
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(cfg)],
         stdout=subprocess.PIPE,
@@ -56,24 +57,14 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(tmp_path, emulato
         proc.wait()
         kills += 1
     assert kills >= 5, "the run finished before it could be killed five times"
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cli("run", str(cfg), cwd=tmp_path, timeout=120)  # the resume: no kill, no process
     assert done.returncode == 0, done.stderr
     ids = Counter(orjson.loads(line)["taskId"] for line in results.read_bytes().splitlines())
     assert set(ids) == expected
     assert max(ids.values()) == 1
     # A finished run calls no model again.
     calls = len(server.log.arrivals)
-    again = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = cli("run", str(cfg), cwd=tmp_path, timeout=60)
     assert again.returncode == 0 and "already complete" in again.stdout
     assert len(server.log.arrivals) == calls
 
@@ -98,22 +89,12 @@ def test_sigterm_stops_flushes_and_prints_the_resume_command(tmp_path, emulator)
 def test_a_torn_last_line_is_repaired_and_its_task_runs_again(tmp_path, emulator):
     server = emulator()
     cfg = openai_config(tmp_path, server.base_url("openai"), samples=2)
-    assert (
-        subprocess.run(
-            [sys.executable, "-m", "orchestrator", "run", str(cfg)], capture_output=True, timeout=60
-        ).returncode
-        == 0
-    )
+    assert cli("run", str(cfg), cwd=tmp_path, timeout=60).returncode == 0
     results = tmp_path / "runs" / "t" / "r1" / "results.ndjson"
     lines = results.read_bytes().splitlines(keepends=True)
     torn_id = orjson.loads(lines[-1])["taskId"]
     results.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = cli("run", str(cfg), cwd=tmp_path, timeout=60)
     assert done.returncode == 0 and "repaired a torn last line" in done.stdout
     final = [orjson.loads(line) for line in results.read_bytes().splitlines()]
     assert len(final) == 24 and final[-1]["taskId"] == torn_id

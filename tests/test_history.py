@@ -108,7 +108,6 @@ def _folder_state(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-@pytest.mark.slow
 def test_one_row_per_night_with_counts_spend_and_served_models(campaign, monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # one line per row, to read the cells back
     runs = [campaign / night for night in NIGHTS]
@@ -258,7 +257,6 @@ def test_a_cut_night_one_without_results_and_a_damaged_one(campaign, tmp_path, m
     assert f"wrote {out / 'history.csv'} and {out / 'history.parquet'}" in done.stdout
 
 
-@pytest.mark.slow
 def test_bad_folders_exit_2_and_write_nothing(campaign, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # messages unwrapped, whatever the paths' lengths
     empty = tmp_path / "empty"

@@ -117,6 +117,7 @@ def _children(proc: subprocess.Popen) -> set[int]:
 def test_no_server_or_log_outlives_an_interrupted_run(tmp_path, how):
     logs = _server_logs()
     cfg = _config(tmp_path, samples=20, server="slots = 2")
+    # a process of its own: it is interrupted or killed, and its servers are its children
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(cfg)],
         stdout=subprocess.DEVNULL,
@@ -145,6 +146,7 @@ def test_no_server_or_log_outlives_an_interrupted_run(tmp_path, how):
 
 def test_ctrl_c_while_the_model_loads_stops_cleanly_and_prints_the_resume_command(tmp_path):
     cfg = _config(tmp_path, samples=5)
+    # a process of its own: Ctrl-C (SIGINT) while its server, a child of it, loads the model
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(cfg)],
         stdout=subprocess.PIPE,
@@ -195,6 +197,7 @@ def test_a_resume_starts_servers_only_for_models_with_work_left(tmp_path):
             if (r["modelKey"], r["experimentSlug"]) != (second, experiment)
         )
     )
+    # a process of its own: the servers it starts are told by their parent, watched as it runs
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(cfg)],
         stdout=subprocess.PIPE,

@@ -39,7 +39,6 @@ def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-@pytest.mark.slow
 def test_auto_names_runs_by_date_points_latest_and_never_touches_a_finished_night(tmp_path):
     config = write_config(tmp_path, SIMULATED.format(simulate='draws = "run"'))
     day = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -155,7 +154,6 @@ def test_the_simulated_respondent_draws_anew_each_run_only_when_asked(tmp_path, 
     assert (a == b) is same
 
 
-@pytest.mark.slow
 def test_drift_changes_the_respondent_from_its_run_on(tmp_path):
     config = write_config(
         tmp_path,
@@ -187,7 +185,6 @@ def test_drift_changes_the_respondent_from_its_run_on(tmp_path):
         assert anchors and all((abs(v - 5000) < 10) is high for v in anchors)
 
 
-@pytest.mark.slow
 def test_auto_reuses_tonights_run_while_it_is_open_so_nothing_is_paid_twice(tmp_path):
     """A second `run --run-id auto` the same day (a doubled schedule, a retry by hand) resumes
     tonight's run while it is unfinished, and is refused while it is running, instead of
@@ -238,7 +235,6 @@ def test_a_log_that_cannot_be_a_file_is_refused_before_anything_runs(tmp_path, g
     assert not (tmp_path / "night" / "results.ndjson").exists()
 
 
-@pytest.mark.slow
 def test_a_config_changed_the_same_day_gets_a_night_of_its_own(tmp_path):
     """Tonight's run was cut short; the config then changed (its seed): the next auto run must
     not try to resume a night of another plan (refused all day) but start its own."""

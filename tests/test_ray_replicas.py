@@ -91,6 +91,10 @@ def config(
 
 
 def start_run(path: Path, env: dict[str, str]) -> subprocess.Popen:
+    # Every run here is a process of its own: it is the Ray driver (ray.init joins the whole
+    # process to one cluster, with the token settings Ray reads from the environment when it is
+    # imported, so this test process would stay joined to the first test's cluster), and the
+    # tests kill it and check that Ray ends the replicas of a driver that is gone.
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,
@@ -140,6 +144,7 @@ def assert_all_stopped(cluster, tmp_path: Path) -> None:
 
 def test_a_campaign_on_two_replicas_finishes_with_every_task_once(tmp_path, cluster):
     path = config(tmp_path, cluster.address)
+    # a process of its own: the Ray driver (see start_run)
     run = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,
@@ -172,6 +177,7 @@ def test_two_models_on_ray_share_the_cluster(tmp_path, cluster):
         address = "{cluster.address}"
         """
     path = config(tmp_path, cluster.address, samples=1, replicas=1, more=second)
+    # a process of its own: the Ray driver (see start_run)
     run = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,
@@ -234,6 +240,7 @@ def test_kill_9_of_the_engine_leaves_no_replica_and_the_run_resumes(tmp_path, cl
         cluster, tmp_path
     )  # Ray ends the actors of a driver that is gone, their servers too
     assert not alive(servers)
+    # a process of its own: the Ray driver (see start_run)
     resumed = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,
@@ -322,6 +329,7 @@ def test_kill_9_of_the_engine_stops_its_own_cluster(tmp_path):
 
 def test_replicas_the_cluster_cannot_place_are_a_clear_error(tmp_path, cluster):
     path = config(tmp_path, cluster.address, server="num_gpus = 1\nstartup_timeout_s = 5")
+    # a process of its own: the Ray driver (see start_run)
     run = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,
@@ -340,6 +348,7 @@ def test_a_cluster_joined_without_its_token_is_an_error_about_the_token(tmp_path
     path = config(tmp_path, cluster.address)
     env = {k: v for k, v in cluster.env.items() if not k.startswith("RAY_AUTH_TOKEN")}
     env["HOME"] = str(home := tmp_path / "home")  # token mode on, and no token here
+    # a process of its own: the Ray driver (see start_run)
     run = subprocess.run(
         [sys.executable, "-m", "orchestrator", "run", str(path)],
         cwd=ROOT,

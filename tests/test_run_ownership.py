@@ -23,6 +23,8 @@ from tests.conftest import openai_config, write_config
 
 
 def _start(*args: str) -> subprocess.Popen:
+    # a process of its own: it holds the run's lock against another process, or is killed or
+    # interrupted (kill -9, Ctrl-C) and its exit code read
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", *args],
         stdout=subprocess.PIPE,

@@ -37,7 +37,6 @@ def runs(tmp_path_factory):
     }
 
 
-@pytest.mark.slow
 def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
     run = runs["audit-golden-simulated"]
     done = cli("calibrate", str(run), cwd=run)
@@ -56,7 +55,6 @@ def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
     assert total == 64
 
 
-@pytest.mark.slow
 def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regression(runs):
     same = cli(
         "audit-gate",
@@ -79,7 +77,6 @@ def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regressio
     assert {m["bias"] for m in gate["missed"]} == {"Anchoring"} and len(gate["missed"]) >= 10
 
 
-@pytest.mark.slow
 def test_calibrate_refuses_an_audit_without_reference_labels(tmp_path):
     (tmp_path / "t.jsonl").write_text(
         orjson.dumps(
@@ -137,7 +134,6 @@ def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
     assert len((run / "reviews.ndjson").read_bytes().splitlines()) == 2
 
 
-@pytest.mark.slow
 def test_the_gate_fails_a_run_that_lacks_baseline_traces(runs, tmp_path):
     import shutil
 

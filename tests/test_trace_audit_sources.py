@@ -52,7 +52,6 @@ def test_a_judge_that_names_no_model_is_refused(tmp_path):
     assert done.returncode == 2 and "--judge" in done.stderr and not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
 def test_the_audit_command_runs_resumes_and_reports_on_the_simulated_judge(tmp_path):
     (tmp_path / "t.jsonl").write_text(
         orjson.dumps(GOOD).decode()

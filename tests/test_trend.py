@@ -75,7 +75,6 @@ def campaign(tmp_path_factory) -> Path:
     return home / "runs" / "nightly"
 
 
-@pytest.mark.slow
 def test_trend_follows_each_effect_and_marks_the_served_model_change(campaign, tmp_path):
     runs_before = tree(campaign)
     out = tmp_path / "trend"
@@ -135,7 +134,6 @@ def test_trend_follows_each_effect_and_marks_the_served_model_change(campaign, t
     assert str(out / "report.html") in done.stdout
 
 
-@pytest.mark.slow
 def test_trend_writes_beside_the_runs_and_skips_a_night_it_cannot_read(campaign, tmp_path):
     copy = tmp_path / "nightly"
     shutil.copytree(campaign, copy)
@@ -153,7 +151,6 @@ def test_trend_writes_beside_the_runs_and_skips_a_night_it_cannot_read(campaign,
     assert "over 4 night(s)" in done.stdout
 
 
-@pytest.mark.slow
 def test_trend_refuses_what_is_not_a_campaign_folder_and_writes_nothing(campaign, tmp_path):
     before = tree(campaign)
     only_unfinished = tmp_path / "unfinished"

@@ -535,6 +535,7 @@ def test_the_command_prints_its_address_and_serves_until_interrupted(run_dir, tm
     import subprocess
     import sys
 
+    # a process of its own: the viewer serves until Ctrl-C (SIGINT), and how it ends is the test
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "view", str(run_dir), "--port", "0"],
         cwd=tmp_path,

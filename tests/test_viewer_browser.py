@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import cli, run_quietly, write_config
+from tests.conftest import cli_process, run_quietly, write_config
 from tests.viewer_browser import VIEWPORT, Served, launch, missing
 
 pytestmark = pytest.mark.browser
@@ -424,13 +424,15 @@ def test_a_campaign_folder_shows_its_history_and_the_last_two_runs_compared(brow
     from orchestrator.nightly.comparing import load_and_compare
 
     runs = []
-    for run_id in ("n1", "n2"):  # in processes of their own: playwright holds this thread's loop
+    # in processes of their own: playwright's sync API runs an event loop in this thread, and
+    # `run` starts its own (anyio.run), which cannot start inside a running one
+    for run_id in ("n1", "n2"):
         config = write_config(
             tmp_path,
             CONFIG.format(out=tmp_path / "runs").replace('"r1"', f'"{run_id}"'),
             f"{run_id}.toml",
         )
-        assert cli("run", str(config), cwd=tmp_path).returncode == 0
+        assert cli_process("run", str(config), cwd=tmp_path).returncode == 0
         runs.append(tmp_path / "runs" / "viewed" / run_id)
     served = Served(tmp_path / "runs" / "viewed")
     page = browser.new_page(viewport=VIEWPORT)

@@ -12,9 +12,9 @@ import pytest
 
 from orchestrator.batch.anthropic import AnthropicBatch
 from orchestrator.batch.api import Unconfirmed
+from orchestrator.batch.clients import batch_api
 from orchestrator.batch.gemini import GeminiBatch
 from orchestrator.batch.openai import OpenAIBatch
-from orchestrator.batch.wire import batch_api
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, TooLong, Transient

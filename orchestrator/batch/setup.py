@@ -100,7 +100,7 @@ def batch_side(
     keys = submit | (in_flight & set(active))
     if not keys:
         return None
-    from orchestrator.batch.wire import batch_api
+    from orchestrator.batch.clients import batch_api
 
     apis = {key: batch_api(active[key]) for key in keys}
     say = lambda text: console.print(escape(text), highlight=False)  # noqa: E731

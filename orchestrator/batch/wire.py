@@ -16,7 +16,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from orchestrator.batch.api import BatchAPI, BatchLimits, Item, Unconfirmed
+from orchestrator.batch.api import BatchLimits, Item, Unconfirmed
 from orchestrator.providers.errors import RateLimited, Transient
 from orchestrator.providers.http import HTTPProvider
 
@@ -204,21 +204,3 @@ class BatchClient:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
-
-
-def batch_api(provider: HTTPProvider) -> BatchAPI:
-    """The batch client of the provider's protocol (openai, anthropic, gemini)."""
-    kind = provider.model.provider
-    if kind == "openai":
-        from orchestrator.batch.openai import OpenAIBatch
-
-        return OpenAIBatch(provider)  # type: ignore[arg-type]
-    if kind == "anthropic":
-        from orchestrator.batch.anthropic import AnthropicBatch
-
-        return AnthropicBatch(provider)  # type: ignore[arg-type]
-    if kind == "gemini":
-        from orchestrator.batch.gemini import GeminiBatch
-
-        return GeminiBatch(provider)  # type: ignore[arg-type]
-    raise ValueError(f"provider '{kind}' has no batch API")

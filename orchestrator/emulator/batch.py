@@ -24,18 +24,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from orchestrator.emulator.batch_http import hex_id
-from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI
+from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, echoed
 
 if TYPE_CHECKING:
     from orchestrator.emulator.server import Emulator
-
-
-def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
-    from orchestrator.emulator.server import (
-        echoed as quote,  # server.py imports this module
-    )
-
-    return quote(body, key)
 
 
 DAY_S = 24 * 3600.0

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from orchestrator.emulator.batch import Job, Jobs, echoed
+from orchestrator.emulator.batch import Job, Jobs
 from orchestrator.emulator.batch_anthropic import AnthropicRoutes
 from orchestrator.emulator.batch_gemini import GeminiRoutes
 from orchestrator.emulator.batch_http import Problem, answer
 from orchestrator.emulator.batch_openai import OpenAIRoutes
-from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, bearer, google_key
+from orchestrator.emulator.protocols import Anthropic, Gemini, OpenAI, bearer, echoed, google_key
 
 if TYPE_CHECKING:
     from orchestrator.emulator.server import Emulator

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 
@@ -321,3 +322,15 @@ class Gemini:
 
 Protocol = OpenAI | Anthropic | Gemini
 PROTOCOLS: tuple[Protocol, ...] = (OpenAI(), OpenAICompletions(), Anthropic(), Gemini())
+
+
+def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """The error body with the request's key in its message, placed so that a client quoting the
+    body's first 300 characters cuts the key in two: a leak test must see a cut key scrubbed."""
+    error = body["error"]
+    message, marker = error["message"], "KEY-GOES-HERE"
+    error["message"] = f"{message} (sent key={marker})"
+    at = orjson.dumps(body).decode().index(marker)
+    pad = "." * max(0, 300 - len(key) // 2 - at)
+    error["message"] = f"{message} {pad}(sent key={key})"
+    return body

@@ -21,7 +21,7 @@ from orchestrator.emulator.answers import answer, echo_logprobs, tokens
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.emulator.batch_routes import BatchRoutes
 from orchestrator.emulator.limits import Window
-from orchestrator.emulator.protocols import PROTOCOLS, Call, Protocol
+from orchestrator.emulator.protocols import PROTOCOLS, Call, Protocol, echoed
 
 
 @dataclass
@@ -90,18 +90,6 @@ class Log:
     batch_submitted: Counter = field(default_factory=Counter)
     batch_items: Counter = field(default_factory=Counter)
     batch_calls: Counter = field(default_factory=Counter)
-
-
-def echoed(body: dict[str, Any], key: str) -> dict[str, Any]:
-    """The error body with the request's key in its message, placed so that a client quoting the
-    body's first 300 characters cuts the key in two: a leak test must see a cut key scrubbed."""
-    error = body["error"]
-    message, marker = error["message"], "KEY-GOES-HERE"
-    error["message"] = f"{message} (sent key={marker})"
-    at = orjson.dumps(body).decode().index(marker)
-    pad = "." * max(0, 300 - len(key) // 2 - at)
-    error["message"] = f"{message} {pad}(sent key={key})"
-    return body
 
 
 class Emulator:

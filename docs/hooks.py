@@ -352,15 +352,35 @@ def generated_schemas() -> dict[Path, str]:
     return out
 
 
+def generated_pages() -> dict[Path, str]:
+    """docs/cli.md and docs/config-reference.md with their generated blocks filled, so the pages
+    read whole in the repository too (the site regenerates the same blocks when built)."""
+    out = {}
+    for name in ("cli.md", "config-reference.md"):
+        path = ROOT / "docs" / name
+        text = path.read_text()
+        out[path] = GENERATED.sub(
+            lambda m: (
+                f"<!-- begin generated: {m.group(1)} -->\n{MAKERS[m.group(1)]().rstrip()}"
+                "\n<!-- end generated -->"
+            ),
+            text,
+        )
+    return out
+
+
+def _wanted() -> dict[Path, str]:
+    return {**generated_schemas(), **synced_readmes(), **generated_pages()}
+
+
 def out_of_sync() -> list[Path]:
     """The repository files whose generated content is stale."""
-    wanted = {**generated_schemas(), **synced_readmes()}
-    return [p for p, text in wanted.items() if not p.is_file() or p.read_text() != text]
+    return [p for p, text in _wanted().items() if not p.is_file() or p.read_text() != text]
 
 
 def write() -> list[Path]:
     stale = out_of_sync()
-    for path, text in {**generated_schemas(), **synced_readmes()}.items():
+    for path, text in _wanted().items():
         if path in stale:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)

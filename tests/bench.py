@@ -396,7 +396,7 @@ def bench_rate_control() -> None:
         )
 
 
-def bench_bsi_analysis() -> None:
+def bench_bias_strength_analysis() -> None:
     """The full 11-bias analysis at the paper's scale: 11 biases x 5 variants x 4 strategies x
     8 models x 100 samples per condition (352,000 records), 10,000 bootstrap resamples."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -495,7 +495,7 @@ def main() -> None:
         ("engine", bench_engine_throughput),
         ("rate", bench_rate_control),
         ("analysis", bench_analysis),
-        ("bsi", bench_bsi_analysis),
+        ("bias-strength", bench_bias_strength_analysis),
         ("local", bench_local_model),
         ("scoring", bench_scoring),
         ("nightly", bench_nightly),

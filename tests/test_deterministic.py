@@ -113,7 +113,9 @@ def test_twenty_identical_draws_at_temperature_0_get_no_ci_or_p(tmp_path, monkey
     assert text.count("deterministic answers at T=0") == 6
     # the published record format is unchanged: every exported record still validates
     assert CliRunner().invoke(app, ["export", str(outcome.run_dir)]).exit_code == 0
-    schema = json.loads((ROOT / "tests" / "data" / "ai-benchmark-results.schema.json").read_text())
+    schema = json.loads(
+        (ROOT / "docs" / "schemas" / "ai-benchmark-results.schema.json").read_text()
+    )
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     files = sorted((outcome.run_dir / "export" / "ai-benchmark").glob("*.ndjson"))
     assert len(files) == 3

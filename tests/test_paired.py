@@ -15,7 +15,7 @@ from orchestrator.cli import app
 from orchestrator.session import load_job
 from tests.conftest import ROOT, write_config
 
-SCHEMA = json.loads((ROOT / "tests" / "data" / "ai-benchmark-results.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "ai-benchmark-results.schema.json").read_text())
 
 
 def test_contracts_are_inferred_from_the_published_prompts():

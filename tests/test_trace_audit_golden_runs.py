@@ -33,12 +33,12 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("golden")
     return {
         name: audit_run(tmp, f"{name}.toml")
-        for name in ("audit-golden-simulated", "audit-golden-regressed")
+        for name in ("trace-audit-golden-simulated", "trace-audit-golden-regressed")
     }
 
 
 def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
-    run = runs["audit-golden-simulated"]
+    run = runs["trace-audit-golden-simulated"]
     done = cli("calibrate", str(run), cwd=run)
     assert done.returncode == 0, done.stderr
     import polars as pl
@@ -58,22 +58,22 @@ def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
 def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regression(runs):
     same = cli(
         "audit-gate",
-        str(runs["audit-golden-simulated"]),
+        str(runs["trace-audit-golden-simulated"]),
         "--baseline",
-        str(runs["audit-golden-simulated"]),
-        cwd=runs["audit-golden-simulated"],
+        str(runs["trace-audit-golden-simulated"]),
+        cwd=runs["trace-audit-golden-simulated"],
     )
     assert same.returncode == 0, same.stdout + same.stderr
     worse = cli(
         "audit-gate",
-        str(runs["audit-golden-regressed"]),
+        str(runs["trace-audit-golden-regressed"]),
         "--baseline",
-        str(runs["audit-golden-simulated"]),
-        cwd=runs["audit-golden-simulated"],
+        str(runs["trace-audit-golden-simulated"]),
+        cwd=runs["trace-audit-golden-simulated"],
     )
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "Anchoring" in worse.stdout and "FAIL" in worse.stdout
-    gate = orjson.loads((runs["audit-golden-regressed"] / "gate.json").read_bytes())
+    gate = orjson.loads((runs["trace-audit-golden-regressed"] / "gate.json").read_bytes())
     assert {m["bias"] for m in gate["missed"]} == {"Anchoring"} and len(gate["missed"]) >= 10
 
 
@@ -102,7 +102,7 @@ def test_calibrate_refuses_an_audit_without_reference_labels(tmp_path):
 
 
 def test_review_in_the_terminal_stores_determinations_and_resumes(runs):
-    run = runs["audit-golden-regressed"]
+    run = runs["trace-audit-golden-regressed"]
     lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
     flagged = sum(r["response"]["disposition"] in ("flagged", "escalated") for r in lines)
     one = "b2\nn\nn4\nu\nlooks anchored\n"
@@ -138,11 +138,15 @@ def test_the_gate_fails_a_run_that_lacks_baseline_traces(runs, tmp_path):
     import shutil
 
     partial = tmp_path / "partial"
-    shutil.copytree(runs["audit-golden-simulated"], partial)
+    shutil.copytree(runs["trace-audit-golden-simulated"], partial)
     lines = (partial / "results.ndjson").read_bytes().splitlines(keepends=True)
     (partial / "results.ndjson").write_bytes(b"".join(lines[:-3]))  # an unfinished run
     done = cli(
-        "audit-gate", str(partial), "--baseline", str(runs["audit-golden-simulated"]), cwd=tmp_path
+        "audit-gate",
+        str(partial),
+        "--baseline",
+        str(runs["trace-audit-golden-simulated"]),
+        cwd=tmp_path,
     )
     assert (
         done.returncode == 1

@@ -12,23 +12,11 @@ from typer.testing import CliRunner
 from orchestrator import __version__
 from orchestrator.cli import app
 from orchestrator.formats import EXPORT_FORMAT, RUN_FORMAT
-from tests.conftest import run_quietly, write_config
+from tests.test_run_folder import _run as simulated_run
 
 
 def _run(tmp_path):
-    cfg = write_config(
-        tmp_path,
-        f"""
-        name = "f"
-        jobs = ["paired"]
-        samples = 2
-        output_dir = "{tmp_path / "runs"}"
-        [[models]]
-        provider = "simulated"
-        name = "m"
-        """,
-    )
-    return run_quietly(cfg).run_dir
+    return simulated_run(tmp_path)[1]
 
 
 def test_records_and_manifest_carry_the_run_format(tmp_path):

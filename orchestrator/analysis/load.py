@@ -10,11 +10,11 @@ import polars as pl
 
 from orchestrator.analysis.names import model_names
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.snapshot import Readable
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key, is_deterministic
-from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 
 # Only what analysis reads; everything else in a record is skipped by the scanner.
@@ -70,16 +70,7 @@ def open_run(path: Path) -> Run:
     naming it; a torn last line is left out, and said so): polars alone would skip some bad
     lines without a word and stop at others with no line number. Nothing is written."""
     manifest = RunStore(path).read_manifest()
-    if "jobs" not in manifest:
-        raise UserError(
-            "this run's manifest has no job definitions (made by an older version)",
-            file=str(path / "manifest.json"),
-            fix="re-run the campaign with this version",
-        )
-    jobs = {
-        k: validate(Job, v, path / "manifest.json", ("jobs", k))
-        for k, v in manifest["jobs"].items()
-    }
+    jobs = manifest_jobs(manifest, path)
     results = path / RESULTS
     check_results_path(results)
     if not results.exists():

@@ -34,18 +34,13 @@ def campaign_of_run(run_dir: Path, studies: Sequence[JobReader] = ()) -> Campaig
     the jobs themselves."""
     manifest = RunStore(run_dir).read_manifest()
     where = run_dir / "manifest.json"
-    if "jobs" not in manifest and not studies:
-        raise UserError(
-            "this run's manifest has no job definitions (made by an older version)",
-            file=str(where),
-            fix="re-run the campaign with this version",
-        )
     config = validate(CampaignConfig, manifest["config"], where)
+    # older manifests hold no jobs: the studies read the job files again
     jobs = (
-        [validate(Job, job, where, ("jobs", job_id)) for job_id, job in manifest["jobs"].items()]
-        if "jobs" in manifest
-        else None
-    )  # older manifests: read the job files again
+        None
+        if "jobs" not in manifest and studies
+        else list(manifest_jobs(manifest, run_dir).values())
+    )
     source = Path(manifest["configPath"]) if manifest.get("configPath") else None
     campaign = build_campaign(
         config, source if source and source.exists() else None, jobs, studies=studies
@@ -53,6 +48,19 @@ def campaign_of_run(run_dir: Path, studies: Sequence[JobReader] = ()) -> Campaig
     campaign.run_dir = run_dir
     campaign.nightly = bool(manifest.get("namedByDate"))
     return campaign
+
+
+def manifest_jobs(manifest: dict[str, Any], run_dir: Path) -> dict[str, Job]:
+    """The job definitions a run's manifest holds, validated; refused for a manifest from before
+    manifests held them."""
+    where = run_dir / "manifest.json"
+    if "jobs" not in manifest:
+        raise UserError(
+            "this run's manifest has no job definitions (made by an older version)",
+            file=str(where),
+            fix="re-run the campaign with this version",
+        )
+    return {k: validate(Job, v, where, ("jobs", k)) for k, v in manifest["jobs"].items()}
 
 
 def manifest_for(campaign: Campaign, plan: Plan) -> dict[str, Any]:

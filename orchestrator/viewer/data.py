@@ -19,11 +19,11 @@ import orjson
 import polars as pl
 
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key
-from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Job
 from orchestrator.studies import registered
 from orchestrator.viewer.cells import CELL_FIELDS, Cells
@@ -155,16 +155,7 @@ class RunData:
     def open(cls, path: Path) -> RunData:
         """A run folder, refused (UserError) when it is not one: nothing is written."""
         manifest = RunStore(path).read_manifest()
-        if "jobs" not in manifest:
-            raise UserError(
-                "this run's manifest has no job definitions (made by an older version)",
-                file=str(path / "manifest.json"),
-                fix="re-run the campaign with this version",
-            )
-        jobs = {
-            k: validate(Job, v, path / "manifest.json", ("jobs", k))
-            for k, v in manifest["jobs"].items()
-        }
+        jobs = manifest_jobs(manifest, path)
         check_results_path(path / RESULTS)
         return cls(path, manifest, jobs, Cells(path))
 

@@ -272,6 +272,7 @@ PLANTED = {
     "Decoy Cheaper": 0.7 - 0.5,
     "Decoy Expensive": 0.7 - 0.5,
     "Certainty": 0.75 - 0.25,
+    "Certainty (shared styles)": 0.75 - 0.25,
     "Belief Valid": 0.8 - 0.5,
     "Belief Invalid": 0.2 - 0.5,
 }
@@ -334,6 +335,7 @@ def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
                 "Decoy Cheaper": 2592,
                 "Decoy Expensive": 2592,
                 "Certainty": 504,
+                "Certainty (shared styles)": 336,  # the "for certain" style left out
                 "Belief Valid": 168,
                 "Belief Invalid": 168,
             }[name]

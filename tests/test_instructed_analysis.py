@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
+from scipy import stats
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
@@ -25,7 +26,14 @@ from tests.conftest import ROOT, run_quietly, write_config
 
 JOB = load_job(ROOT / "jobs" / "instructed.json")
 RAW_JOB = orjson.loads((ROOT / "jobs" / "instructed.json").read_bytes())
-SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
+SCORES = (
+    "Decoy Cheaper",
+    "Decoy Expensive",
+    "Certainty",
+    "Certainty (shared styles)",
+    "Belief Valid",
+    "Belief Invalid",
+)
 PRODUCTS = ["decoy-frying-pan", "decoy-phone", "decoy-car", "decoy-real-estate"]
 # per product: (the target's share with the decoy, the cheaper option's share in the pair alone)
 DECOY = dict(zip(PRODUCTS, [(0.5, 0.5), (0.6, 0.5), (0.7, 0.4), (0.8, 0.3)], strict=True))
@@ -56,8 +64,9 @@ def scores_of(slug: str, cond: int, item: dict) -> list[tuple[str, str]]:
         if cond == 0:
             return [("Decoy Cheaper", "cheaper"), ("Decoy Expensive", "expensive")]
         return [("Decoy Cheaper" if item["side"] == "cheaper" else "Decoy Expensive", "target")]
-    if slug == "certainty":
-        return [("Certainty", "safe")]
+    if slug == "certainty":  # the "words" style is in treatment only
+        shared = [("Certainty (shared styles)", "safe")] if item["style"] != "words" else []
+        return [("Certainty", "safe"), *shared]
     if cond == 0 or item["believable"] == (item["form"] == "valid"):
         return [("Belief Valid" if item["form"] == "valid" else "Belief Invalid", item["form"])]
     return []
@@ -200,7 +209,8 @@ def test_the_planted_bias_scores_are_recovered(tables):
     for r in rows:
         close(r, "bias_score", want(model_of(r))[(r["score"],)]["bias_score"], r["se"])
         assert r["ci_low"] < r["bias_score"] < r["ci_high"] and r["mode"] == "generate"
-        assert r["df"] == r["n_treatment"] + r["n_control"] - 2
+        assert r["t_df"] == r["n_treatment"] + r["n_control"] - 2
+        assert r["interval"] == f"CR2 t over {r['cells']} value cells"
     by_score = {r["score"]: r for r in rows if model_of(r) == "tuned"}
     assert by_score["Certainty"]["ci_low"] > 0.3 and by_score["Belief Invalid"]["ci_high"] < 0
     assert by_score["Certainty"]["p_t"] < 1e-20 and by_score["Decoy Cheaper"]["p_t"] < 1e-20
@@ -226,7 +236,7 @@ def test_the_attraction_measure_does_not_move_with_the_number_of_options(tables)
         if model_of(r) == "base":
             assert planted["bias_score"] == pytest.approx(-1 / 6) and planted["attraction"] == 0
             assert r["ci_high"] < 0 < r["attraction_ci_high"] and r["attraction_ci_low"] < 0
-            assert r["attraction_p"] > 0.001 and r["p"] < 1e-6
+            assert r["attraction_p"] > 0.001 and r["p"] < 1e-4
 
 
 def test_the_per_product_decoy_scores_are_recovered(tables):
@@ -299,8 +309,11 @@ def test_the_difference_in_differences_is_the_first_model_minus_the_second(table
     for r in rows:
         a, b = scores[("base", r["score"])], scores[("tuned", r["score"])]
         assert r["did"] == pytest.approx(a["bias_score"] - b["bias_score"])
-        se = math.hypot(a["se_adjusted"], b["se_adjusted"])
-        assert (r["ci_high"] - r["ci_low"]) / 2 == pytest.approx(1.959964 * se, rel=1e-6)
+        assert r["cells"] == a["cells"] and r["ci_low"] < r["did"] < r["ci_high"]
+        # the two models' answers are independent here: the variances add, near enough
+        se = math.hypot(a["se"], b["se"])
+        half = stats.t.ppf(0.975, r["df"])  # 7 prize rows for certainty: t with 6 df
+        assert (r["ci_high"] - r["ci_low"]) / (2 * half) == pytest.approx(se, rel=0.15)
         close(
             r,
             "did",
@@ -308,7 +321,9 @@ def test_the_difference_in_differences_is_the_first_model_minus_the_second(table
             se,
         )
     by_score = {r["score"]: r for r in rows}
-    assert by_score["Certainty"]["did"] < 0 and by_score["Certainty"]["p"] < 1e-10  # planted -0.5
+    assert (
+        by_score["Certainty"]["did"] < 0 and by_score["Certainty"]["p"] < 1e-3
+    )  # planted -0.5, 7 prize rows
     assert (
         by_score["Belief Valid"]["ci_high"] < 0 < by_score["Belief Invalid"]["ci_low"]
     )  # -0.3, +0.3
@@ -342,7 +357,11 @@ def test_the_figures_show_the_tables_values(tables):
 
     scores = pl.DataFrame(tables["scores"])
     bars = scores_figure(scores).axes[0].patches
-    assert [b.get_height() for b in bars] == pytest.approx(scores["bias_score"].to_list())
+    shown = [
+        r["attraction"] if r["score"].startswith("Decoy") else r["bias_score"]
+        for r in tables["scores"]
+    ]
+    assert [b.get_height() for b in bars] == pytest.approx(shown)  # the decoy: attraction
     pairs = pl.DataFrame(tables["pairs"])
     fig = gap_figure(pairs)
     assert [ax.get_title() for ax in fig.axes] == [p.removeprefix("decoy-") for p in PRODUCTS]

@@ -130,7 +130,7 @@ def test_the_exported_answers_reproduce_the_analysis_and_its_t_test(run_dir, exp
             r["hits_control"],
         )
         ref = stats.ttest_ind(treatment, control, equal_var=True)
-        assert (r["t"], r["p_t"], r["df"]) == (
+        assert (r["t"], r["p_t"], r["t_df"]) == (
             pytest.approx(ref.statistic, rel=1e-9),
             pytest.approx(ref.pvalue, rel=1e-8),
             ref.df,

@@ -1,7 +1,8 @@
-"""The Instructed to Bias statistics on known data: the Student t-test against scipy, the Wald
-error and the difference-in-differences against statsmodels, and the false-positive rates of
-the t-test and of the difference-in-differences under the null, run through the same table
-code as the analysis (analysis.score_tests, compare.differences)."""
+"""The Instructed to Bias statistics on known data: the Student t-test against scipy (and
+Fisher's exact test where t is infinite), the test over value cells against the CR2 of its
+definition and against Welch's t, its level and power on clustered answers, the exact p where
+every answer of an arm is alike, and the attraction measure. The content-driven nulls through
+the whole table code are in test_instructed_null.py."""
 
 from __future__ import annotations
 
@@ -9,15 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
-from statsmodels.stats.proportion import confint_proportions_2indep
 
-from orchestrator.studies.instructed.analysis import score_tests
-from orchestrator.studies.instructed.compare import differences
-from orchestrator.studies.instructed.inference import difference, share_difference_se, student
-
-REPS = (
-    4000  # the false-positive rate's standard error is 0.0034: a doubled rate (0.10) is 15 SEs out
-)
+from orchestrator.studies.instructed.analysis import cell_tests, score_tests
+from orchestrator.studies.instructed.inference import ALIKE, TWO_MODELS, clustered, student
+from tests.test_random_effects import _cr2_direct
 
 
 def zero_one(count: int, n: int) -> np.ndarray:
@@ -47,107 +43,107 @@ def test_the_t_test_is_vectorised_and_says_when_there_is_no_test():
     t, df, p = student([5, 4, 4, 3, 0], [10, 4, 4, 0, 1], [2, 0, 4, 1, 0], [10, 4, 4, 5, 1])
     ref = stats.ttest_ind(zero_one(5, 10), zero_one(2, 10))
     assert t[0] == pytest.approx(ref.statistic) and p[0] == pytest.approx(ref.pvalue)
-    assert t[1] == np.inf and p[1] == 0.0  # all targets against none: scipy says the same
+    # all targets against none: no t, and Fisher's exact p rather than scipy's t-test p of 0
+    assert np.isnan(t[1]) and p[1] == pytest.approx(stats.fisher_exact([[4, 0], [0, 4]]).pvalue)
     assert np.isnan(t[2]) and np.isnan(p[2])  # the same constant answers: nothing to test
     assert np.isnan(t[3]) and np.isnan(df[3])  # an empty condition
     assert np.isnan(p[4])  # one answer each: no degree of freedom
 
 
-def test_the_wald_error_and_the_difference_match_statsmodels():
-    se = share_difference_se(95, 168, 152, 336)
-    low, high = confint_proportions_2indep(95, 168, 152, 336, method="wald", compare="diff")
-    assert 1.959964 * se == pytest.approx((high - low) / 2, rel=1e-6)
-    did, lo, hi, p = difference(0.30, 0.04, 0.10, 0.03)
-    assert did == pytest.approx(0.2) and hi - did == pytest.approx(stats.norm.ppf(0.975) * 0.05)
-    assert p == pytest.approx(2 * stats.norm.sf(0.2 / 0.05))
-    assert np.isnan(difference(0.5, 0.0, 0.5, 0.0)[3])  # exact scores: no test
+def test_constant_samples_get_a_p_a_reader_can_use():
+    """11/11 against 0/10: scipy's t-test says p = 0; Fisher says 1 in 352,716."""
+    assert stats.ttest_ind(zero_one(11, 11), zero_one(0, 10)).pvalue == 0
+    _, _, p = student(11, 11, 0, 10)
+    assert float(p) == pytest.approx(1 / 352_716, rel=1e-9)  # 1 / C(21, 11)
+    # over value cells: 4 cells, each all target in treatment and none in control: the exact
+    # randomisation p of 4 sign flips, 2 / 16
+    test = clustered([[3, 3], [2, 3], [3, 2], [2, 3]], [[0, 3], [0, 3], [0, 2], [0, 3]])
+    assert test["estimate"] == 1 and test["p"] == pytest.approx(2 / 16)
+    assert test["note"] == ALIKE and np.isnan(test["ci_low"])
 
 
-def test_the_agresti_caffo_error_matches_statsmodels_and_is_never_zero():
-    se = share_difference_se(95, 168, 152, 336, add=1)
-    low, high = confint_proportions_2indep(
-        95, 168, 152, 336, method="agresti-caffo", compare="diff"
+def _expand(counts: np.ndarray, hits: np.ndarray):
+    """The 0/1 answers, their arm and their cell, from counts and hits per cell and arm."""
+    y, arm, cell = [], [], []
+    for j, (ns, ks) in enumerate(zip(counts, hits, strict=True)):
+        for a, (n, k) in enumerate(zip(ns, ks, strict=True)):
+            y += [1.0] * k + [0.0] * (n - k)
+            arm += [a] * n
+            cell += [j] * n
+    return np.array(y), np.array(arm), np.array(cell)
+
+
+def test_the_test_over_cells_is_the_cr2_of_its_definition_with_one_arm_cells():
+    counts = np.array([[7, 4], [3, 0], [0, 9], [5, 5], [8, 2], [0, 3]])
+    hits = np.array([[3, 3], [1, 0], [0, 6], [2, 4], [3, 1], [0, 1]])
+    y, arm, cell = _expand(counts, hits)
+    x = np.column_stack([np.ones_like(y), arm])
+    beta = np.linalg.lstsq(x, y, rcond=None)[0]
+    variance, df = _cr2_direct(x, y, np.ones_like(y), x @ beta, cell, np.array([0.0, 1.0]))
+    test = clustered(counts, hits)
+    assert test["estimate"] == pytest.approx(beta[1])
+    assert test["se"] ** 2 == pytest.approx(variance, rel=1e-9)
+    assert test["df"] == pytest.approx(df, rel=1e-9)
+    half = stats.t.ppf(0.975, df) * np.sqrt(variance)
+    assert test["ci_high"] - test["estimate"] == pytest.approx(half, rel=1e-9)
+
+
+def test_one_answer_per_cell_is_welchs_t_test():
+    """CR2 with singleton clusters is HC2, whose variance for a difference of means is Welch's."""
+    rng = np.random.default_rng(3)
+    a, b = rng.binomial(1, 0.3, 17), rng.binomial(1, 0.6, 23)
+    counts = np.r_[np.c_[np.ones(17), np.zeros(17)], np.c_[np.zeros(23), np.ones(23)]]
+    hits = np.r_[np.c_[a, np.zeros(17)], np.c_[np.zeros(23), b]]
+    test = clustered(counts, hits)
+    ref = stats.ttest_ind(b, a, equal_var=False)
+    assert test["estimate"] / test["se"] == pytest.approx(ref.statistic, rel=1e-9)
+
+
+def test_the_difference_between_two_models_is_the_cr2_of_its_definition():
+    rng = np.random.default_rng(4)
+    counts = rng.integers(2, 6, (9, 4))
+    hits = rng.binomial(counts, [0.3, 0.6, 0.4, 0.5])
+    y, group, cell = _expand(counts, hits)
+    x = TWO_MODELS[group]
+    beta = np.linalg.lstsq(x, y, rcond=None)[0]
+    contrast = np.array([0.0, 0.0, 0.0, -1.0])
+    variance, df = _cr2_direct(x, y, np.ones_like(y), x @ beta, cell, contrast)
+    test = clustered(counts, hits, TWO_MODELS, contrast)
+    assert test["estimate"] == pytest.approx(-beta[3])
+    assert (test["se"] ** 2, test["df"]) == (
+        pytest.approx(variance, rel=1e-9),
+        pytest.approx(df, rel=1e-9),
     )
-    assert 1.959964 * se == pytest.approx((high - low) / 2, rel=1e-6)
-    assert share_difference_se(11, 11, 10, 10) == 0  # Wald: all answers alike claim no error
-    assert share_difference_se(11, 11, 10, 10, add=1) > 0.1
 
 
-def test_two_models_answering_every_item_alike_get_an_interval_not_zero_width():
-    """Both models choose the target in every treatment and control answer (n = 11 and 10, as
-    a small local run gives): their difference is 0, but not known to be exactly 0."""
-    row = {
-        "strategy": "baseline",
-        "score": "Belief Valid",
-        "hits_treatment": 11,
-        "n_treatment": 11,
-        "hits_control": 10,
-        "n_control": 10,
-        "n_decoy_treatment": 0,
-    }
-    wide = pl.DataFrame([{**row, "modelKey": k, "model": k} for k in ("a", "b")])
-    (did,) = differences(score_tests(wide)).iter_rows(named=True)
-    assert did["did"] == 0 and did["ci_low"] < -0.2 and did["ci_high"] > 0.2 and did["p"] == 1
+def _clustered_sample(rng, cells: int, shift: float, spread: float = 1.0):
+    """Answers of `cells` value cells of 12 prompts per arm, each cell with its own share (a
+    logit drawn with sd `spread`): the prompts of a cell agree more than chance."""
+    base = rng.normal(0, spread, cells)
+    share = 1 / (1 + np.exp(-np.c_[base, base + shift]))
+    counts = np.full((cells, 2), 12)
+    return counts, rng.binomial(counts, share)
 
 
-def _wide(rng, n_t: int, p_t: float, n_c: int, p_c: float, reps: int = REPS) -> pl.DataFrame:
-    """`reps` independent treatment/control samples as the analysis counts them."""
-    hits_t, hits_c = rng.binomial(n_t, p_t, reps), rng.binomial(n_c, p_c, reps)
-    return pl.DataFrame(
-        {
-            "score": [f"s{i}" for i in range(reps)],
-            "hits_treatment": hits_t,
-            "n_treatment": np.full(reps, n_t),
-            "n_decoy_treatment": np.zeros(reps, int),
-            "hits_control": hits_c,
-            "n_control": np.full(reps, n_c),
-        }
-    )
-
-
-@pytest.mark.parametrize(
-    ("n_t", "n_c", "share"), [(2592, 432, 0.5), (504, 336, 0.3), (168, 336, 0.8)]
-)
-def test_the_t_test_holds_its_level_under_the_null(n_t, n_c, share):
-    """The study's own sample sizes (decoy, certainty, belief), equal shares in both conditions."""
-    table = score_tests(_wide(np.random.default_rng(7), n_t, share, n_c, share))
-    rate = (table["p_t"] < 0.05).mean()
+@pytest.mark.parametrize("cells", [12, 28])
+def test_the_test_over_cells_holds_its_level_when_prompts_of_a_cell_agree(cells):
+    """2,000 replications: the rate's standard error is 0.005, a rate of 0.10 is 10 SEs out."""
+    rng = np.random.default_rng(cells)
+    ps = np.array([clustered(*_clustered_sample(rng, cells, 0.0))["p"] for _ in range(2000)])
+    rate = float(np.mean(ps < 0.05))
     assert 0.035 < rate < 0.065, rate
-    newcombe_rate = ((table["ci_low"] > 0) | (table["ci_high"] < 0)).mean()
-    assert 0.035 < newcombe_rate < 0.065, newcombe_rate
 
 
-def _scores(wide: pl.DataFrame, key: str) -> pl.DataFrame:
-    return score_tests(wide).with_columns(
-        modelKey=pl.lit(key), model=pl.lit(key), strategy=pl.lit("baseline")
-    )
+def test_the_test_over_cells_finds_a_planted_effect():
+    rng = np.random.default_rng(9)
+    ps = np.array([clustered(*_clustered_sample(rng, 28, 1.0))["p"] for _ in range(300)])
+    assert np.mean(ps < 0.05) > 0.9
 
 
-@pytest.mark.parametrize(("a", "b"), [((0.6, 0.4), (0.45, 0.25)), ((0.34, 0.5), (0.2, 0.36))])
-def test_the_difference_in_differences_holds_its_level_under_the_null(a, b):
-    """Two models with the same bias score (0.2, or the -0.16 of a decoy), each from its own
-    shares: the difference is called in about 5% of replications, not more, not fewer."""
-    rng = np.random.default_rng(11)
-    first, second = (
-        _scores(_wide(rng, 2592, t, 432, c), key) for (t, c), key in ((a, "m1"), (b, "m2"))
-    )
-    did = differences(pl.concat([first, second]))
-    assert did.height == REPS and did["model_a"].unique().to_list() == ["m1"]
-    rate = (did["p"] < 0.05).mean()
-    assert 0.035 < rate < 0.065, rate
-    covered = ((did["ci_low"] <= 0) & (did["ci_high"] >= 0)).mean()
-    assert 0.935 < covered < 0.965, covered
-
-
-def test_the_difference_in_differences_finds_a_planted_difference():
-    rng = np.random.default_rng(12)
-    first = _scores(_wide(rng, 2592, 0.7, 432, 0.5, reps=500), "m1")  # bias score 0.2
-    second = _scores(_wide(rng, 2592, 0.5, 432, 0.5, reps=500), "m2")  # none
-    did = differences(pl.concat([first, second]))
-    assert did["did"].mean() == pytest.approx(0.2, abs=0.01)
-    assert (did["p"] < 0.05).mean() > 0.95  # se 0.036: z = 5.5
-    covered = ((did["ci_low"] <= 0.2) & (did["ci_high"] >= 0.2)).mean()
-    assert 0.92 < covered < 0.98, covered
+def test_fewer_than_two_cells_give_no_test():
+    test = clustered([[4, 12]], [[2, 9]])
+    assert test["estimate"] == pytest.approx(0.25) and np.isnan(test["p"])
+    assert test["cells"] == 1 and test["note"]
 
 
 def test_the_attraction_measure_leaves_the_decoy_answers_out():
@@ -164,6 +160,30 @@ def test_the_attraction_measure_leaves_the_decoy_answers_out():
     r = score_tests(wide).to_dicts()
     assert r[0]["bias_score"] == pytest.approx(30 / 90 - 0.5)  # a random chooser: -1/6
     assert r[0]["attraction"] == pytest.approx(0.0, abs=1e-15)  # among target or competitor: none
-    ref = confint_proportions_2indep(30, 60, 20, 40, method="newcomb", compare="diff")
-    assert (r[0]["attraction_ci_low"], r[0]["attraction_ci_high"]) == pytest.approx(ref, abs=1e-10)
-    assert r[1]["attraction"] is None and r[1]["attraction_p"] is None  # not a decoy score
+    assert r[1]["attraction"] is None  # not a decoy score
+
+
+def test_the_attraction_test_counts_the_answers_that_chose_target_or_competitor():
+    """Per cell, treatment: n answers of which n_decoy chose the decoy; the attraction test is
+    the test over cells of hits among n - n_decoy."""
+    rows = []
+    rng = np.random.default_rng(5)
+    for j in range(6):
+        n_t, n_c = 12, 4
+        decoy = int(rng.integers(0, 5))
+        hits_t, hits_c = int(rng.integers(0, n_t - decoy + 1)), int(rng.integers(0, n_c + 1))
+        rows += [
+            ("Decoy Cheaper", f"c{j}", 1, n_t, hits_t, decoy),
+            ("Decoy Cheaper", f"c{j}", 0, n_c, hits_c, 0),
+        ]
+    counted = pl.DataFrame(
+        rows, orient="row", schema=["score", "cluster", "conditionIndex", "n", "hits", "n_decoy"]
+    ).with_columns(job=pl.lit("j"), experimentSlug=pl.lit("e"))
+    (row,) = cell_tests(counted, ["score"]).to_dicts()
+    pairs = counted.sort("cluster", "conditionIndex")
+    n = (pairs["n"] - pairs["n_decoy"]).to_numpy().reshape(6, 2)
+    k = pairs["hits"].to_numpy().reshape(6, 2)
+    want = clustered(n, k)
+    assert (row["attraction_ci_low"], row["attraction_p"]) == pytest.approx(
+        (want["ci_low"], want["p"])
+    )

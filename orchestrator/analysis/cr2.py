@@ -54,3 +54,45 @@ def cr2(info: np.ndarray, scores: np.ndarray, contrast: np.ndarray) -> tuple[flo
     cross = np.array(cross)
     s = np.diag(own) - cross @ bread @ cross.T
     return float(np.sum(np.square(adjusted))), float(np.trace(s) ** 2 / np.trace(s @ s))
+
+
+def cr2_cells(
+    counts: np.ndarray, sums: np.ndarray, design: np.ndarray, contrast: np.ndarray
+) -> tuple[float, float, float]:
+    """contrast'beta of a saturated linear model of group means (each answer's design row is
+    its group's), with its CR2 variance and Bell-McCaffrey df over clusters that may hold any
+    subset of the groups: (estimate, variance, df); variance and df are NaN where CR2 is
+    undefined (fewer than 2 clusters, or one cluster holding all of a group's answers).
+
+    counts, sums: (K, G) answers and the sum of their values per cluster and group; design:
+    (G, G) invertible. Why not `cr2`: a cluster holding one arm only (the belief study's
+    invented-word families, say) has a singular X_j'X_j. Within a cluster the design rows take
+    only G values, so every n_j x n_j matrix of the definition lives on the span of the group
+    indicators: with R_j = diag(sqrt(n_jg)) D (present groups) the hat block is Q R_j M R_j' Q'
+    and A_j X_j M c = Q (I - R_j M R_j')^(-1/2) R_j M c; the rest is as in `cr2`."""
+    counts, sums = np.asarray(counts, float), np.asarray(sums, float)
+    design, c = np.asarray(design, float), np.asarray(contrast, float)
+    totals = counts.sum(0)
+    means = np.divide(sums.sum(0), totals, out=np.zeros_like(totals), where=totals > 0)
+    estimate = float(c @ np.linalg.solve(design, means))
+    if len(counts) < 2 or (totals == 0).any():
+        return estimate, np.nan, np.nan
+    bread = np.linalg.inv(design.T @ (totals[:, None] * design))
+    mc = bread @ c
+    adjusted, cross, own = [], [], []
+    for n, s in zip(counts, sums, strict=True):
+        present = n > 0
+        root = np.sqrt(n[present])
+        r = root[:, None] * design[present]
+        values, vectors = np.linalg.eigh(np.eye(len(r)) - r @ bread @ r.T)
+        if values.min() < 1e-12:  # the cluster is all of some group: no residual to scale
+            return estimate, np.nan, np.nan
+        beta = (vectors * values**-0.5) @ vectors.T @ r @ mc
+        residual = (s[present] - n[present] * means[present]) / root  # e_j on the indicators
+        adjusted.append(beta @ residual)
+        cross.append(r.T @ beta)
+        own.append(beta @ beta)
+    cross = np.array(cross)
+    shape = np.diag(own) - cross @ bread @ cross.T
+    variance = float(np.sum(np.square(adjusted)))
+    return estimate, variance, float(np.trace(shape) ** 2 / np.trace(shape @ shape))

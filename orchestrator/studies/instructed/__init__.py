@@ -33,13 +33,13 @@ class Instructed(Study):
 
         if not self.has_jobs(run):
             return []
-        scores, products, pairs = all_scores(run, self.kind)
+        scores, products, pairs, cells = all_scores(run, self.kind)
         if not scores.height:
             return []
         outputs = [
             Output("instructed_scores", "scores", scores),
             Output("instructed_accuracy", "accuracy", belief_accuracy(run, self.kind)),
-            Output("instructed_did", "differences", differences(scores)),
+            Output("instructed_did", "differences", differences(scores, cells)),
             Output("instructed_products", "products", products),
             Output("instructed_price_gap", "pairs", pairs),
         ]
@@ -52,17 +52,29 @@ class Instructed(Study):
 
         if "instructed_scores" not in tables:
             return None
+        # Equation 1 takes 1/6 from a random chooser's decoy score (three options against two):
+        # what is compared across runs and studies is the attraction measure, which does not
+        decoy = pl.col("score").str.starts_with("Decoy")
+
+        def pick(column: str) -> pl.Expr:
+            return pl.when(decoy).then(pl.col(f"attraction_{column}")).otherwise(pl.col(column))
+
+        table = tables["instructed_scores"].with_columns(
+            pl.when(decoy).then(pl.lit("attraction")).otherwise(pl.lit("bias score")).alias("_m"),
+            pl.when(decoy).then(pl.col("attraction")).otherwise(pl.col("bias_score")).alias("_e"),
+            *(pick(c).alias(f"_{c}") for c in ("se", "df", "ci_low", "ci_high", "p")),
+        )
         return effect_rows(
-            tables["instructed_scores"],
+            table,
             self.kind,
-            "bias score",
+            pl.col("_m"),
             "score",
-            "bias_score",
-            "ci_low",
-            "ci_high",
-            p="p",
-            se=pl.coalesce("se_adjusted", "se"),
-            df="df",
+            "_e",
+            "_ci_low",
+            "_ci_high",
+            p="_p",
+            se="_se",
+            df="_df",
             n=pl.col("n_treatment") + pl.col("n_control"),
         )
 

@@ -4,11 +4,15 @@ per product (`product_scores`) and per decoy grid pair (`pair_scores`, the paper
 
 Which items and which target each score counts are in items.py. Shares are among parsed
 answers; parse failures and refusals are counted beside them (`unparsed_*`). Every score gets
-a Newcombe 95% CI with the pooled z-test's p, the paper's Student t-test (t, df, p_t) on the
-0/1 "chose the target" answers, and the Wald standard error (`se`) the model comparisons use.
-A decoy score also gets the attraction measure: the same difference among the answers that
-chose the target or the competitor (the decoy left out), since a third option alone lowers
-every option's share (from 1/2 to 1/3 for a respondent choosing at random).
+a 95% CI and p over value cells (inference.py `clustered`: the items built from the same
+values are one draw), beside the paper's Student t-test (t, t_df, p_t) on the 0/1 "chose the
+target" answers, which takes every prompt as independent. A decoy score also gets the
+attraction measure: the same difference among the answers that chose the target or the
+competitor (the decoy left out), since a third option alone lowers every option's share (from
+1/2 to 1/3 for a respondent choosing at random), tested the same way.
+
+A row with one value cell (a grid pair) has no test over items: its interval is Newcombe's
+over prompts (`interval` says which), to be read as a description of that cell.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import polars as pl
 from orchestrator.analysis.load import Run
 from orchestrator.analysis.stats import newcombe, zero
 from orchestrator.studies.instructed.answers import answers
-from orchestrator.studies.instructed.inference import share_difference_se, student
+from orchestrator.studies.instructed.inference import clustered, student
 from orchestrator.studies.instructed.items import ITEM_KEYS, SCORES, experiments, items_frame
 
 KEYS = ["modelKey", "strategy"]
 PAIR_KEYS = ["experimentSlug", "pair", "target_price", "competitor_price"]
+CELL_KEYS = ["job", "experimentSlug", "cluster"]
+COUNTS = ("n", "unparsed", "hits", "n_decoy")
 
 
 def scored_answers(run: Run, kind: str) -> pl.LazyFrame:
@@ -32,11 +38,12 @@ def scored_answers(run: Run, kind: str) -> pl.LazyFrame:
 
 
 def counts(joined: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
-    """Per model, strategy, score, the `by` columns and condition: parsed answers (n), the
-    target's count among them (hits), answers in the decoy (n_decoy), unparsed ones, and the
-    answer modes seen."""
+    """Per model, strategy, score, the `by` columns, value cell and condition: parsed answers
+    (n), the target's count among them (hits), answers in the decoy (n_decoy), unparsed ones,
+    and the answer modes seen."""
     ok = pl.col("status") == "ok"
-    return joined.group_by(*KEYS, "score", *by, "conditionIndex").agg(
+    cells = [c for c in CELL_KEYS if c not in by]
+    return joined.group_by(*KEYS, "score", *by, *cells, "conditionIndex").agg(
         n=ok.sum(),
         unparsed=(~ok).sum(),
         hits=(ok & (pl.col("role") == pl.col("target"))).sum(),
@@ -67,16 +74,65 @@ def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
+def _arms(cells: pl.DataFrame, count: str, hits: str = "hits") -> tuple[np.ndarray, np.ndarray]:
+    """(K, 2) answers and hits per value cell in control and treatment."""
+    arm = [pl.col("conditionIndex") == c for c in (0, 1)]
+    wide = cells.group_by(CELL_KEYS).agg(
+        *(pl.col(count).filter(a).sum().alias(f"n{i}") for i, a in enumerate(arm)),
+        *(pl.col(hits).filter(a).sum().alias(f"k{i}") for i, a in enumerate(arm)),
+    )
+    return wide.select("n0", "n1").to_numpy(), wide.select("k0", "k1").to_numpy()
+
+
+CELL_TESTS = {
+    "cells": pl.Int64,
+    "se": pl.Float64,
+    "df": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p": pl.Float64,
+    "note": pl.String,
+    "attraction_se": pl.Float64,
+    "attraction_df": pl.Float64,
+    "attraction_ci_low": pl.Float64,
+    "attraction_ci_high": pl.Float64,
+    "attraction_p": pl.Float64,
+}
+
+
+def cell_tests(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per row (`keys`): the bias score's and the attraction measure's tests over value cells."""
+    rows = []
+    for key, cells in counted.group_by(keys, maintain_order=True):
+        score = clustered(*_arms(cells, "n"))
+        row = dict(zip(keys, key, strict=True)) | {k: score[k] for k in CELL_TESTS if k in score}
+        if str(row["score"]).startswith("Decoy"):
+            pair = cells.with_columns(
+                pl.when(pl.col("conditionIndex") == 1)
+                .then(pl.col("n") - pl.col("n_decoy"))
+                .otherwise(pl.col("n"))
+                .alias("n_pair")
+            )
+            attraction = clustered(*_arms(pair, "n_pair"))
+            row |= {
+                f"attraction_{k}": attraction[k] for k in ("se", "df", "ci_low", "ci_high", "p")
+            }
+        rows.append(row)
+    schema = {k: counted.schema[k] for k in keys} | CELL_TESTS
+    return pl.DataFrame(rows, schema=schema, orient="row").fill_nan(None)
+
+
 def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
-    """Shares, Newcombe CI and z p, Student t, Wald se and the attraction measure of each row of
-    treatment (`*_treatment`) and control (`*_control`) counts."""
+    """Shares, the bias score, the paper's Student t, the attraction measure and the Newcombe CI
+    over prompts (`prompt_ci_*`) of each row of treatment (`*_treatment`) and control
+    (`*_control`) counts."""
     kt, nt = wide["hits_treatment"].to_numpy(), wide["n_treatment"].to_numpy()
     kc, nc = wide["hits_control"].to_numpy(), wide["n_control"].to_numpy()
-    diff, low, high, p = newcombe(kt, nt, kc, nc)
+    diff, low, high, _ = newcombe(kt, nt, kc, nc)
     t, df, p_t = student(kt, nt, kc, nc)
     decoy = wide["score"].str.starts_with("Decoy").to_numpy()
     pair_t = nt - wide["n_decoy_treatment"].to_numpy()
-    attraction = [np.where(decoy, x, np.nan) for x in newcombe(kt, pair_t, kc, nc)]
+    attraction = np.where(decoy, newcombe(kt, pair_t, kc, nc)[0], np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         share_t, share_c = kt / nt, kc / nc
     return (
@@ -84,21 +140,34 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
             pl.Series("share_treatment", share_t),
             pl.Series("share_control", share_c),
             pl.Series("bias_score", diff),
-            pl.Series("ci_low", low),
-            pl.Series("ci_high", high),
-            pl.Series("p", p),
-            pl.Series("se", share_difference_se(kt, nt, kc, nc)),
-            pl.Series("se_adjusted", share_difference_se(kt, nt, kc, nc, add=1)),
+            pl.Series("prompt_ci_low", low),
+            pl.Series("prompt_ci_high", high),
             pl.Series("t", t),
-            pl.Series("df", df),
+            pl.Series("t_df", df),
             pl.Series("p_t", p_t),
-            pl.Series("attraction", attraction[0]),
-            pl.Series("attraction_ci_low", attraction[1]),
-            pl.Series("attraction_ci_high", attraction[2]),
-            pl.Series("attraction_p", attraction[3]),
+            pl.Series("attraction", attraction),
         )
         .fill_nan(None)
         .with_columns(zero(pl.col(c)).alias(c) for c in ("bias_score", "attraction"))
+    )
+
+
+def with_cell_tests(table: pl.DataFrame, counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The tests over value cells joined on; where a row has fewer than two cells its interval
+    is the one over prompts, and `interval` says which a row has."""
+    tests = cell_tests(counted, keys)
+    over_cells = pl.col("ci_low").is_not_null()
+    return table.join(tests, on=keys, how="left").with_columns(
+        pl.when(over_cells)
+        .then(pl.format("CR2 t over {} value cells", pl.col("cells")))
+        .when(pl.col("p").is_not_null())
+        .then(pl.lit("exact, over value cells"))
+        .otherwise(pl.lit("Newcombe over prompts (one value cell)"))
+        .alias("interval"),
+        pl.coalesce("ci_low", pl.when(pl.col("cells") < 2).then("prompt_ci_low")).alias("ci_low"),
+        pl.coalesce("ci_high", pl.when(pl.col("cells") < 2).then("prompt_ci_high")).alias(
+            "ci_high"
+        ),
     )
 
 
@@ -112,8 +181,17 @@ def scored(
         counted = counts(scored_answers(run, kind), by).collect()
     if not counted.height:
         return pl.DataFrame()
-    table = score_tests(_wide(counted, [*KEYS, "score", *by]))
-    return ordered(table, run, kind, by)
+    return ordered(score_table(counted, by), run, kind, by)
+
+
+def score_table(counted: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The scores and their tests from the counts per value cell (`counts`)."""
+    keys = [*KEYS, "score", *by]
+    pooled = counted.group_by(*keys, "conditionIndex").agg(
+        *(pl.col(c).sum() for c in COUNTS),
+        pl.col("modes").list.explode(keep_nulls=False, empty_as_null=False).unique(),
+    )
+    return with_cell_tests(score_tests(_wide(pooled, keys)), counted, keys)
 
 
 def rank(column: str, order: list[str]) -> pl.Expr:
@@ -148,9 +226,10 @@ PRODUCT_KEYS = ["experimentSlug"]
 
 def all_scores(
     run: Run, kind: str = "instructed"
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """bias_scores, product_scores and pair_scores from one read of the results (polars runs
-    the three counts over one shared scan)."""
+    the three counts over one shared scan), and the counts per value cell behind the first
+    (which the differences between models are tested on)."""
     joined = scored_answers(run, kind)
     pooled, products, pairs = pl.collect_all(
         [counts(joined, by) for by in ([], PRODUCT_KEYS, PAIR_KEYS)]
@@ -159,6 +238,7 @@ def all_scores(
         bias_scores(run, kind, pooled),
         product_scores(run, kind, products),
         pair_scores(run, kind, pairs),
+        pooled,
     )
 
 

@@ -11,11 +11,17 @@ DEVIATIONS = (
         "expected to be reproduced to the digit on other items.",
     ),
     Deviation(
-        "Each score has a Newcombe 95% CI with the pooled z-test's p beside the paper's Student "
-        "t-test (t, df, p) on the 0/1 answers; every p is unadjusted, as in the paper.",
-        "The t-test on 0/1 answers is a large-sample approximation that says nothing about a "
-        "share near 0 or 1; Newcombe's interval keeps its level there. Both are shown so the "
-        "paper's test can be read as it reported it.",
+        "Each score's 95% CI and p are over value cells (the prompts built from the same values "
+        "in every template and option order): the pooled score with its CR2 cluster-robust "
+        "variance and a t reference with Bell-McCaffrey degrees of freedom; the paper's Student "
+        "t-test (t, df, p) on the 0/1 answers is shown beside it; every p is unadjusted, as in "
+        "the paper.",
+        "At T=0, and always when answers are scored, a model answering by content gives one "
+        "answer to every prompt of a value cell: they are one draw, and the t-test over prompts "
+        "called 20% of such nulls significant (the simulation in tests/test_instructed_null.py; "
+        "5% over value cells). Where every answer in each arm is alike, p is the exact "
+        "randomisation p over the cells, and the t-test's p is Fisher's exact test's, where "
+        "either would otherwise read 0.",
     ),
     Deviation(
         "Shares are among parsed answers; parse failures and refusals are counted beside them.",
@@ -31,17 +37,31 @@ DEVIATIONS = (
     ),
     Deviation(
         "The decoy scores also get the attraction measure: the target's share among target-or-"
-        "competitor answers, the decoy answers left out.",
+        "competitor answers, the decoy answers left out; the figure, the overview and run "
+        "comparisons show it in place of Equation 1, which stays the table's headline.",
         "Equation 1 sets a 3-option treatment against a 2-option control: a respondent choosing "
-        "at random scores 1/3 - 1/2 = -0.17 with no decoy effect at all.",
+        "at random scores 1/3 - 1/2 = -0.17 with no decoy effect at all (marked † in the "
+        "table).",
     ),
     Deviation(
-        "The difference-in-differences between two models takes their bias scores as "
-        "independent samples (Agresti-Caffo variances added, normal CI, z-test), for every pair "
-        "of models in the campaign's order.",
+        "The difference-in-differences between two models is tested over value cells like the "
+        "scores (CR2 on both models' answers, each cell holding both models in both arms), for "
+        "every pair of models in the campaign's order.",
         "The paper cites the method (Dimick and Ryan) without its variance. Both models answer "
-        "the same items, so item effects they share make this conservative, not liberal; the "
-        "Agresti-Caffo variance is not 0 where every answer of a condition is alike.",
+        "the same items: what their answers share through the items is taken in, where adding "
+        "two variances over prompts was not conservative (each took every prompt as a draw).",
+    ),
+    Deviation(
+        "Certainty pools every lottery style, one of which ('for certain') only treatment has; "
+        "Certainty (shared styles) gives the score on the styles both arms read beside it.",
+        "The sure prize is worded differently in that style, so the pooled score mixes a wording "
+        "the control never reads into the certainty effect.",
+    ),
+    Deviation(
+        "Each product's two decoys are of different kinds (a dearer copy, a worse copy, or both "
+        "at once), and no two products have the same pair.",
+        "Differences between the products' decoy scores are confounded with the kind of decoy: "
+        "read them as differences between product-and-decoy designs, not between products.",
     ),
     Deviation(
         "Scored answers: the prompt is the item's text and a line 'Answer:', each option is "

@@ -1,7 +1,7 @@
 """Export of the study's answers, one row per final result (ok, parse_error, refused,
 too_long), as CSV (`instructed-csv`) or parquet (`instructed-parquet`): the model, the dataset,
-the condition, the item (its id, template, values and option order), the answer, whether it
-chose the target, and how it was chosen.
+the condition, the item (its id, template, values, option order and `value_cell`, the unit
+the analysis's tests count), the answer, whether it chose the target, and how it was chosen.
 
 The candidates' scores of a scored answer are one column per option position (the order the
 options were shown, as in `options`): `logp_<k>` (the candidate's log-probability after the
@@ -21,7 +21,13 @@ import polars as pl
 from orchestrator.analysis.load import open_run
 from orchestrator.studies.instructed.analysis import rank
 from orchestrator.studies.instructed.answers import scan
-from orchestrator.studies.instructed.items import ITEM_KEYS, experiments, item_scores
+from orchestrator.studies.instructed.items import (
+    ITEM_KEYS,
+    experiments,
+    item_scores,
+    shared_styles,
+    value_cell,
+)
 
 FORMATS = {"instructed-csv": "csv", "instructed-parquet": "parquet"}
 STEM = "instructed-answers"
@@ -42,10 +48,11 @@ def item_table(run, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(one row per item with its facts, one row per item and shown option with its position)."""
     rows, positions = [], []
     for job_id, exp in experiments(run, kind):
+        shared = shared_styles(exp)
         for cond in exp.conditions:
             for v in cond.variants:
                 item = dict(v.item or {})
-                scores = item_scores(exp.metric.label, cond.index, item)
+                scores = item_scores(exp.metric.label, cond.index, item, shared)
                 targets = v.predicted or "; ".join(role for _, role in scores)
                 key = (job_id, exp.slug, cond.index, v.id)
                 rows.append(
@@ -63,6 +70,7 @@ def item_table(run, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
                         "roles": "; ".join(v.contract.roles),
                         "target": targets,
                         "bias_scores": "; ".join(s for s, _ in scores),
+                        "value_cell": value_cell(exp.metric.label, item),
                         **{f"item_{k}": x for k, x in item.items() if k != "shown"},
                     }
                 )

@@ -1,26 +1,84 @@
-"""Tests of the bias scores, vectorised over rows: the paper's Student t-test on the 0/1 "chose
-the target" answers, the Wald standard error of a difference of shares, and the
-difference-in-differences of two independent bias scores.
+"""Tests of the bias scores: over value cells (`clustered`, the headline), and the paper's
+Student t-test on the 0/1 "chose the target" answers (`student`, vectorised over rows).
 
-The shares' own intervals are Newcombe's (analysis/stats.py); the t-test is there because the
-paper reports it ("student's t-test", equal variances), and each is checked against scipy in
-the tests.
+Why clustered: at T=0, and always when answers are scored, a prompt's answer is fixed, and a
+model answering by content gives one answer to every prompt built from the same values (all
+option orders, all templates). Those prompts are one draw. Counted as many, a respondent with
+no bias at all was called biased in 20% of tests. A p-value can only mean "would this hold on
+other items", so the unit is the value cell: the treatment-minus-control difference of shares
+(the pooled score itself) with its CR2 variance over value cells and a t reference with the
+Bell-McCaffrey degrees of freedom (analysis/cr2.py, as the 11-bias study does).
+
+The t-test is there because the paper reports it ("student's t-test", equal variances); it
+treats prompts as independent. Both are checked against scipy in the tests.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats
 
-from orchestrator.analysis.stats import Z95
+from orchestrator.analysis.cr2 import cr2_cells
+from orchestrator.analysis.stats import ZERO
+
+# groups: control, treatment; the treatment coefficient is the bias score
+ARMS = np.array([[1.0, 0.0], [1.0, 1.0]])
+# groups: control and treatment of the first model, then of the second; the last coefficient
+# is the second model's bias score minus the first's
+TWO_MODELS = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], float)
+NO_CELLS = "fewer than 2 value cells: no test over items"
+ALIKE = "every answer alike in each arm: exact randomisation p over the value cells"
+
+
+def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
+    """The contrast of the groups' shares with its CR2 t-test over value cells: counts and hits
+    are (K, G) per cell and group (design's rows). Returns estimate, se, df, ci_low, ci_high, p,
+    cells (K) and a note where the test is not the CR2 t.
+
+    Where every answer in each group is alike, the CR2 variance is 0 and t is infinite: then,
+    for two arms, p is the exact randomisation p of the cell-level test (every relabelling of
+    the cells that keeps the data's shape: sign flips of the cells holding both arms, arm
+    labels swapped among the cells holding one), which is what a reader can use for 11/11
+    against 0/10; there is no interval."""
+    counts, hits = np.asarray(counts, float), np.asarray(hits, float)
+    keep = counts.sum(1) > 0
+    counts, hits = counts[keep], hits[keep]
+    out = dict.fromkeys(("estimate", "se", "df", "ci_low", "ci_high", "p"), np.nan)
+    out |= {"cells": int(len(counts)), "note": None}
+    if counts.shape[0] == 0 or (counts.sum(0) == 0).any():
+        return out | {"note": NO_CELLS}
+    estimate, variance, df = cr2_cells(counts, hits, design, np.asarray(contrast, float))
+    out["estimate"] = estimate
+    if np.isnan(variance):
+        return out | {"note": NO_CELLS}
+    if variance <= ZERO**2:
+        return out | {"p": _all_alike_p(counts, estimate, len(design)), "note": ALIKE}
+    se = float(np.sqrt(variance))
+    half = stats.t.ppf(0.975, df) * se
+    p = 2 * stats.t.sf(abs(estimate) / se, df)
+    return out | {"se": se, "df": df, "ci_low": estimate - half, "ci_high": estimate + half, "p": p}
+
+
+def _all_alike_p(counts: np.ndarray, estimate: float, groups: int) -> float:
+    if abs(estimate) <= ZERO:
+        return 1.0
+    if groups != 2:
+        return np.nan
+    both = int(((counts > 0).sum(1) == 2).sum())
+    one = counts[(counts > 0).sum(1) == 1]
+    arrangements = 2.0**both * math.comb(len(one), int((one[:, 1] > 0).sum()))
+    return min(1.0, 2.0 / arrangements)
 
 
 def student(count_a, n_a, count_b, n_b):
     """Student's two-sample t-test (pooled variance) of the 0/1 answers count_a of n_a against
     count_b of n_b: (t, df, p), as scipy.stats.ttest_ind would give on the 0/1 values. A 0/1
-    sample's variance follows from its share: n p (1 - p) / (n - 1). t is infinite (p = 0) when
-    both samples are constant and differ, NaN (no test) when they are constant and equal or a
-    sample is empty, and p is NaN with fewer than 3 answers in all (no degree of freedom)."""
+    sample's variance follows from its share: n p (1 - p) / (n - 1). Where both samples are
+    constant and differ (11/11 against 0/10) t is infinite and its p of 0 says nothing: t is
+    NaN there and p is Fisher's exact test's. t and p are NaN (no test) when the samples are
+    constant and equal or a sample is empty, and p with fewer than 3 answers in all."""
     count_a, n_a, count_b, n_b = (np.asarray(x, float) for x in (count_a, n_a, count_b, n_b))
     with np.errstate(divide="ignore", invalid="ignore"):
         pa, pb = count_a / n_a, count_b / n_b
@@ -30,27 +88,12 @@ def student(count_a, n_a, count_b, n_b):
         p = 2 * stats.t.sf(np.abs(t), df)
     ok = (n_a >= 1) & (n_b >= 1) & (df >= 1)
     nan = np.full(np.shape(t), np.nan)
-    return np.where(ok, t, nan), np.where(ok, df, nan), np.where(ok & ~np.isnan(t), p, nan)
-
-
-def share_difference_se(count_a, n_a, count_b, n_b, add: int = 0):
-    """The (unpooled, Wald) standard error of count_a/n_a - count_b/n_b; with add = 1,
-    Agresti and Caffo's: one answer of each kind added to each sample, so that a share of 0 or
-    1 (every answer alike, common with small samples at T=0) does not claim no error at all."""
-    count_a, n_a, count_b, n_b = (np.asarray(x, float) for x in (count_a, n_a, count_b, n_b))
-    count_a, count_b, n_a, n_b = count_a + add, count_b + add, n_a + 2 * add, n_b + 2 * add
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pa, pb = count_a / n_a, count_b / n_b
-        return np.sqrt(pa * (1 - pa) / n_a + pb * (1 - pb) / n_b)
-
-
-def difference(est_a, se_a, est_b, se_b, z: float = Z95):
-    """est_a - est_b of two independent estimates (their variances add): (difference, ci_low,
-    ci_high, p) with the normal interval and the z-test's p. p is NaN when the standard error
-    is 0 (both estimates exact: every answer in a condition alike)."""
-    est_a, se_a, est_b, se_b = (np.asarray(x, float) for x in (est_a, se_a, est_b, se_b))
-    diff = est_a - est_b
-    se = np.sqrt(se_a**2 + se_b**2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(diff) / se), np.nan)
-    return diff, diff - z * se, diff + z * se, p
+    constant = ok & np.isinf(t)
+    exact = np.array(
+        [
+            stats.fisher_exact([[a, na - a], [b, nb - b]]).pvalue if c else np.nan
+            for a, na, b, nb, c in np.broadcast(count_a, n_a, count_b, n_b, constant)
+        ]
+    ).reshape(np.shape(t))
+    p = np.where(constant, exact, np.where(ok & ~np.isnan(t), p, nan))
+    return np.where(ok & ~constant, t, nan), np.where(ok, df, nan), p

@@ -5,10 +5,20 @@ paper), read from the run's manifest (the items and their `Variant.item` facts a
   option, target role "target"; control items (the pair alone) count in both, with the cheaper
   / the dearer option as target. Each row keeps its grid pair and the target's and the
   competitor's prices, for the per-pair (price gap) scores.
-- Certainty: every item, target the safe option.
+- Certainty: every item, target the safe option; Certainty (shared styles) again on the items
+  of the lottery styles both arms have: a style only treatment has ("for certain") is a wording
+  the control never reads, so the pooled score mixes it in with the sure prize.
 - Belief Valid / Invalid: valid / invalid arguments, target the correct answer: believable
   real-term conclusions (treatment) against every invented-word one (control); an unbelievable
   valid or believable invalid real-term argument counts in neither score.
+
+Each item also names its value cell (`cluster`), the unit of inference: a model answering by
+content gives one answer to every prompt built from the same values, whatever the template or
+the option order, so those prompts are one draw, not many. Decoy: the product's grid pair (its
+control and treatment items, both sides, both decoys); certainty: the prize row (both arms,
+every style and every chance row: the sure prize reads the same whatever the chances, so the
+chance rows of one prize row are not independent either); belief: the term family in its
+words (real or invented).
 """
 
 from __future__ import annotations
@@ -17,7 +27,15 @@ import polars as pl
 
 from orchestrator.analysis.load import Run
 
-SCORES = ("Decoy Cheaper", "Decoy Expensive", "Certainty", "Belief Valid", "Belief Invalid")
+SHARED = "Certainty (shared styles)"
+SCORES = (
+    "Decoy Cheaper",
+    "Decoy Expensive",
+    "Certainty",
+    SHARED,
+    "Belief Valid",
+    "Belief Invalid",
+)
 DECOY, CERTAINTY, BELIEF = "decoy effect", "certainty effect", "belief bias"
 ITEM_KEYS = ["job", "experimentSlug", "conditionIndex", "variant"]
 SCHEMA = {
@@ -30,21 +48,34 @@ SCHEMA = {
     "pair": pl.Int64,
     "target_price": pl.Float64,
     "competitor_price": pl.Float64,
+    "cluster": pl.String,
 }
 
 
-def item_scores(experiment_label: str, condition: int, item: dict) -> list[tuple[str, str]]:
+def item_scores(
+    experiment_label: str, condition: int, item: dict, shared_styles: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """(score, target role) pairs an item counts in."""
     if experiment_label == DECOY:
         if condition == 0:
             return [("Decoy Cheaper", "cheaper"), ("Decoy Expensive", "expensive")]
         return [(f"Decoy {item['side'].title()}", "target")]
     if experiment_label == CERTAINTY:
-        return [("Certainty", "safe")]
+        shared = [(SHARED, "safe")] if item.get("style") in shared_styles else []
+        return [("Certainty", "safe"), *shared]
     consistent = item["believable"] == (item["form"] == "valid")
     if condition == 0 or consistent:
         return [(f"Belief {item['form'].title()}", item["form"])]
     return []
+
+
+def value_cell(experiment_label: str, item: dict) -> str:
+    """The item's value cell: what every prompt built from the same values shares."""
+    if experiment_label == DECOY:
+        return f"p{item['pair']:02d}"
+    if experiment_label == CERTAINTY:
+        return f"x{item['prize']:02d}"
+    return f"{item['terms']}{item['family']:02d}"
 
 
 def prices(target: str, item: dict) -> tuple[float, float] | tuple[None, None]:
@@ -66,18 +97,27 @@ def experiments(run: Run, kind: str):
                 yield job.id, exp
 
 
+def shared_styles(experiment) -> frozenset[str]:
+    """The certainty lottery styles both arms have (none for other datasets)."""
+    styles = [{(v.item or {}).get("style") for v in c.variants} for c in experiment.conditions]
+    return frozenset.intersection(*map(frozenset, styles)) - {None}
+
+
 def items_frame(run: Run, kind: str) -> pl.DataFrame:
     """One row per item and score it counts in."""
     rows = []
     for job_id, exp in experiments(run, kind):
         decoy = exp.metric.label == DECOY
+        shared = shared_styles(exp)
         for cond in exp.conditions:
             for v in cond.variants:
                 item = v.item or {}
-                for score, role in item_scores(exp.metric.label, cond.index, item):
+                cell = value_cell(exp.metric.label, item)
+                for score, role in item_scores(exp.metric.label, cond.index, item, shared):
                     pair = item["pair"] if decoy else None
                     rows.append(
-                        (job_id, exp.slug, cond.index, v.id, score, role, pair, *prices(role, item))
+                        (job_id, exp.slug, cond.index, v.id, score, role, pair)
+                        + (*prices(role, item), cell)
                     )
     return pl.DataFrame(rows, orient="row", schema=SCHEMA)
 

@@ -30,8 +30,21 @@ def _errors(part: pl.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
     return y, np.nan_to_num(np.vstack([y - low, high - y]), nan=0.0)
 
 
+def shown_scores(scores: pl.DataFrame) -> pl.DataFrame:
+    """The value each bar shows: the bias score, but the attraction measure for the decoy (its
+    Equation-1 score takes 1/6 from a random chooser: a bar of it would show a bias that is only
+    the third option)."""
+    decoy = pl.col("score").str.starts_with("Decoy")
+    return scores.with_columns(
+        pl.when(decoy).then(pl.col(f"attraction{s}")).otherwise(pl.col(c)).alias(c)
+        for c, s in (("bias_score", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
+    )
+
+
 def scores_figure(scores: pl.DataFrame):
-    """Grouped bars: the five scores on x, one bar per model (and strategy), 95% CI whiskers."""
+    """Grouped bars: the five scores on x (the decoy's as the attraction measure), one bar per
+    model (and strategy), 95% CI whiskers."""
+    scores = shown_scores(scores)
     series = scores.select("model", "strategy").unique(maintain_order=True).rows()
     strategies = scores["strategy"].n_unique()
     names = [s for s in SCORES if s in set(scores["score"])]
@@ -54,10 +67,13 @@ def scores_figure(scores: pl.DataFrame):
             gid=f"scores {model} {strategy}",
         )
     ax.axhline(0, color="#999", lw=0.8)
-    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ticks = [f"{n}\n(attraction)" if n.startswith("Decoy") else n for n in names]
+    ax.set_xticks(range(len(names)), ticks, fontsize=8)
     ax.set_ylabel("bias score (treatment - control)", fontsize=8)
     ax.set_title(
-        "Bias scores (Equation 1) with 95% CIs; > 0: the human bias", fontsize=9, loc="left"
+        "Bias scores, 95% CIs over value cells (decoy: attraction); > 0: the human bias",
+        fontsize=9,
+        loc="left",
     )
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=7)

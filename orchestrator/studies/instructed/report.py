@@ -10,19 +10,25 @@ import polars as pl
 from orchestrator.report.format import fmt
 from orchestrator.studies.base import ReportPart, Section
 from orchestrator.studies.instructed import plots
+from orchestrator.studies.instructed.inference import ALIKE
 
 SCORES_NOTE = (
     "Bias score (the paper's Equation 1): share of parsed answers choosing the target in "
     "treatment minus in control; > 0 is the direction of the human bias. Decoy: the target's "
     "share with the decoy against the same option's share in the pair alone (products pooled); "
     "Certainty: the safe option; Belief Valid / Invalid: the correct answer on believable valid / "
-    "unbelievable invalid real-term arguments against invented-word ones. 95% CI: Newcombe "
-    "(hybrid Wilson), p: pooled two-proportion z-test; t-test: the paper's Student t-test (equal "
-    "variances) on the 0/1 answers, t with its degrees of freedom and p. Attraction (decoy only): "
-    "the same difference among the answers choosing the target or the competitor, the decoy left "
-    "out: the third option alone lowers the target's share (by 1/6 for a respondent choosing at "
-    "random), and this measure does not move with it. Every p is unadjusted. A model at "
-    "temperature 0 and a scored answer count once per item."
+    "unbelievable invalid real-term arguments against invented-word ones. 95% CI and p: over "
+    "value cells (the prompts built from the same values, in every template and option order, "
+    "are one draw for a model answering by content): CR2 cluster-robust t with Bell-McCaffrey "
+    "degrees of freedom; where every answer in each arm is alike, p is the exact randomisation "
+    "p over the cells (marked exact). t-test: the paper's Student t-test (equal variances) on "
+    "the 0/1 answers, which takes every prompt as independent (it overstates significance when "
+    "a model answers by content); for constant samples it has no t and p is Fisher's exact "
+    "test's. † Equation 1 is option-count-biased for the decoy: the decoy adds a third option, "
+    "so a respondent choosing at random scores 1/3 - 1/2 = -0.17; read the attraction measure "
+    "(the same difference among the answers choosing the target or the competitor), which the "
+    "figure, the overview and run comparisons use. Every p is unadjusted. A model at temperature "
+    "0 and a scored answer count once per item."
 )
 ACCURACY_NOTE = (
     "Belief-bias accuracy on logical validity (the paper's section 6.3): share of parsed answers "
@@ -32,9 +38,10 @@ ACCURACY_NOTE = (
 DID_NOTE = (
     "Difference-in-differences (the paper's pretrained vs instruction-tuned contrast, section 5): "
     "for each pair of models in the campaign's order, the first model's bias score minus the "
-    "second's. The scores are taken as independent samples: their (Agresti-Caffo) variances add, giving a "
-    "normal 95% CI and a z-test p. Put the pretrained model first and its instruction-tuned "
-    "version second: a negative difference is then a larger bias after instruction tuning."
+    "second's, with a 95% CI and p over value cells (CR2, as the scores: both models answered "
+    "the same items, and what their answers share through the items is taken in). Put the "
+    "pretrained model first and its instruction-tuned version second: a negative difference is "
+    "then a larger bias after instruction tuning."
 )
 PRODUCT_NOTE = (
     "Decoy scores per product (each its own dataset), as in the paper's Figure 5; "
@@ -43,8 +50,9 @@ PRODUCT_NOTE = (
 GAP_NOTE = (
     "Decoy Cheaper score per grid pair (the paper's Figure 6) against the pair's price gap "
     "(the competitor's price minus the target's); each point is one pair's treatment items against "
-    "its control items (few per pair: wide intervals). Every pair and both decoy scores are in "
-    "instructed_price_gap.csv."
+    "its control items. A pair is one value cell, so there is no test over items: the whiskers "
+    "are Newcombe intervals over its prompts and describe that pair only. Every pair and both "
+    "decoy scores are in instructed_price_gap.csv."
 )
 
 
@@ -56,6 +64,10 @@ def _ci(value, low, high) -> str:
     return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
 
 
+def _p(value, note: str | None) -> str:
+    return fmt(value, 3) + (" (exact)" if note == ALIKE else "")
+
+
 def score_rows(
     scores: pl.DataFrame, extra: tuple[tuple[str, str], ...] = ()
 ) -> list[dict[str, str]]:
@@ -64,16 +76,18 @@ def score_rows(
     rows = []
     for r in scores.iter_rows(named=True):
         decoy = r["attraction"] is not None
+        constant = r["t"] is None and r["p_t"] is not None
         row = {
             "model": _label(r, strategies),
             **{h: str(r[c]) for h, c in extra},
-            "bias score": r["score"],
+            "bias score": r["score"] + (" †" if decoy else ""),
             "treatment": f"{fmt(r['share_treatment'])} (n={r['n_treatment']})",
             "control": f"{fmt(r['share_control'])} (n={r['n_control']})",
             "score [95% CI]": _ci(r["bias_score"], r["ci_low"], r["ci_high"]),
-            "p": fmt(r["p"], 3),
-            "t (df)": f"{fmt(r['t'])} ({fmt(r['df'], 6)})",
-            "p (t-test)": fmt(r["p_t"], 3),
+            "p": _p(r["p"], r["note"]),
+            "value cells": str(r["cells"]),
+            "t (df)": "constant" if constant else f"{fmt(r['t'])} ({fmt(r['t_df'], 6)})",
+            "p (t-test)": fmt(r["p_t"], 3) + (" (Fisher)" if constant else ""),
             "attraction [95% CI]": _ci(
                 r["attraction"], r["attraction_ci_low"], r["attraction_ci_high"]
             )
@@ -111,7 +125,7 @@ def did_rows(did: pl.DataFrame) -> list[dict[str, str]]:
             "first": fmt(r["bias_a"]),
             "second": fmt(r["bias_b"]),
             "difference [95% CI]": _ci(r["did"], r["ci_low"], r["ci_high"]),
-            "p": fmt(r["p"], 3),
+            "p": _p(r["p"], r["note"]),
         }
         for r in did.iter_rows(named=True)
     ]

@@ -13,6 +13,7 @@ RIGHT = (
     "control",
     "score [95% CI]",
     "p",
+    "value cells",
     "t (df)",
     "p (t-test)",
     "attraction [95% CI]",
@@ -36,7 +37,11 @@ def print_tables(tables, console: Console) -> None:
     scores = tables.get("instructed_scores")
     if scores is not None and scores.height:
         rows = [{k: v for k, v in r.items() if k != "unparsed"} for r in score_rows(scores)]
-        _print(rows, "Instructed to Bias: bias scores (Equation 1; p unadjusted)", console)
+        _print(
+            rows,
+            "Instructed to Bias: bias scores (Equation 1, † option-count-biased; p over value cells, unadjusted)",
+            console,
+        )
     did = tables.get("instructed_did")
     if did is not None and did.height:
         _print(

@@ -41,7 +41,9 @@ DID_NOTE = (
     "second's, with a 95% CI and p over value cells (CR2, as the scores: both models answered "
     "the same items, and what their answers share through the items is taken in). Put the "
     "pretrained model first and its instruction-tuned version second: a negative difference is "
-    "then a larger bias after instruction tuning."
+    "then a larger bias after instruction tuning. † Decoy: a difference of Equation-1 scores, "
+    "whose option-count bias cancels only between models that choose among the three options "
+    "alike; compare the models' attraction measures in the scores table."
 )
 PRODUCT_NOTE = (
     "Decoy scores per product (each its own dataset), as in the paper's Figure 5; "
@@ -121,7 +123,7 @@ def did_rows(did: pl.DataFrame) -> list[dict[str, str]]:
             "first model": r["model_a"],
             "second model": r["model_b"],
             **({"strategy": r["strategy"]} if strategies > 1 else {}),
-            "bias score": r["score"],
+            "bias score": r["score"] + (" †" if r["score"].startswith("Decoy") else ""),
             "first": fmt(r["bias_a"]),
             "second": fmt(r["bias_b"]),
             "difference [95% CI]": _ci(r["did"], r["ci_low"], r["ci_high"]),

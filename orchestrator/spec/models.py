@@ -6,6 +6,7 @@ debiasing strategies are a separate dimension the planner crosses with all of th
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -90,6 +91,20 @@ class Variant(Frozen):
         description="How to state the answer, said after the prompt to a model that writes its "
         'answer; a model that answers by scoring options gets "Answer:" in its place.',
     )
+    plausible_range: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: the answers to a number question that make sense (a job's "
+        "`plausibleRange`). Answers outside are counted by the analysis, never dropped.",
+    )
+
+    @field_validator("plausible_range")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not (math.isfinite(value[0]) and math.isfinite(value[1])):
+            raise ValueError("a plausible range needs two finite numbers")
+        if value is not None and value[0] >= value[1]:
+            raise ValueError("a plausible range needs low < high")
+        return value
 
 
 class Condition(Frozen):

@@ -10,7 +10,7 @@ count alone. k_*/n_* stay the successes/trials of the measure, which the mixed m
 sigma_stat per variant is the SD of |BSI| over bootstrap resamples of each condition
 (bootstrap.py). Per bias: mean BSI over the K variants, sigma_sys = their SD (unknown for K < 2),
 sigma_tot = sqrt((mean sigma_stat)^2 + sigma_sys^2), as in the paper (its sigma_stat bar is the
-average per-variant sigma_stat).
+average per-variant sigma_stat). Numbers also get a robust BSI and flags beside it (robust.py).
 Models and strategies are never pooled.
 """
 
@@ -23,6 +23,7 @@ from orchestrator.analysis.load import Run, final_records
 from orchestrator.spec.models import Variant
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
 from orchestrator.studies.bias_strength.reader import KIND
+from orchestrator.studies.bias_strength.robust import with_robust
 
 ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]
 
@@ -58,6 +59,8 @@ def variant_table(run: Run) -> pl.DataFrame:
                         "domain": v.domain,
                         "measure_roles": roles,
                         "has_extra_roles": extra,
+                        "plausible_low": (v.plausible_range or (None, None))[0],
+                        "plausible_high": (v.plausible_range or (None, None))[1],
                     }
                 )
     return pl.DataFrame(
@@ -73,6 +76,8 @@ def variant_table(run: Run) -> pl.DataFrame:
             "domain": pl.String,
             "measure_roles": pl.List(pl.String),
             "has_extra_roles": pl.Boolean,
+            "plausible_low": pl.Float64,
+            "plausible_high": pl.Float64,
         },
     )
 
@@ -116,7 +121,15 @@ def _wide(cells: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
     wide = parts[0].join(parts[1], on=ROW_KEYS, how="full", coalesce=True)
     wide = wide.join(
         variants.select(
-            "experimentSlug", "variant", "bias", "kind", "anchor", "domain", "has_extra_roles"
+            "experimentSlug",
+            "variant",
+            "bias",
+            "kind",
+            "anchor",
+            "domain",
+            "has_extra_roles",
+            "plausible_low",
+            "plausible_high",
         ),
         on=["experimentSlug", "variant"],
     ).sort(ROW_KEYS)
@@ -167,6 +180,7 @@ def variant_bsi(run: Run) -> pl.DataFrame:
     fixed = pl.col("modelKey").replace_strict(
         run.deterministic, default=False, return_dtype=pl.Boolean
     )
+    wide = with_robust(wide, wide.select(fixed)["modelKey"])
     return wide.with_columns(
         fixed.alias("deterministic"),
         pl.Series("stat_C", stat_c).fill_nan(None),

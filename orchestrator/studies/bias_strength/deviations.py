@@ -48,4 +48,12 @@ DEVIATIONS = (
         "excludes 0, and at T=0 there is no CI.",
         "Noise alone printed reductions from -250% to +49%.",
     ),
+    Deviation(
+        "Numbers also get a robust signed BSI beside the paper's (per variant the "
+        "Hodges-Lehmann shift over anchor - median_C), a mark when leaving out two answers "
+        "moves a variant's mean shift beyond its CI, and the count of answers outside a "
+        "variant's plausibleRange (our job format), kept in the BSI.",
+        "The BSI divides a difference of means: one runaway answer (1.5e22 days) makes it "
+        "astronomical, and its bootstrap σ_stat with it, with nothing to say why.",
+    ),
 )

@@ -10,6 +10,7 @@ from scipy import stats
 
 from orchestrator.analysis.stats import ZERO, bh, zero
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
+from orchestrator.studies.bias_strength.robust import bias_robust
 
 GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
 # The tests count variants (CR2 over variants, the variant t-test), so they stand at T=0; the
@@ -29,6 +30,7 @@ SNAPPED = [
     "mixed_tau",
     "robust_effect",
     "t_stat",
+    "bsi_robust_signed",
 ]
 
 
@@ -88,9 +90,11 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
                     ),
                 )
             )
-        rows.append(row | models)
+        rows.append(row | models | bias_robust(part))
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-        pl.col("sigma_note").cast(pl.String)
+        pl.col("sigma_note", "robust_note").cast(pl.String),
+        pl.col("bsi_robust_signed").cast(pl.Float64),
+        pl.col("dominated_variants", "n_implausible").cast(pl.Int64),
     )
     for col in (
         "mixed_effect",
@@ -195,4 +199,8 @@ def effect_table(tables: dict[str, pl.DataFrame], study: str) -> pl.DataFrame:
         n="K",
         se="se",
         df=pl.when(pl.col("se").is_not_null()).then("df"),
+        # numbers: the mean of the variants' robust signed BSI (no CI across so few variants)
+        robust=("bsi_robust_signed", None, None),
+        dominated=pl.col("dominated_variants") > 0,
+        implausible="n_implausible",
     )

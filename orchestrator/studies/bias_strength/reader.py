@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from orchestrator.errors import UserError
-from orchestrator.spec.loading import Forbidding, validate
+from orchestrator.spec.loading import Forbidding, field_path, validate
 from orchestrator.spec.models import (
     Condition,
     Experiment,
@@ -24,6 +24,7 @@ from orchestrator.spec.models import (
     Strategy,
     Variant,
 )
+from orchestrator.spec.plausible import plausible_range
 
 FORMAT = "bias-orchestrator-job/1"
 KIND = "bias-strength"  # the study's one name: its folder, its job file, its tests
@@ -60,6 +61,7 @@ class NumberVariant(Forbidding):
     treatment: str = Field(min_length=1)
     anchor: float
     unit: str = ""
+    plausibleRange: Any = None  # [low, high]: checked by spec/plausible.py, with its own message
 
 
 class ChoiceVariant(Forbidding):
@@ -68,6 +70,7 @@ class ChoiceVariant(Forbidding):
     control: ChoiceCondition
     treatment: ChoiceCondition
     predicted: str
+    plausibleRange: Any = None  # refused with a message that says why (numbers only)
 
     @model_validator(mode="after")
     def _roles(self) -> ChoiceVariant:
@@ -102,6 +105,9 @@ def _number_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
     out = []
     for j, raw in enumerate(bias.variants):
         v: NumberVariant = validate(NumberVariant, raw, path, (*where, "variants", j))
+        plausible = plausible_range(
+            v.plausibleRange, path, f"{field_path((*where, 'variants', j))}.plausibleRange", True
+        )
         contract = ResponseContract(kind="number", field="value")
         out.append(
             tuple(
@@ -111,6 +117,7 @@ def _number_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
                     prompt=f"{text}\n\n{NUMBER_INSTRUCTION}",
                     contract=contract,
                     anchor=v.anchor,
+                    plausible_range=plausible,
                 )
                 for text in (v.control, v.treatment)
             )
@@ -122,6 +129,9 @@ def _choice_variants(bias: Bias, path: Path, where: str) -> list[tuple[Variant, 
     out = []
     for j, raw in enumerate(bias.variants):
         v: ChoiceVariant = validate(ChoiceVariant, raw, path, (*where, "variants", j))
+        plausible_range(
+            v.plausibleRange, path, f"{field_path((*where, 'variants', j))}.plausibleRange", False
+        )
         pair = []
         for cond in (v.control, v.treatment):
             roles = tuple(cond.options)

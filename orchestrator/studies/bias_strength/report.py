@@ -37,7 +37,12 @@ BSI_NOTE = (
     "against it, which is no evidence of the bias). Robust check (p unadjusted): one pooled model over all answers "
     "with variant-clustered CR2 errors and Bell-McCaffrey degrees of freedom. The heatmap (baseline) colours "
     "the signed BSI on a diverging scale and marks significance only for effects in the "
-    "predicted direction."
+    "predicted direction. Numbers also get a robust signed BSI beside the paper's: per variant "
+    "the Hodges-Lehmann shift (the median of all treatment-minus-control differences) over "
+    "anchor - median_C, averaged over variants; † marks a bias with a variant whose mean a few "
+    "answers dominate (leaving out the two farthest from their condition's median moves "
+    "mean_T - mean_C beyond its CI without them), and answers outside a variant's "
+    "plausibleRange are counted in the notes and kept in the BSI."
 )
 FRAMING_NOTE = (
     ' Framing: in the built-in job the control describes each option in full ("100 saved and '
@@ -64,7 +69,7 @@ DEBIAS_NOTE = (
 
 
 def _notes(r: dict) -> str:
-    return "; ".join(n for n in (r["reason"], r.get("sigma_note")) if n)
+    return "; ".join(n for n in (r["reason"], r.get("sigma_note"), r.get("robust_note")) if n)
 
 
 def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
@@ -73,13 +78,14 @@ def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
         if "extra_share_T" in summary.columns
         else False
     )
+    numbers = "bsi_robust_signed" in summary.columns and (summary["kind"] == "number").any()
     return [
         {
             "strategy": r["strategy"],
             "model": f"{r['model']} [{r['modelKey']}]",
             "bias": r["experimentSlug"],
             "K": str(r["K"]),
-            "signed BSI": fmt(r["bsi_signed"]),
+            "signed BSI": fmt(r["bsi_signed"]) + (" †" if r.get("dominated_variants") else ""),
             "abs. BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
             "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
             "τ (log OR or Δ)": fmt(r["mixed_tau"]),
@@ -88,6 +94,7 @@ def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             f"({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
             "robust check p (unadjusted)": fmt(r["robust_p"], 2),
         }
+        | ({"robust signed BSI (HL)": fmt(r["bsi_robust_signed"])} if numbers else {})
         | ({"extra-option share (T)": fmt(r["extra_share_T"], 2)} if extra else {})
         | {"notes": _notes(r)}
         for r in summary.iter_rows(named=True)

@@ -29,17 +29,18 @@ def print_table(summary, console: Console) -> None:
         Column("mixed model q (OR)", justify="right"),
         "notes",
         title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05 in the "
-        "predicted direction, (opp.) against it; τ: between-variant SD, log OR or Δ)",
+        "predicted direction, (opp.) against it; τ: between-variant SD, log OR or Δ; † a few "
+        "answers dominate a variant's mean, see notes)",
     )
     for r in summary.iter_rows(named=True):
         odds = f" ({fmt(r['odds_ratio'], 2)})" if r["odds_ratio"] is not None else ""
-        notes = "; ".join(n for n in (r["reason"], r.get("sigma_note")) if n)
+        notes = "; ".join(n for n in (r["reason"], r.get("sigma_note"), r.get("robust_note")) if n)
         table.add_row(
             r["strategy"],
             escape(f"{r['model']} [{r['modelKey']}]"),
             r["experimentSlug"],
             str(r["K"]),
-            fmt(r["bsi_signed"]),
+            fmt(r["bsi_signed"]) + (" †" if r.get("dominated_variants") else ""),
             f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
             f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
             fmt(r["mixed_tau"], 2),

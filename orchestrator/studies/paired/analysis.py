@@ -12,6 +12,7 @@ import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.stats import newcombe, welch
+from orchestrator.studies.paired import robust
 
 KEYS = ["job", "experimentSlug", "strategy", "modelKey"]
 
@@ -27,13 +28,28 @@ def metric_table(run: Run) -> pl.DataFrame:
             "unit": e.metric.unit,
             "target_option": e.metric.target_option,
             "variants": len(e.conditions[0].variants),
+            # the job's plausibleRange (every variant of a paired experiment carries the same)
+            "plausible_low": _plausible(e, 0),
+            "plausible_high": _plausible(e, 1),
         }
         for job in run.jobs.values()
         if job.kind == "paired"
         for e in job.experiments
         if len(e.conditions) == 2
     ]
-    return pl.DataFrame(rows, schema_overrides={"target_option": pl.String})
+    return pl.DataFrame(
+        rows,
+        schema_overrides={
+            "target_option": pl.String,
+            "plausible_low": pl.Float64,
+            "plausible_high": pl.Float64,
+        },
+    )
+
+
+def _plausible(exp, end: int) -> float | None:
+    found = exp.conditions[0].variants[0].plausible_range
+    return found[end] if found else None
 
 
 def model_table(run: Run, keys: list[str]) -> pl.DataFrame:
@@ -98,7 +114,9 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
     return (
         final_records(run)
         .join(
-            metrics.lazy().select("job", "experimentSlug", "target_option"),
+            metrics.lazy().select(
+                "job", "experimentSlug", "target_option", "plausible_low", "plausible_high"
+            ),
             on=["job", "experimentSlug"],
         )
         .group_by([*KEYS, "conditionIndex"])
@@ -111,6 +129,7 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
             var=pl.col("value").filter(ok).var(ddof=1),
             n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
             n_shared=shared_options(run).fill_null(False).filter(ok).sum(),
+            n_implausible=robust.implausible(ok),
             # max(), not first(): first() makes polars leave its streaming engine and hold
             # the whole file in memory. A model's version is one value per identity anyway.
             model_version=pl.col("model").struct.field("version").max(),
@@ -247,6 +266,7 @@ def _flags(df: pl.DataFrame) -> pl.DataFrame:
                 .otherwise(pl.lit("")),
             )
         ),
+        *robust.robust_flags(),
         pl.when(pl.col("deterministic")).then(pl.lit(DETERMINISTIC)),
         pl.when(
             ~pl.col("deterministic") & pl.col("effect").is_not_null() & pl.col("p_value").is_null()
@@ -288,6 +308,7 @@ COLUMNS = [
     "attraction_ci_low",
     "attraction_ci_high",
     "attraction_p",
+    *robust.COLUMNS,
     "n_valid_0",
     "n_valid_1",
     "planned_per_condition",
@@ -321,7 +342,7 @@ def paired_effects(run: Run) -> pl.DataFrame:
         .join(model_table(run, cond["modelKey"].unique().to_list()), on=["job", "modelKey"])
         .with_columns(planned_per_condition=pl.col("planned_per_cell") * pl.col("variants"))
     )
-    df = _effects(wide)
+    df = robust.with_robust(_effects(wide), run, metrics, KEYS)
     df = df.with_columns(
         adequate=pl.min_horizontal("n_valid_0", "n_valid_1") >= pl.col("min_samples"),
         predicted_direction_observed=pl.col("effect") > 0,
@@ -364,4 +385,7 @@ def effect_table(summary: pl.DataFrame, study: str) -> pl.DataFrame:
         n=pl.col("n_valid_0") + pl.col("n_valid_1"),
         se=se,
         df=pl.when(~share).then("df"),
+        robust=("hl_effect", "hl_ci_low", "hl_ci_high"),
+        dominated="dominated",
+        implausible="n_implausible",
     )

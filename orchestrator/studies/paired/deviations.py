@@ -24,4 +24,14 @@ DEVIATIONS = (
         "Welch needs no equal variances; Newcombe's hybrid score interval keeps its level near "
         "0 and 1 where a Wald interval does not.",
     ),
+    Deviation(
+        "Numbers also get a robust shift beside the spec's mean difference, which stays the "
+        "headline: the Hodges-Lehmann estimate with its Moses 95% CI and the Mann-Whitney p, a "
+        "flag when leaving out two answers moves the mean beyond its CI, and the count of "
+        "answers outside an experiment's plausibleRange (our extension of the job format), "
+        "kept in the mean.",
+        "One answer of 1.5e22 to a price question turned the anchoring effect into -1.5e20 "
+        "(CI +-4.6e20) with no word of why; the spec's mean is kept, so the spec's number can "
+        "still be read and compared.",
+    ),
 )

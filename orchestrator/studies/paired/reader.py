@@ -2,7 +2,8 @@
 
 The published format gives each experiment two conditions and a metric but states the response
 contract only inside the prompt text, so it is inferred from there. An experiment may carry an
-explicit `responseContract` (our extension) where inference is not wanted.
+explicit `responseContract` (our extension) where inference is not wanted, and a
+`plausibleRange` (our extension) for its number answers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Condition, Experiment, Job, Metric, ResponseContract, Variant
+from orchestrator.spec.plausible import plausible_range
 
 
 class _Open(BaseModel):
@@ -54,6 +56,8 @@ class SeedExperiment(BaseModel):
     metric: SeedMetric
     conditions: list[SeedCondition] = Field(min_length=2, max_length=2)
     responseContract: SeedContract | None = None
+    # our extension: answers outside it are counted beside the mean (spec/plausible.py)
+    plausibleRange: Any = None
 
 
 class SeedProtocol(BaseModel):
@@ -145,6 +149,12 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
                 fix="give every experiment its own slug",
             )
         seen.add(exp.experimentSlug)
+        plausible = plausible_range(
+            exp.plausibleRange,
+            path,
+            f"{where}.plausibleRange",
+            numeric=exp.metric.type == "mean-difference",
+        )
         conditions = []
         for j, cond in enumerate(exp.conditions):
             contract = _contract(exp, cond, f"{where}.conditions[{j}]", path)
@@ -160,7 +170,14 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
                 Condition(
                     index=j,
                     label=cond.label,
-                    variants=(Variant(id="v1", prompt=cond.prompt, contract=contract),),
+                    variants=(
+                        Variant(
+                            id="v1",
+                            prompt=cond.prompt,
+                            contract=contract,
+                            plausible_range=plausible,
+                        ),
+                    ),
                 )
             )
         m = exp.metric

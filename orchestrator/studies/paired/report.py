@@ -12,6 +12,7 @@ from orchestrator.analysis.load import Run, final_records
 from orchestrator.report.format import fmt
 from orchestrator.studies.base import Figure, ReportPart, Section
 from orchestrator.studies.paired import plots
+from orchestrator.studies.paired.table import dagger, robust_cell
 
 PAIRED_NOTE = (
     "Positive effects are in the direction the bias predicts. Means: Welch's t-test and its 95% "
@@ -22,20 +23,34 @@ PAIRED_NOTE = (
     "models or strategies. A model at temperature 0 gets no CI or p: its repeated answers are one "
     "draw, not independent samples."
 )
+ROBUST_NOTE = (
+    " Numbers also get a robust shift beside the mean, which stays the spec's measure: the "
+    "Hodges-Lehmann estimate (the median of all differences between an answer in one condition "
+    "and one in the other, in the spec's direction) with its distribution-free (Moses) 95% CI, "
+    "conservative where answers tie (on ratings every difference is a whole point, so the shift "
+    "and its ends are too, and the interval may be one point). † marks a mean that a few "
+    "answers dominate: leaving out the two answers farthest from their condition's median moves "
+    "it by more than the half-width of its CI without them (flagged, with the effect without "
+    "them). Answers outside an experiment's plausibleRange, where the job declares one, are "
+    "counted and kept in the mean."
+)
 
 
 def paired_note(summary: pl.DataFrame) -> str:
     """The method note, with what the unadjusted p-values of this table imply together."""
     n = summary["p_value"].drop_nulls().len() if summary.height else 0
+    numbers = summary.height and (summary["metric_type"] == "mean-difference").any()
+    note = PAIRED_NOTE + (ROBUST_NOTE if numbers else "")
     if n < 2:
-        return PAIRED_NOTE
+        return note
     return (
-        f"{PAIRED_NOTE} With {n} p-values here and no effect anywhere, at least one would be "
+        f"{note} With {n} p-values here and no effect anywhere, at least one would be "
         f"below 0.05 with probability 1 - 0.95^{n} = {1 - 0.95**n:.0%}."
     )
 
 
 def _effect_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
+    ranged = summary["plausible_low"].is_not_null().any()
     rows = []
     for r in summary.iter_rows(named=True):
         share = r["metric_type"] == "choice-share-difference"
@@ -46,11 +61,22 @@ def _effect_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
                 "strategy": r["strategy"],
                 "condition 0": fmt(r["stat_0"]) + (" share" if share else " mean"),
                 "condition 1": fmt(r["stat_1"]) + (" share" if share else " mean"),
-                "effect [95% CI]": f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                "effect [95% CI]": f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, "
+                f"{fmt(r['ci_high'])}]{dagger(r)}",
                 "p": fmt(r["p_value"], 2),
+                "robust shift (HL) [95% CI]": robust_cell(r),
                 "valid n (0 / 1)": f"{r['n_valid_0']} / {r['n_valid_1']}",
-                "flags": "; ".join(r["flags"]) or "none",
             }
+            | (
+                {
+                    "outside plausible range": "–"
+                    if r["n_implausible"] is None
+                    else str(r["n_implausible"])
+                }
+                if ranged
+                else {}
+            )
+            | {"flags": "; ".join(r["flags"]) or "none"}
         )
     return rows
 

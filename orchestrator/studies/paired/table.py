@@ -12,8 +12,22 @@ from orchestrator.report.format import fmt
 CAPTION = (
     "p: unadjusted (no correction across experiments or models); Welch's t for means, the "
     "pooled two-proportion z-test for shares, beside Newcombe's CI (they may disagree near "
-    "0.05); none at T=0"
+    "0.05); none at T=0. robust: Hodges-Lehmann shift [Moses 95% CI] for numbers, beside the "
+    "mean; † a few answers dominate the mean (see flags)"
 )
+
+
+def robust_cell(r: dict) -> str:
+    """The Hodges-Lehmann shift and its CI, or "–" for a share (and for a row without answers)."""
+    if r["hl_effect"] is None:
+        return "–"
+    if r["hl_ci_low"] is None:
+        return fmt(r["hl_effect"])
+    return f"{fmt(r['hl_effect'])} [{fmt(r['hl_ci_low'])}, {fmt(r['hl_ci_high'])}]"
+
+
+def dagger(r: dict) -> str:
+    return " †" if r["dominated"] else ""
 
 
 def print_table(summary, console: Console) -> None:
@@ -24,6 +38,7 @@ def print_table(summary, console: Console) -> None:
         Column("cond 1", justify="right"),
         Column("effect [95% CI]", justify="right"),
         Column("p", justify="right"),
+        Column("robust [95% CI]", justify="right"),
         Column("n", justify="right"),
         "flags",
         title="effects (positive = bias-predicted direction)",
@@ -36,8 +51,9 @@ def print_table(summary, console: Console) -> None:
             r["experimentSlug"],
             fmt(r["stat_0"]),
             fmt(r["stat_1"]),
-            f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            f"{fmt(r['effect'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]{dagger(r)}",
             fmt(r["p_value"], 2),
+            robust_cell(r),
             f"{r['n_valid_0']}/{r['n_valid_1']}",
             escape("; ".join(r["flags"])) or "-",
         )

@@ -46,6 +46,21 @@ function num(x, places = 3) {
   return x.toFixed(places);
 }
 
+// A robust estimate beside the mean, where a study has one (numbers): "estimate [low, high]".
+function robust(e) {
+  if (e.robust === null || e.robust === undefined) return "";
+  return e.robust_low === null || e.robust_low === undefined ? num(e.robust)
+    : `${num(e.robust)} [${num(e.robust_low)}, ${num(e.robust_high)}]`;
+}
+
+// What a reader must know before trusting the mean: a few answers carry it, or some are implausible.
+function warnings(e) {
+  const out = [];
+  if (e.dominated) out.push("a few answers dominate the mean");
+  if (e.implausible) out.push(`${digits(e.implausible)} outside the plausible range`);
+  return out;
+}
+
 function usd(x) { return x === null || x === undefined ? "" : "$" + Number(x).toFixed(4); }
 
 function query(params) {
@@ -145,13 +160,15 @@ function renderOverview(data) {
       el("span", { class: "label", text: status }), " ", el("span", { class: "n", text: digits(n) })));
   }
 
-  table($("#effects"), ["study", "measure", "experiment", "strategy", "model", "effect", "95% CI", "p", "n", ""],
+  table($("#effects"), ["study", "measure", "experiment", "strategy", "model", "effect", "95% CI", "p", "n", "robust [95% CI]", "", ""],
     (data.effects || []).map((e) => el("tr", {},
       el("td", { text: e.study }), el("td", { text: e.measure }), el("td", { text: e.experiment }),
       el("td", { text: e.strategy ?? "" }), el("td", { text: e.model }),
       el("td", { class: "num", text: num(e.effect) }),
       el("td", { class: "num", text: e.ci_low === null || e.ci_low === undefined ? "" : `[${num(e.ci_low)}, ${num(e.ci_high)}]` }),
       el("td", { class: "num", text: num(e.p) }), el("td", { class: "num", text: digits(e.n) }),
+      el("td", { class: "num robust", text: robust(e) }),
+      el("td", { class: "warn", text: warnings(e).join("; ") }),
       el("td", {}, el("button", { type: "button", class: "show-answers", text: "answers",
         onclick: () => { location.hash = "#/effect" + query({ study: e.study, measure: e.measure,
           experiment: e.experiment, strategy: e.strategy, model: e.modelKey }); } })))));
@@ -311,7 +328,11 @@ function renderEffect(data, params) {
     el("p", {}, `${e.study ?? params.study} · ${e.model ?? params.model}${e.strategy ? " · " + e.strategy : ""} · effect `,
       el("strong", { text: num(e.effect) }),
       e.ci_low === null || e.ci_low === undefined ? "" : ` [${num(e.ci_low)}, ${num(e.ci_high)}]`,
-      e.p === null || e.p === undefined ? "" : ` p=${num(e.p)}`, e.n ? ` n=${digits(e.n)}` : ""));
+      e.p === null || e.p === undefined ? "" : ` p=${num(e.p)}`, e.n ? ` n=${digits(e.n)}` : "",
+      robust(e) ? ` · robust ${robust(e)}` : ""));
+  if (warnings(e).length) {
+    $("#effect-header").append(el("p", { class: "note", id: "effect-warnings", text: warnings(e).join("; ") }));
+  }
   if (data.scope === "study") {  // the effect pools experiments: its answers are the study's
     $("#effect-header").append(el("p", { class: "note", id: "effect-scope",
       text: "This study's effects pool several experiments, which the results do not name: these are all of the study's answers for this model, by condition." }));

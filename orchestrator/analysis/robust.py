@@ -1,0 +1,196 @@
+"""Estimates of a shift between two samples that a few extreme answers cannot carry away.
+
+A model asked for a price that answers 1.5e22 once moves a mean by 1.5e20 and widens its Welch
+interval to match, with nothing to say that one answer did it. Beside the mean (the seeds'
+measure, kept as the headline) a study can show:
+
+- the Hodges-Lehmann shift, the median of all n*m pairwise differences a_i - b_j, with the
+  distribution-free Moses interval [D_(k), D_(nm+1-k)] of the sorted differences, k from the
+  Mann-Whitney null distribution of U (exact up to EXACT_PAIRS pairs, its normal approximation
+  beyond), and the Mann-Whitney test's p (scipy's, two-sided);
+- `leave_two_out`: whether at most two answers dominate the mean difference;
+- `outside`: how many answers fall outside a range the job declares plausible.
+
+Pairwise differences are sorted outright up to BRUTE_PAIRS; beyond, their order statistics are
+selected without forming them (a cell of 10^5 answers a side has 10^10 differences).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats
+
+from orchestrator.analysis.stats import welch
+
+BRUTE_PAIRS = 1_000_000  # 8 MB of differences: partitioned in place
+EXACT_PAIRS = 40_000  # exact U distribution up to 200 x 200 answers (~10 ms, cached per n, m)
+LEFT_OUT = 2  # "a few" answers: at most this many may carry the mean before it is flagged
+
+
+@dataclass(frozen=True)
+class Shift:
+    """a - b as the Hodges-Lehmann estimate: its interval (achieved level, at least the one
+    asked for; NaN bounds when the samples are too small for any) and Mann-Whitney p."""
+
+    estimate: float
+    low: float
+    high: float
+    p: float
+    level: float
+
+
+NO_SHIFT = Shift(np.nan, np.nan, np.nan, np.nan, np.nan)
+
+
+def _count(a: np.ndarray, b_desc: np.ndarray, pivot: float, strict: bool) -> np.ndarray:
+    """Per a_i, how many of a_i - b_desc[j] are < pivot (strict) or <= pivot. Row i is
+    non-decreasing in j (b_desc descends, and rounded subtraction is monotone), so each row is
+    binary-searched, all rows at once, on the very floats the brute-force path sorts."""
+    lo, hi = np.zeros(len(a), np.int64), np.full(len(a), len(b_desc), np.int64)
+    while (open_ := lo < hi).any():
+        mid = (lo + hi) // 2
+        d = a - b_desc[np.minimum(mid, len(b_desc) - 1)]
+        below = (d < pivot) if strict else (d <= pivot)
+        lo = np.where(open_ & below, mid + 1, lo)
+        hi = np.where(open_ & ~below, mid, hi)
+    return lo
+
+
+def _select(a: np.ndarray, b_desc: np.ndarray, k: int) -> float:
+    """The k-th smallest (0-based) of a_i - b_desc[j], by random pivots among the candidates
+    still open per row ([left_i, right_i)): O(n log m) per step, O(log nm) steps expected. The
+    answer is exact whatever the pivots; the generator is seeded only to repeat the work."""
+    rng = np.random.default_rng(0)
+    left, right = np.zeros(len(a), np.int64), np.full(len(a), len(b_desc), np.int64)
+    while True:
+        sizes = right - left
+        ends = np.cumsum(sizes)
+        r = int(rng.integers(ends[-1]))
+        i = int(np.searchsorted(ends, r, side="right"))
+        pivot = a[i] - b_desc[left[i] + r - (ends[i] - sizes[i])]
+        below, upto = _count(a, b_desc, pivot, True), _count(a, b_desc, pivot, False)
+        if k < below.sum():
+            right = np.minimum(right, below)
+        elif k < upto.sum():
+            return float(pivot)
+        else:
+            left = np.maximum(left, upto)
+
+
+def order_differences(a, b, ks) -> np.ndarray:
+    """The ks-th smallest (0-based) of the len(a)*len(b) differences a_i - b_j."""
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    ks = np.asarray(ks, np.int64)
+    if len(a) * len(b) <= BRUTE_PAIRS:
+        return np.partition(np.subtract.outer(a, b).ravel(), ks)[ks]
+    if len(a) > len(b):  # search the longer side: fewer rows, the same count per step
+        return -order_differences(b, a, len(a) * len(b) - 1 - ks)
+    return np.array([_select(a, b[::-1].copy(), int(k)) for k in ks])
+
+
+@lru_cache(maxsize=256)
+def _u_cdf(n: int, m: int) -> np.ndarray:
+    """P(U <= u), u = 0..nm, for the Mann-Whitney U of n and m answers with no ties under the
+    null: the coefficients of the Gaussian binomial [n+m choose n]_q over C(n+m, n), built as
+    the product of (1 - q^(m+i)) / (1 - q^i), i = 1..n, renormalised at each step."""
+    n, m = min(n, m), max(n, m)
+    p = np.zeros(n * m + 1)
+    p[0] = 1.0
+    for i in range(1, n + 1):
+        g = p.copy()
+        g[m + i :] -= p[: len(p) - (m + i)]
+        for r in range(i):  # dividing by (1 - q^i) is a running sum with stride i
+            g[r::i] = np.cumsum(g[r::i])
+        p = g * (i / (m + i))
+    # the subtractions leave rounding that grows with n (1e-8 of the total at 150 x 200): the
+    # distribution is symmetric and sums to 1, so both are restored before it is summed up
+    p = (p + p[::-1]) / 2
+    return np.cumsum(p / p.sum())
+
+
+def moses_rank(n: int, m: int, level: float = 0.95) -> tuple[int, float]:
+    """(k, achieved level) of the interval [D_(k), D_(nm+1-k)] (1-based) of the sorted pairwise
+    differences: the largest k whose coverage 1 - 2 P(U <= k - 1) is still at least `level`.
+    k = 0 when none reaches it (2 and 3 answers: 1 - 2/10 = 80% at best)."""
+    alpha = 1 - level
+    if n * m <= EXACT_PAIRS:
+        cdf = _u_cdf(n, m)
+        k = int(np.searchsorted(cdf, alpha / 2 + 1e-12, side="right"))  # P(U <= k-1) <= a/2
+        k = min(k, (n * m + 1) // 2)
+        return k, (float(1 - 2 * cdf[k - 1]) if k else float("nan"))
+    sd = np.sqrt(n * m * (n + m + 1) / 12)
+    k = int(np.floor(n * m / 2 - stats.norm.ppf(1 - alpha / 2) * sd + 0.5))
+    return max(k, 0), float(1 - 2 * stats.norm.cdf((k - 0.5 - n * m / 2) / sd))
+
+
+def hodges_lehmann(a, b, level: float = 0.95) -> Shift:
+    """a - b: the median of all pairwise differences, the Moses interval, the Mann-Whitney p.
+    With ties (ratings, round numbers) the interval is the same closed one: see
+    tests/test_extreme_answers.py for its coverage then."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        return NO_SHIFT
+    pairs = n * m
+    k, achieved = moses_rank(n, m, level)
+    middle = [(pairs - 1) // 2, pairs // 2]
+    ends = [k - 1, pairs - k] if k else []
+    found = order_differences(a, b, middle + ends)
+    estimate = float((found[0] + found[1]) / 2)
+    low, high = (float(found[2]), float(found[3])) if k else (np.nan, np.nan)
+    if n < 2 or m < 2 or np.ptp(np.concatenate([a, b])) == 0:
+        p = np.nan  # no spread: nothing to rank
+    else:
+        p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return Shift(estimate, low, high, p, achieved)
+
+
+@dataclass(frozen=True)
+class Influence:
+    """The mean difference a - b with the LEFT_OUT answers farthest from their own condition's
+    median left out (`without`), the half-width of its Welch interval then, and whether leaving
+    them out moves the difference by more than that (`dominated`; None: too few answers)."""
+
+    without: float
+    half_width: float
+    dominated: bool | None
+
+
+def leave_two_out(a, b, level: float = 0.95) -> Influence:
+    """Whether at most two answers carry the mean difference: leaving out the two farthest from
+    their condition's median (both conditions together, in the answers' unit) moves mean(a) -
+    mean(b) by more than the half-width of the Welch interval without them. On ordinary answers
+    it stays off (two of 40 normal answers move it by about a third of that half-width); one
+    1.5e22 among prices sets it. A sample without spread once they are out has half-width 0, so
+    any move counts: its mean then rests on those answers alone."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) + len(b) < 2 * (LEFT_OUT + 2) or min(len(a), len(b)) < 2:
+        return Influence(np.nan, np.nan, None)
+    far = np.concatenate([np.abs(a - np.median(a)), np.abs(b - np.median(b))])
+    drop = np.argsort(-far, kind="stable")[:LEFT_OUT]
+    keep = np.ones(len(far), bool)
+    keep[drop] = False
+    a2, b2 = a[keep[: len(a)]], b[keep[len(a) :]]
+    if min(len(a2), len(b2)) < 2:
+        return Influence(np.nan, np.nan, None)
+    without = float(a2.mean() - b2.mean())
+    va, vb = a2.var(ddof=1), b2.var(ddof=1)
+    half = 0.0
+    if va + vb > 0:
+        diff, low, _, _, _ = welch(a2.mean(), va, len(a2), b2.mean(), vb, len(b2), level)
+        half = float(diff - low)
+    # means of identical values can differ in the last bits: that is not a move
+    tolerance = 1e-9 * max(float(np.abs(np.concatenate([a, b])).max()), 1.0)
+    moved = abs(float(a.mean() - b.mean()) - without)
+    return Influence(without, half, moved > max(half, tolerance))
+
+
+def outside(values, low: float | None, high: float | None) -> int | None:
+    """How many values lie outside [low, high] (the ends are plausible); None without a range."""
+    if low is None or high is None:
+        return None
+    values = np.asarray(values, float)
+    return int(((values < low) | (values > high)).sum())

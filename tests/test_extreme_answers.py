@@ -1,0 +1,325 @@
+"""Extreme numeric answers (issue 29, item 12): a model that answers 1.5e22 to "estimate the
+price" keeps its mean (the spec's measure), and beside it the robust shift (Hodges-Lehmann, Moses
+interval, Mann-Whitney p), the flag that a few answers dominate the mean, and the count of
+answers outside a job's plausibleRange, in analyze, the report, the viewer and compare's effects.
+The statistics are checked against scipy and against brute force over all pairwise differences.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+from scipy import stats
+
+from orchestrator.analysis import robust
+from orchestrator.analysis.summary import analyze
+from orchestrator.studies.paired.table import robust_cell
+from tests.conftest import ROOT, cli, run_quietly, write_config
+
+ANCHORING = "anchoring-first-number"
+PLANTED = 1150 - 880  # the anchoring effect the simulated model is given
+RUNAWAY = 1.5e22
+
+
+def _with_u(n: int, m: int, u: int) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of n and m distinct values whose Mann-Whitney U (a over b) is exactly u."""
+    counts, left = [], u
+    for _ in range(n):
+        counts.append(min(m, left))
+        left -= counts[-1]
+    return np.array(counts) - 0.5 + np.arange(n) * 1e-3, np.arange(m, dtype=float)
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 5), (8, 6), (4, 11), (10, 12), (20, 20)])
+def test_the_moses_rank_is_the_mann_whitney_critical_value_scipy_gives(n, m):
+    """k - 1 is the largest U whose exact two-sided Mann-Whitney p (scipy's) is still <= 0.05,
+    and the achieved level is 1 minus that p."""
+    exact = [
+        stats.mannwhitneyu(*_with_u(n, m, u), method="exact").pvalue for u in range(n * m // 2)
+    ]
+    critical = max(u for u, p in enumerate(exact) if p <= 0.05)
+    k, level = robust.moses_rank(n, m)
+    assert k == critical + 1
+    assert level == pytest.approx(1 - exact[critical], abs=1e-12)
+    if (n, m) == (20, 20):
+        assert k == 128  # the published table: U <= 127 rejects at 5%, two-sided
+
+
+def test_the_normal_approximation_takes_over_within_a_rank_of_the_exact_one(monkeypatch):
+    exact = robust.moses_rank(200, 200)
+    monkeypatch.setattr(robust, "EXACT_PAIRS", 0)
+    approx = robust.moses_rank(200, 200)
+    assert abs(exact[0] - approx[0]) <= 1 and approx[1] == pytest.approx(0.95, abs=1e-3)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_hodges_lehmann_is_the_median_and_the_order_statistics_of_all_differences(ties):
+    rng = np.random.default_rng(7 + ties)
+    for _ in range(40):
+        n, m = (int(x) for x in rng.integers(6, 45, 2))
+        draw = (
+            (lambda k: rng.integers(1, 8, k).astype(float))
+            if ties
+            else (lambda k: rng.normal(size=k))
+        )
+        a, b = draw(n) + 0.7, draw(m)
+        shift = robust.hodges_lehmann(a, b)
+        differences = np.sort(np.subtract.outer(a, b).ravel())
+        k, _ = robust.moses_rank(n, m)
+        assert shift.estimate == np.median(differences)
+        assert (shift.low, shift.high) == (differences[k - 1], differences[n * m - k])
+        assert shift.p == stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+
+
+def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkeypatch):
+    """The path for large cells (no n*m array) returns the very floats sorting would."""
+    rng = np.random.default_rng(3)
+    monkeypatch.setattr(robust, "BRUTE_PAIRS", 0)
+    for trial in range(60):
+        n, m = (int(x) for x in rng.integers(1, 60, 2))
+        a = rng.integers(0, 5, n) * 10.0 if trial % 2 else rng.lognormal(6, 1, n)
+        b = rng.integers(0, 5, m) * 10.0 if trial % 2 else rng.lognormal(6, 1, m)
+        ks = rng.integers(0, n * m, 5)
+        expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
+        assert (robust.order_differences(a, b, ks) == expected).all()
+
+
+def test_the_interval_covers_a_planted_shift_at_its_level():
+    rng = np.random.default_rng(11)
+    normal = [
+        robust.hodges_lehmann(rng.normal(3, 1, 20), rng.normal(0, 1, 20)) for _ in range(1000)
+    ]
+    covered = np.mean([s.low <= 3 <= s.high for s in normal])
+    assert 0.93 <= covered <= 0.97, covered  # nominal 95.1% at 20 a side; +-3 SE of 1000 draws
+    # ratings tie: the closed interval is then conservative, never short
+    ratings = [
+        robust.hodges_lehmann(
+            np.clip(np.round(rng.normal(4, 1.2, 20)), 1, 6) + 1,
+            np.clip(np.round(rng.normal(4, 1.2, 20)), 1, 6),
+        )
+        for _ in range(400)
+    ]
+    assert np.mean([s.low <= 1 <= s.high for s in ratings]) >= 0.95
+
+
+def test_two_answers_dominating_the_mean_are_flagged_and_ordinary_answers_are_not():
+    rng = np.random.default_rng(5)
+    for n in (20, 100):
+        fired = [
+            robust.leave_two_out(rng.normal(1150, 120, n), rng.normal(880, 120, n)).dominated
+            for _ in range(1000)
+        ]
+        assert not any(fired), f"{sum(fired)} of 1000 normal samples of {n} flagged"
+    a, b = rng.normal(1150, 120, 20), rng.normal(880, 120, 20)
+    b[3] = RUNAWAY
+    found = robust.leave_two_out(a, b)
+    # the runaway answer and the next farthest from its condition's median, left out by hand
+    far = sorted(
+        [(abs(x - np.median(a)), "a", i) for i, x in enumerate(a)]
+        + [(abs(x - np.median(b)), "b", i) for i, x in enumerate(b)]
+    )[-2:]
+    drop = {side: [i for _, s, i in far if s == side] for side in "ab"}
+    kept_a, kept_b = np.delete(a, drop["a"]), np.delete(b, drop["b"])
+    assert found.dominated and found.without == pytest.approx(kept_a.mean() - kept_b.mean())
+    assert found.half_width == pytest.approx(
+        stats.ttest_ind(kept_a, kept_b, equal_var=False).confidence_interval().high
+        - (kept_a.mean() - kept_b.mean())
+    )
+    a[0], b[3] = 9e6, 880.0  # one runaway price in the other condition
+    assert robust.leave_two_out(a, b).dominated
+    assert robust.leave_two_out([1.0, 2.0], [3.0, 4.0, 5.0]).dominated is None  # too few
+    assert (
+        robust.outside([-1, 0, 5, 10, 11], 0, 10) == 2 and robust.outside([1], None, None) is None
+    )
+
+
+# --- the paired study, end to end ------------------------------------------------------------
+
+
+def _paired_run(folder: Path, plausible: list | None) -> Path:
+    spec = json.loads((ROOT / "jobs" / "paired.json").read_text(encoding="utf-8"))
+    for e in spec["experiments"]:
+        if e["experimentSlug"] == ANCHORING and plausible is not None:
+            e["plausibleRange"] = plausible
+    job = folder / "job.json"
+    job.write_text(json.dumps(spec), encoding="utf-8")
+    config = write_config(
+        folder,
+        f"""
+name = "runaway"
+jobs = ["{job}"]
+samples = 100
+output_dir = "{folder / "runs"}"
+[[models]]
+provider = "simulated"
+name = "sim"
+temperature = 1.0
+[models.simulate.effects.{ANCHORING}]
+conditions = [{{mean = 1150, sd = 120}}, {{mean = 880, sd = 120}}]
+[models.simulate.effects.framing-survival-mortality]
+conditions = [{{mean = 5.2, sd = 1.1}}, {{mean = 4.1, sd = 1.3}}]
+""",
+    )
+    return run_quietly(config).run_dir
+
+
+def _plant(run_dir: Path, experiment: str, condition: int, value: float) -> None:
+    """One valid answer of `experiment` in `condition` becomes `value` (the file's other lines
+    stay byte for byte)."""
+    path = run_dir / "results.ndjson"
+    lines, done = path.read_bytes().splitlines(), False
+    for i, line in enumerate(lines):
+        rec = orjson.loads(line)
+        if not done and (rec["experimentSlug"], rec["conditionIndex"], rec["status"]) == (
+            experiment,
+            condition,
+            "ok",
+        ):
+            rec["response"]["value"] = value
+            lines[i], done = orjson.dumps(rec), True
+    assert done
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _answers(run_dir: Path, experiment: str) -> dict[int, np.ndarray]:
+    recs = [orjson.loads(line) for line in (run_dir / "results.ndjson").read_bytes().splitlines()]
+    return {
+        c: np.array(
+            [
+                r["response"]["value"]
+                for r in recs
+                if r["experimentSlug"] == experiment
+                and r["conditionIndex"] == c
+                and r["status"] == "ok"
+            ]
+        )
+        for c in (0, 1)
+    }
+
+
+@pytest.fixture(scope="module")
+def runaway(tmp_path_factory) -> tuple[Path, pl.DataFrame]:
+    """A demo-like anchoring run (100 answers a condition), analysed as it came, then with one
+    answer of 1.5e22: (run folder, the summary before the planted answer)."""
+    run_dir = _paired_run(tmp_path_factory.mktemp("runaway"), [0, 100_000])
+    before = analyze(run_dir).tables["summary"]
+    _plant(run_dir, ANCHORING, 1, RUNAWAY)
+    return run_dir, before
+
+
+def _row(summary: pl.DataFrame, experiment: str) -> dict:
+    return summary.filter(pl.col("experimentSlug") == experiment).row(0, named=True)
+
+
+def test_ordinary_answers_raise_no_flag_and_are_all_plausible(runaway):
+    _, before = runaway
+    numbers = before.filter(pl.col("metric_type") == "mean-difference")
+    assert numbers.height == 4 and numbers["dominated"].to_list() == [False] * 4
+    row = _row(before, ANCHORING)
+    assert (row["n_implausible"], row["n_implausible_0"], row["n_implausible_1"]) == (0, 0, 0)
+    assert row["hl_ci_low"] <= PLANTED <= row["hl_ci_high"]
+    # the robust and the spec's estimate agree on normal answers
+    assert abs(row["hl_effect"] - row["effect"]) < (row["ci_high"] - row["ci_low"]) / 4
+    assert not any("dominate" in f or "plausible" in f for flags in before["flags"] for f in flags)
+    # no range declared: no count, rather than a count of 0 that says "checked"
+    assert _row(before, "planning-fallacy-reference-class")["n_implausible"] is None
+    shares = before.filter(pl.col("metric_type") == "choice-share-difference")
+    assert shares["hl_effect"].is_null().all() and shares["dominated"].is_null().all()
+
+
+def test_a_runaway_answer_keeps_the_mean_and_is_flagged_beside_it(runaway):
+    run_dir, _ = runaway
+    summary = analyze(run_dir).tables["summary"]
+    row = _row(summary, ANCHORING)
+    answers = _answers(run_dir, ANCHORING)
+    # the spec's measure, as the issue's demo printed it: -1.5e20, with a CI that spans 0
+    assert row["effect"] == pytest.approx(answers[0].mean() - answers[1].mean(), rel=1e-12)
+    assert row["effect"] == pytest.approx(-RUNAWAY / 100, rel=1e-6)
+    welch = stats.ttest_ind(answers[0], answers[1], equal_var=False).confidence_interval()
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((welch.low, welch.high), rel=1e-9)
+    assert row["ci_low"] < 0 < row["ci_high"] and not row["significant"]
+    # beside it, the robust shift: the median of the 100 x 100 differences, near the planted one
+    assert row["hl_effect"] == np.median(np.subtract.outer(answers[0], answers[1]))
+    assert abs(row["hl_effect"] - PLANTED) < 40
+    assert row["hl_ci_low"] <= PLANTED <= row["hl_ci_high"] and row["hl_ci_low"] > 0
+    assert row["hl_p"] == stats.mannwhitneyu(answers[0], answers[1]).pvalue < 1e-10
+    assert row["dominated"] is True
+    assert abs(row["effect_without_extremes"] - PLANTED) < 60
+    assert (row["n_implausible"], row["n_implausible_0"], row["n_implausible_1"]) == (1, 0, 1)
+    flags = "; ".join(row["flags"])
+    assert "a few answers dominate the mean" in flags
+    assert "1 answer(s) outside the plausible range [0, 100,000] (c0 0, c1 1)" in flags
+    # the other experiments' answers are untouched: no flag there
+    others = summary.filter(
+        (pl.col("metric_type") == "mean-difference") & (pl.col("experimentSlug") != ANCHORING)
+    )
+    assert others["dominated"].to_list() == [False] * 3
+
+
+def test_the_effects_compare_and_the_viewer_read_carry_the_robust_columns(runaway):
+    from orchestrator.nightly.effects import run_effects
+
+    run_dir, _ = runaway
+    effects = run_effects(run_dir).effects
+    row = effects.filter(pl.col("experiment") == ANCHORING).row(0, named=True)
+    summary = _row(analyze(run_dir).tables["summary"], ANCHORING)
+    assert (row["robust"], row["robust_low"], row["robust_high"]) == (
+        summary["hl_effect"],
+        summary["hl_ci_low"],
+        summary["hl_ci_high"],
+    )
+    assert row["dominated"] is True and row["implausible"] == 1
+    shares = effects.filter(pl.col("measure") == "choice-share-difference")
+    assert shares["robust"].is_null().all() and shares["dominated"].is_null().all()
+
+
+def test_the_viewer_serves_the_robust_estimate_and_the_flags(runaway):
+    from tests.test_viewer_api import Served
+
+    run_dir, _ = runaway
+    served = Served(run_dir)
+    try:
+        body = served.ok("/api/overview")
+        [row] = [e for e in body["effects"] if e["experiment"] == ANCHORING]
+        assert row["dominated"] is True and row["implausible"] == 1
+        assert abs(row["robust"] - PLANTED) < 40 and row["robust_low"] <= PLANTED
+        one = served.ok(
+            "/api/effect",
+            study="paired",
+            measure="mean-difference",
+            experiment=ANCHORING,
+            strategy="baseline",
+            model=row["modelKey"],
+        )
+        assert one["effect"]["robust"] == row["robust"] and one["effect"]["dominated"] is True
+    finally:
+        served.close()
+    page = (ROOT / "orchestrator" / "viewer" / "static" / "app.js").read_text(encoding="utf-8")
+    assert "e.robust" in page and "e.dominated" in page and "e.implausible" in page
+
+
+def test_analyze_and_the_report_show_the_robust_column_and_mark_the_dominated_mean(
+    runaway, monkeypatch
+):
+    run_dir, _ = runaway
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row, to read the cells back
+    shown = cli("analyze", str(run_dir), cwd=run_dir.parent)
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if ANCHORING in x)
+    cells = [c.strip() for c in line.split("│")]
+    assert cells[5].endswith("†") and cells[7] == robust_cell(
+        _row(analyze(run_dir).tables["summary"], ANCHORING)
+    )
+    assert "robust [95% CI]" in shown.stdout
+    assert cli("report", str(run_dir), cwd=run_dir.parent).returncode == 0
+    report = (run_dir / "report" / "report.md").read_text(encoding="utf-8")
+    header = next(x for x in report.splitlines() if x.startswith("| experiment |"))
+    assert "robust shift (HL) [95% CI]" in header and "outside plausible range" in header
+    row = next(x for x in report.splitlines() if x.startswith(f"| {ANCHORING} |"))
+    assert "† |" in row and "Hodges-Lehmann" in report
+    assert "Numbers also get a robust shift beside the spec's mean difference" in report

@@ -72,12 +72,18 @@ def design() -> tuple[pl.DataFrame, np.ndarray, np.ndarray, list[str]]:
     )
 
 
-def answers(seed: int, model: str = "none", lean: float = 0.0) -> pl.DataFrame:
+def answers(
+    seed: int, model: str = "none", lean: float = 0.0, like: tuple[int, float] | None = None
+) -> pl.DataFrame:
     """One model's answers: each content drawn a seeded uniform, the option whose content drew
     the most is chosen. `lean` plants a certainty effect: in treatment the sure prize's draw is
-    raised by it."""
+    raised by it. `like` = (seed, share): the model keeps that share of another model's draws
+    (the one of that seed), as a fine-tuned model keeps much of its base model's taste."""
     items, options, roles, contents = design()
     draw = np.random.default_rng(seed).random(len(contents) + 1)
+    if like:
+        kept = np.random.default_rng([seed, 1]).random(len(draw)) < like[1]  # its own stream
+        draw = np.where(kept, np.random.default_rng(like[0]).random(len(draw)), draw)
     value = np.where(options >= 0, draw[options], -1.0)
     certain = (roles == "safe") & (value >= 0)
     treatment = np.zeros(len(options), bool)
@@ -135,10 +141,14 @@ def test_equation_1_is_biased_for_the_decoy_and_the_attraction_measure_is_not():
 
 
 @pytest.mark.slow
-def test_the_difference_between_two_null_models_holds_its_level():
+@pytest.mark.parametrize("kept", [0.0, 0.8])
+def test_the_difference_between_two_null_models_holds_its_level(kept):
+    """Two models with no bias, independent or sharing 80% of their taste (the case clustering
+    is for: their answers agree through the items)."""
     ps = []
     for seed in range(150):
-        table, counted = scores(answers(2 * seed, "a"), answers(2 * seed + 1, "b"))
+        second = answers(2 * seed + 1, "b", like=(2 * seed, kept))
+        table, counted = scores(answers(2 * seed, "a"), second)
         table = table.with_columns(model=pl.col("modelKey"))
         did = differences(table, counted)
         ps += did.filter(pl.col("score").is_in(["Certainty", "Belief Valid", "Belief Invalid"]))[
@@ -146,6 +156,8 @@ def test_the_difference_between_two_null_models_holds_its_level():
         ].to_list()
     rate = float(np.mean(np.array(ps) < 0.05))
     print(f"false-positive rate of the difference between models: {rate:.3f} of {len(ps)}")
+    if kept:  # the models do agree: most answers are the same
+        assert (second["role"] == answers(2 * 149, "a")["role"]).mean() > 0.7
     assert len(ps) == 450 and rate <= 0.07
 
 
@@ -175,3 +187,16 @@ def test_the_overview_and_run_comparisons_read_the_decoy_by_its_attraction_measu
     assert (rows["p"] < 0.01).all()  # Equation 1 "finds" a decoy effect in a null respondent
     others = effects.filter(~pl.col("experiment").str.starts_with("Decoy"))
     assert set(others["measure"]) == {"bias score"} and others["df"].is_not_null().all()
+
+
+def test_the_report_marks_the_decoys_equation_1_rows_and_explains_the_mark():
+    from orchestrator.studies.instructed.report import DID_NOTE, SCORES_NOTE, did_rows, score_rows
+
+    table, counted = scores(answers(0, "a"), answers(1, "b"))
+    table = table.with_columns(model=pl.col("modelKey"))
+    marked = {r["bias score"] for r in score_rows(table) if r["bias score"].endswith(" †")}
+    assert marked == {"Decoy Cheaper †", "Decoy Expensive †"}
+    did = did_rows(differences(table, counted))
+    assert {r["bias score"] for r in did if r["bias score"].endswith(" †")} == marked
+    assert all(r["attraction difference [95% CI]"] != "–" for r in did if "†" in r["bias score"])
+    assert "† Equation 1 is option-count-biased" in SCORES_NOTE and "† Decoy" in DID_NOTE

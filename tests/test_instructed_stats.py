@@ -187,3 +187,26 @@ def test_the_attraction_test_counts_the_answers_that_chose_target_or_competitor(
     assert (row["attraction_ci_low"], row["attraction_p"]) == pytest.approx(
         (want["ci_low"], want["p"])
     )
+
+
+def test_the_exact_p_counts_the_arrangements_of_cells_holding_one_arm():
+    """Cells holding one arm swap arm labels among themselves; the mirror image is as extreme
+    only where as many cells hold each arm."""
+    two_each = clustered([[3, 0], [2, 0], [0, 3], [0, 2]], [[0, 0], [0, 0], [0, 3], [0, 2]])
+    assert two_each["estimate"] == 1 and two_each["p"] == pytest.approx(2 / 6)  # 2 / C(4, 2)
+    unbalanced = clustered([[3, 0], [0, 3], [0, 2]], [[0, 0], [0, 3], [0, 2]])
+    assert unbalanced["p"] == pytest.approx(1 / 3)  # 1 / C(3, 2): no mirror image
+    mixed = clustered([[2, 2], [3, 0], [0, 3]], [[0, 2], [0, 0], [0, 3]])
+    assert mixed["p"] == pytest.approx(2 / (2 * 2))  # one cell flips, the two swap: 2 x 2
+
+
+def test_two_models_answering_alike_in_every_cell_get_an_exact_p():
+    """Model a chooses the target in every treatment answer and never in control, model b never:
+    a difference of 1 in each of 4 cells, whose 2^4 sign flips give p = 2/16."""
+    counts = np.full((4, 4), 3)
+    hits = np.tile([0, 3, 0, 0], (4, 1))
+    test = clustered(counts, hits, TWO_MODELS, (0.0, 0.0, 0.0, -1.0))
+    assert test["estimate"] == 1 and test["p"] == pytest.approx(2 / 16)
+    assert test["note"] == ALIKE
+    same = clustered(counts, np.tile([0, 3, 0, 3], (4, 1)), TWO_MODELS, (0.0, 0.0, 0.0, -1.0))
+    assert same["estimate"] == 0 and same["p"] == 1

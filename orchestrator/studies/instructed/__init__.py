@@ -28,8 +28,9 @@ class Instructed(Study):
         return job_from_templates(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
+        from orchestrator.studies.instructed.accuracy import belief_accuracy
         from orchestrator.studies.instructed.analysis import all_scores
-        from orchestrator.studies.instructed.compare import belief_accuracy, differences
+        from orchestrator.studies.instructed.compare import differences
 
         if not self.has_jobs(run):
             return []
@@ -75,7 +76,8 @@ class Instructed(Study):
             p="_p",
             se="_se",
             df="_df",
-            n=pl.col("n_treatment") + pl.col("n_control"),
+            # the attraction measure leaves the answers that chose the decoy out
+            n=pl.col("n_treatment") + pl.col("n_control") - pl.col("n_decoy_treatment"),
         )
 
     def print_tables(self, tables, console) -> None:

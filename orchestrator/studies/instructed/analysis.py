@@ -156,18 +156,16 @@ def with_cell_tests(table: pl.DataFrame, counted: pl.DataFrame, keys: list[str])
     """The tests over value cells joined on; where a row has fewer than two cells its interval
     is the one over prompts, and `interval` says which a row has."""
     tests = cell_tests(counted, keys)
-    over_cells = pl.col("ci_low").is_not_null()
+    one_cell = pl.col("cells") < 2
     return table.join(tests, on=keys, how="left").with_columns(
-        pl.when(over_cells)
+        pl.when(pl.col("ci_low").is_not_null())
         .then(pl.format("CR2 t over {} value cells", pl.col("cells")))
-        .when(pl.col("p").is_not_null())
-        .then(pl.lit("exact, over value cells"))
-        .otherwise(pl.lit("Newcombe over prompts (one value cell)"))
+        .when(one_cell)
+        .then(pl.lit("Newcombe over prompts (one value cell)"))
+        .otherwise(pl.format("none: {}", pl.col("note")))
         .alias("interval"),
-        pl.coalesce("ci_low", pl.when(pl.col("cells") < 2).then("prompt_ci_low")).alias("ci_low"),
-        pl.coalesce("ci_high", pl.when(pl.col("cells") < 2).then("prompt_ci_high")).alias(
-            "ci_high"
-        ),
+        pl.coalesce("ci_low", pl.when(one_cell).then("prompt_ci_low")).alias("ci_low"),
+        pl.coalesce("ci_high", pl.when(one_cell).then("prompt_ci_high")).alias("ci_high"),
     )
 
 

@@ -1,17 +1,11 @@
-"""Beside the bias scores: belief-bias accuracy on logical validity (the paper's section 6.3),
-and the difference-in-differences between two models (its pretrained vs instruction-tuned
-contrast, section 5).
-
-Accuracy: the share of parsed belief answers whose answer is the argument's form (valid or
-invalid), per model and strategy, in real words (treatment), invented words (control) and
-both, with a Wilson 95% interval.
-
-Difference-in-differences: for every pair of models in the run's order (the first minus the
+"""The difference-in-differences between two models (the paper's pretrained vs
+instruction-tuned contrast, section 5): for every pair of models in the run's order (the first minus the
 second), each bias score's difference, tested over value cells like the scores themselves
 (inference.py `clustered`): the two models answered the same items, so each value cell holds
 both models' answers in both arms, and CR2 over the cells takes in whatever the models' answers
 share through the items. (Testing them as independent samples, as this table did before, was
-not conservative: each model's own variance took every prompt as an independent draw.)
+not conservative: each model's own variance took every prompt as an independent draw.) A decoy
+row also gets the difference of the attraction measures, tested the same way.
 """
 
 from __future__ import annotations
@@ -21,59 +15,9 @@ import itertools
 import numpy as np
 import polars as pl
 
-from orchestrator.analysis.load import Run
-from orchestrator.analysis.stats import wilson, zero
-from orchestrator.studies.instructed.analysis import CELL_KEYS, rank
-from orchestrator.studies.instructed.answers import answers
+from orchestrator.analysis.stats import zero
+from orchestrator.studies.instructed.analysis import CELL_KEYS
 from orchestrator.studies.instructed.inference import TWO_MODELS, clustered
-from orchestrator.studies.instructed.items import ITEM_KEYS, belief_frame
-
-WORDS = ("invented", "real", "all")
-
-
-def belief_accuracy(run: Run, kind: str = "instructed") -> pl.DataFrame:
-    ok = pl.col("status") == "ok"
-    joined = answers(run, kind).join(belief_frame(run, kind).lazy(), on=ITEM_KEYS)
-    agg = {
-        "n": ok.sum(),
-        "correct": (ok & (pl.col("role") == pl.col("correct"))).sum(),
-        "unparsed": (~ok).sum(),
-    }
-    per_words = joined.group_by("modelKey", "strategy", "words").agg(**agg)
-    both = joined.group_by("modelKey", "strategy").agg(**agg).with_columns(words=pl.lit("all"))
-    table = pl.concat([per_words, both.select(per_words.collect_schema().names())]).collect()
-    if not table.height:
-        return pl.DataFrame()
-    low, high = wilson(table["correct"].to_numpy(), table["n"].to_numpy())
-    names = run.models
-    return (
-        table.with_columns(
-            pl.col("modelKey").replace_strict(names, default=pl.col("modelKey")).alias("model"),
-            (pl.col("correct") / pl.col("n")).alias("accuracy"),
-            pl.Series("ci_low", low),
-            pl.Series("ci_high", high),
-            rank("modelKey", list(names)).alias("_m"),
-            pl.col("words")
-            .replace_strict({w: i for i, w in enumerate(WORDS)}, return_dtype=pl.Int64)
-            .alias("_w"),
-        )
-        .fill_nan(None)
-        .sort("_m", "strategy", "_w")
-        .drop("_m", "_w")
-        .select(
-            "model",
-            "modelKey",
-            "strategy",
-            "words",
-            "n",
-            "correct",
-            "unparsed",
-            "accuracy",
-            "ci_low",
-            "ci_high",
-        )
-    )
-
 
 DID_COLUMNS = [
     "strategy",
@@ -91,19 +35,27 @@ DID_COLUMNS = [
     "cells",
     "df",
     "note",
+    "attraction_did",
+    "attraction_ci_low",
+    "attraction_ci_high",
+    "attraction_p",
 ]
+A_MINUS_B = (0.0, 0.0, 0.0, -1.0)  # TWO_MODELS' last coefficient is b's bias minus a's
 
 
-def _cell_groups(cells: pl.DataFrame, key_a: str, key_b: str) -> tuple[np.ndarray, np.ndarray]:
-    """(K, 4) answers and hits per value cell: control and treatment of a, then of b."""
+def _cell_groups(
+    cells: pl.DataFrame, key_a: str, key_b: str, count: str = "n"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(K, 4) answers (the `count` column) and hits per value cell: control and treatment of
+    a, then of b."""
     groups = [(key_a, 0), (key_a, 1), (key_b, 0), (key_b, 1)]
     wide = cells.group_by(CELL_KEYS).agg(
         *(
             pl.col(c)
             .filter((pl.col("modelKey") == m) & (pl.col("conditionIndex") == a))
             .sum()
-            .alias(f"{c}{i}")
-            for c in ("n", "hits")
+            .alias(f"{name}{i}")
+            for c, name in ((count, "n"), ("hits", "hits"))
             for i, (m, a) in enumerate(groups)
         )
     )
@@ -123,7 +75,11 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     side = scores.select("modelKey", "model", "strategy", "score", "bias_score")
     rows = []
     for strategy, score in side.select("strategy", "score").unique(maintain_order=True).rows():
-        here = cells.filter((pl.col("strategy") == strategy) & (pl.col("score") == score))
+        here = cells.filter(
+            (pl.col("strategy") == strategy) & (pl.col("score") == score)
+        ).with_columns(  # the attraction measure's answers: the decoy's left out
+            (pl.col("n") - pl.col("n_decoy") * pl.col("conditionIndex")).alias("n_pair")
+        )
         bias = {
             r["modelKey"]: r
             for r in side.filter(
@@ -131,7 +87,12 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
             ).iter_rows(named=True)
         }
         for a, b in itertools.combinations([k for k in keys if k in bias], 2):
-            test = clustered(*_cell_groups(here, a, b), TWO_MODELS, (0.0, 0.0, 0.0, -1.0))
+            test = clustered(*_cell_groups(here, a, b), TWO_MODELS, A_MINUS_B)
+            pair = (
+                clustered(*_cell_groups(here, a, b, "n_pair"), TWO_MODELS, A_MINUS_B)
+                if score.startswith("Decoy")
+                else dict.fromkeys(("estimate", "ci_low", "ci_high", "p"))
+            )
             rows.append(
                 {
                     "strategy": strategy,
@@ -149,6 +110,8 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
                     "cells": test["cells"],
                     "df": test["df"],
                     "note": test["note"],
+                    **{f"attraction_{k}": pair[k] for k in ("ci_low", "ci_high", "p")},
+                    "attraction_did": pair["estimate"],
                 }
             )
     if not rows:
@@ -161,6 +124,6 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     return (
         pl.DataFrame(rows, infer_schema_length=None)
         .fill_nan(None)
-        .with_columns(zero(pl.col("did")).alias("did"))
+        .with_columns(zero(pl.col(c)).alias(c) for c in ("did", "attraction_did"))
         .select(DID_COLUMNS)
     )

@@ -17,9 +17,10 @@ DEVIATIONS = (
         "t-test (t, df, p) on the 0/1 answers is shown beside it; every p is unadjusted, as in "
         "the paper.",
         "At T=0, and always when answers are scored, a model answering by content gives one "
-        "answer to every prompt of a value cell: they are one draw, and the t-test over prompts "
-        "called 20% of such nulls significant (the simulation in tests/test_instructed_null.py; "
-        "5% over value cells). Where every answer in each arm is alike, p is the exact "
+        "answer to every prompt of a value cell: they are one draw. In the simulation of "
+        "tests/test_instructed_null.py (a respondent with no bias answering by content, 2,000 "
+        "tests), tests over prompts called 40% significant (53-57% of Certainty and Belief "
+        "tests, 17-19% of attraction tests), the tests over value cells 5.5%. Where every answer in each arm is alike, p is the exact "
         "randomisation p over the cells, and the t-test's p is Fisher's exact test's, where "
         "either would otherwise read 0.",
     ),
@@ -58,8 +59,9 @@ DEVIATIONS = (
         "the control never reads into the certainty effect.",
     ),
     Deviation(
-        "Each product's two decoys are of different kinds (a dearer copy, a worse copy, or both "
-        "at once), and no two products have the same pair.",
+        "The products' decoys differ in kind and size: the frying pan and the car get a dearer "
+        "copy and a worse copy of the target, the phone and the real estate a dearer copy and "
+        "one both dearer and worse, at markups of 25% or 50% that differ between products.",
         "Differences between the products' decoy scores are confounded with the kind of decoy: "
         "read them as differences between product-and-decoy designs, not between products.",
     ),

@@ -4,7 +4,7 @@ Student t-test on the 0/1 "chose the target" answers (`student`, vectorised over
 Why clustered: at T=0, and always when answers are scored, a prompt's answer is fixed, and a
 model answering by content gives one answer to every prompt built from the same values (all
 option orders, all templates). Those prompts are one draw. Counted as many, a respondent with
-no bias at all was called biased in 20% of tests. A p-value can only mean "would this hold on
+no bias at all was called biased in 40% of tests (tests/test_instructed_null.py). A p-value can only mean "would this hold on
 other items", so the unit is the value cell: the treatment-minus-control difference of shares
 (the pooled score itself) with its CR2 variance over value cells and a t reference with the
 Bell-McCaffrey degrees of freedom (analysis/cr2.py, as the 11-bias study does).
@@ -29,7 +29,8 @@ ARMS = np.array([[1.0, 0.0], [1.0, 1.0]])
 # is the second model's bias score minus the first's
 TWO_MODELS = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], float)
 NO_CELLS = "fewer than 2 value cells: no test over items"
-ALIKE = "every answer alike in each arm: exact randomisation p over the value cells"
+WHOLE_ARM = "one value cell holds all of a group's answers: no test over cells"
+ALIKE = "no variation between value cells: exact randomisation p over the cells, no interval"
 
 
 def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
@@ -37,39 +38,54 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     are (K, G) per cell and group (design's rows). Returns estimate, se, df, ci_low, ci_high, p,
     cells (K) and a note where the test is not the CR2 t.
 
-    Where every answer in each group is alike, the CR2 variance is 0 and t is infinite: then,
-    for two arms, p is the exact randomisation p of the cell-level test (every relabelling of
-    the cells that keeps the data's shape: sign flips of the cells holding both arms, arm
-    labels swapped among the cells holding one), which is what a reader can use for 11/11
-    against 0/10; there is no interval."""
+    Where every cell has each group's overall share (every answer in each arm alike, say:
+    11/11 against 0/10), the CR2 variance is 0 and t is infinite. Then p is the exact
+    randomisation p of the test over cells, which is what a reader can use: every cell's
+    contrast is the estimate, and only the relabellings that flip them all are as extreme
+    (`exact_p`); there is no interval."""
     counts, hits = np.asarray(counts, float), np.asarray(hits, float)
     keep = counts.sum(1) > 0
     counts, hits = counts[keep], hits[keep]
     out = dict.fromkeys(("estimate", "se", "df", "ci_low", "ci_high", "p"), np.nan)
     out |= {"cells": int(len(counts)), "note": None}
-    if counts.shape[0] == 0 or (counts.sum(0) == 0).any():
+    if (counts.sum(0) == 0).any():
         return out | {"note": NO_CELLS}
     estimate, variance, df = cr2_cells(counts, hits, design, np.asarray(contrast, float))
     out["estimate"] = estimate
-    if np.isnan(variance):
+    if len(counts) < 2:
         return out | {"note": NO_CELLS}
-    if variance <= ZERO**2:
-        return out | {"p": _all_alike_p(counts, estimate, len(design)), "note": ALIKE}
+    shares = hits.sum(0) / counts.sum(0)
+    if np.allclose(hits, counts * shares, rtol=0, atol=1e-9):  # every cell at the shares
+        return out | {"p": exact_p(counts, estimate), "note": ALIKE}
+    if np.isnan(variance):
+        return out | {"note": WHOLE_ARM}
+    if variance <= ZERO**2:  # every cell's contrast is 0 (two models answering alike): p is 1
+        p = 1.0 if abs(estimate) <= ZERO else np.nan
+        return out | {"p": p, "note": "no variation of the contrast between value cells"}
     se = float(np.sqrt(variance))
     half = stats.t.ppf(0.975, df) * se
     p = 2 * stats.t.sf(abs(estimate) / se, df)
     return out | {"se": se, "df": df, "ci_low": estimate - half, "ci_high": estimate + half, "p": p}
 
 
-def _all_alike_p(counts: np.ndarray, estimate: float, groups: int) -> float:
+def exact_p(counts: np.ndarray, estimate: float) -> float:
+    """The two-sided randomisation p where every cell shows the same contrast: the cells that
+    hold every group may each be flipped (the groups' labels swapped within the cell); with two
+    arms, the cells holding one may swap arm labels among themselves. The observed arrangement
+    and, where the data's shape allows it, its mirror image are the only ones as extreme. NaN
+    where cells hold some groups but not all, with more than two groups."""
     if abs(estimate) <= ZERO:
         return 1.0
-    if groups != 2:
+    held = (counts > 0).sum(1)
+    full = int((held == counts.shape[1]).sum())
+    partial = counts[held < counts.shape[1]]
+    if not len(partial):
+        return min(1.0, 2.0 / 2.0**full)
+    if counts.shape[1] != 2:
         return np.nan
-    both = int(((counts > 0).sum(1) == 2).sum())
-    one = counts[(counts > 0).sum(1) == 1]
-    arrangements = 2.0**both * math.comb(len(one), int((one[:, 1] > 0).sum()))
-    return min(1.0, 2.0 / arrangements)
+    treated = int((partial[:, 1] > 0).sum())
+    mirrored = 2 if 2 * treated == len(partial) else 1
+    return min(1.0, mirrored / (2.0**full * math.comb(len(partial), treated)))
 
 
 def student(count_a, n_a, count_b, n_b):

@@ -123,10 +123,11 @@ def items_frame(run: Run, kind: str) -> pl.DataFrame:
 
 
 def belief_frame(run: Run, kind: str) -> pl.DataFrame:
-    """Every belief item with its correct answer (`predicted`: the argument's form) and the words
-    it is in (real: treatment; invented: control)."""
+    """Every belief item with its correct answer (`predicted`: the argument's form), the words
+    it is in (real: treatment; invented: control) and its value cell (its term family)."""
     rows = [
         (job_id, exp.slug, cond.index, v.id, v.predicted, ("invented", "real")[cond.index])
+        + (value_cell(BELIEF, v.item or {}),)
         for job_id, exp in experiments(run, kind)
         if exp.metric.label == BELIEF
         for cond in exp.conditions
@@ -142,5 +143,6 @@ def belief_frame(run: Run, kind: str) -> pl.DataFrame:
             "variant": pl.String,
             "correct": pl.String,
             "words": pl.String,
+            "cluster": pl.String,
         },
     )

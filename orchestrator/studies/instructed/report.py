@@ -33,7 +33,9 @@ SCORES_NOTE = (
 ACCURACY_NOTE = (
     "Belief-bias accuracy on logical validity (the paper's section 6.3): share of parsed answers "
     "that name the argument's form (valid or invalid), in real words (treatment, believable and "
-    "unbelievable conclusions), invented words (control) and both; 95% Wilson interval."
+    "unbelievable conclusions), invented words (control) and both; 95% interval over term "
+    "families (CR2 t, clipped to [0, 1]): a family's syllogisms in every template and premise "
+    "order are one draw for a model answering by content."
 )
 DID_NOTE = (
     "Difference-in-differences (the paper's pretrained vs instruction-tuned contrast, section 5): "
@@ -43,14 +45,16 @@ DID_NOTE = (
     "pretrained model first and its instruction-tuned version second: a negative difference is "
     "then a larger bias after instruction tuning. † Decoy: a difference of Equation-1 scores, "
     "whose option-count bias cancels only between models that choose among the three options "
-    "alike; compare the models' attraction measures in the scores table."
+    "alike; the attraction difference beside it compares the models' attraction measures."
 )
 PRODUCT_NOTE = (
     "Decoy scores per product (each its own dataset), as in the paper's Figure 5; "
-    "columns as in the bias-score table."
+    "columns as in the bias-score table. Each product has its own kinds and sizes of decoy "
+    "(see the deviations): a difference between products is also a difference between decoys."
 )
 GAP_NOTE = (
-    "Decoy Cheaper score per grid pair (the paper's Figure 6) against the pair's price gap "
+    "Decoy Cheaper score (Equation 1, option-count-biased †: -0.17 for a random chooser) per "
+    "grid pair (the paper's Figure 6) against the pair's price gap "
     "(the competitor's price minus the target's); each point is one pair's treatment items against "
     "its control items. A pair is one value cell, so there is no test over items: the whiskers "
     "are Newcombe intervals over its prompts and describe that pair only. Every pair and both "
@@ -128,6 +132,12 @@ def did_rows(did: pl.DataFrame) -> list[dict[str, str]]:
             "second": fmt(r["bias_b"]),
             "difference [95% CI]": _ci(r["did"], r["ci_low"], r["ci_high"]),
             "p": _p(r["p"], r["note"]),
+            "attraction difference [95% CI]": _ci(
+                r["attraction_did"], r["attraction_ci_low"], r["attraction_ci_high"]
+            )
+            if r["attraction_did"] is not None
+            else "–",
+            "p (attraction)": fmt(r["attraction_p"], 3) if r["attraction_did"] is not None else "–",
         }
         for r in did.iter_rows(named=True)
     ]

@@ -21,6 +21,7 @@ RIGHT = (
     "first",
     "second",
     "difference [95% CI]",
+    "attraction difference [95% CI]",
 )
 
 

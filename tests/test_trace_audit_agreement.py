@@ -188,6 +188,61 @@ def test_degenerate_ratings_give_a_reason_not_a_warning(ci):
     assert single.kappa is None
 
 
+# 35 traces whose kappa sums to 0.9999999999999994, not 1.0: the previous check (value == 1.0)
+# printed kappa 1.0 [1.0, 1.0] with no note
+PERFECT_35 = [s for s, c in zip(range(1, 6), (4, 6, 8, 9, 8), strict=True) for _ in range(c)]
+
+
+def test_perfect_agreement_is_noted_in_the_kappa_and_in_the_agreement_table():
+    k = weighted_kappa(PERFECT_35, PERFECT_35)
+    assert k.n == 35 and k.kappa == pytest.approx(1) and k.ci_low == pytest.approx(1)
+    assert k.note.startswith("perfect agreement on every trace (n = 35)")
+    row = agreement_table(frame("Anchoring", PERFECT_35, PERFECT_35)).row(0, named=True)
+    assert not row["low_agreement"]
+    assert "kappa_w: perfect agreement" in row["note"]
+    assert "kappa_flag: perfect agreement" in row["note"]
+
+
+def near_misses(n: int, misses: int) -> tuple[list[int], list[int]]:
+    """n traces cycling through 1-5, the judge one point above on `misses` of the 1-4s."""
+    ref = [i % 5 + 1 for i in range(n)]
+    low = [i for i, r in enumerate(ref) if r < 5][:misses]
+    return [r + (i in low) for i, r in enumerate(ref)], ref
+
+
+def test_a_kappa_above_09_over_fewer_than_100_traces_is_marked_as_under_covering():
+    judge, ref = near_misses(50, 3)
+    k = weighted_kappa(judge, ref)
+    assert 0.9 < k.kappa < 1 and "likely under-covers" in k.note
+    row = agreement_table(frame("Confirmation", judge, ref)).row(0, named=True)
+    assert (
+        not row["low_agreement"]
+        and f"kappa_w: kappa {k.kappa:.3f} > 0.9 over 50 < 100" in row["note"]
+    )
+    more = weighted_kappa(*near_misses(100, 6))
+    assert more.kappa > 0.9 and more.note is None  # 100 traces: not marked
+    lower = weighted_kappa(*near_misses(50, 25), weights="linear")
+    assert lower.kappa < 0.9 and lower.note is None
+
+
+@pytest.mark.slow
+def test_the_interval_of_a_kappa_near_094_over_50_traces_under_covers_and_is_marked():
+    """Why the mark: planted quadratic kappa 0.944 over 50 traces, 400 sets."""
+    p = 0.95
+    truth = population_kappa(joint_of(p), agreement_weights(5, "quadratic"))
+    covered = missed = marked = 0
+    for i, (judge, ref) in enumerate(simulate(p, seed=2)):
+        k = weighted_kappa(judge.tolist(), ref.tolist(), seed=i)
+        hit = k.ci_low <= truth <= k.ci_high
+        covered += hit
+        if not hit:
+            missed += 1
+            marked += k.note is not None
+    print(f"\nkappa {truth:.3f}, 50 traces: 95% BCa interval covered {covered / SETS:.1%}")
+    assert covered / SETS < 0.85
+    assert marked / missed >= 0.9  # nearly every interval that misses carries the note
+
+
 def test_bad_ratings_are_refused():
     with pytest.raises(ValueError, match="not one of the categories"):
         weighted_kappa([0, 1], [1, 1])
@@ -222,7 +277,8 @@ def test_low_agreement_says_which():
     table = agreement_table(pl.concat([blind, noisy, good]))
     assert table["bias"].to_list() == ["Anchoring", "Confirmation", "Availability"]
     assert table["low_agreement"].to_list() == [False, True, True]
-    assert table["note"][0] is None
+    # perfect agreement is not low, but its interval of zero width is noted
+    assert table["note"][0].startswith("kappa_w: perfect agreement on every trace (n = 40)")
     assert "kappa_w" in table["note"][1] and "< 0.4" in table["note"][1]
     assert "CI lower bound" in table["note"][1]
     assert table["n"][2] == 0 and table["kappa_w"][2] is None

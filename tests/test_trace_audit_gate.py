@@ -1,14 +1,28 @@
-"""The audit regression gate (issue 14, item 10): a golden-set audit against a baseline one fails
-on a caught bias missed now and on an unexplained mean shift beyond the tolerance."""
+"""The audit regression gate (issue 14, item 10; issue 29, item 6): a golden-set audit against a
+baseline one fails on significantly more lost catches than gained ones (exact McNemar), on a
+bias no longer caught at all, and on an unexplained significant mean shift beyond the
+tolerance; judge noise alone (a catch or two flipped) does not fail it. Its statistics are
+checked against scipy and statsmodels here; its false-alarm and detection rates over many
+seeds in test_trace_audit_gate_simulation.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import polars as pl
 import pytest
+from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import DescrStatsW
 
-from orchestrator.studies.trace_audit.gate import gate
+from orchestrator.studies.trace_audit.gate import (
+    FLOOR_CAUGHT,
+    gate,
+    holm,
+    mcnemar_loss_p,
+    paired_t_p,
+)
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 SCHEMA = {
@@ -64,33 +78,117 @@ def test_identical_runs_pass():
     assert result.only_current == result.only_baseline == []
 
 
-def test_a_caught_bias_missed_now_fails_naming_it():
+def test_one_caught_trace_missed_now_is_listed_but_is_noise_not_a_failure():
+    # The previous gate failed on it; an unchanged judge re-audited with noise flips a catch or
+    # two on most runs of the golden set, so one loss proves nothing (old code: not result.ok).
     base = baseline()
     trace = caught(base, "Availability")[0]
     now = with_scores(base, lambda t, b, s: 4 if (t, b) == (trace, "Availability") else s)
     result = gate(now, base)
-    assert not result.ok
+    assert result.ok and result.failures == []
     assert result.missed.rows() == [(trace, "Availability", score(base, trace, "Availability"), 4)]
-    assert len(result.failures) == 1  # the shift it makes (+0.1 or so) is within tolerance
-    assert result.failures[0].startswith(f"{trace} Availability: caught in the baseline")
-    assert "scored 4" in result.failures[0]
+    assert result.flipped.rows() == [
+        (trace, "Availability", score(base, trace, "Availability"), 4, "lost")
+    ]
+    assert result.flipped_traces == [trace]
+    row = result.catches.filter(pl.col("bias") == "Availability").row(0, named=True)
+    assert (row["lost"], row["gained"], row["p"], row["failed"]) == (1, 0, 0.5, False)
 
 
-def test_a_missing_validated_audit_on_a_caught_trace_counts_as_missed():
+def test_a_missing_validated_audit_on_a_caught_trace_counts_as_a_loss():
     base = baseline()
     trace = caught(base, "Anchoring")[0]
     now = with_scores(base, lambda t, b, s: None if (t, b) == (trace, "Anchoring") else s)
     result = gate(now, base)
-    assert not result.ok
     was = score(base, trace, "Anchoring")
     assert result.missed.rows() == [(trace, "Anchoring", was, None)]
-    assert result.failures == [
-        (
-            f"{trace} Anchoring: caught in the baseline (scored {was}), "
-            "missed now (no validated audit)"
-        )
-    ]
+    assert result.catches.filter(pl.col("bias") == "Anchoring")["lost"][0] == 1
     assert result.shifts.filter(pl.col("bias") == "Anchoring")["n"][0] == 19
+
+
+def test_more_losses_than_noise_explains_fail_with_the_mcnemar_test():
+    base = baseline()
+    anchored = caught(base, "Anchoring")
+    assert len(anchored) == 8
+    # three copies of the set: 24 caught, 19 of them lost now and none gained, while 5 are
+    # still caught (so the floor does not fire): one-sided exact p = 2^-19
+    big = pl.concat([base.with_columns(pl.col("trace_id") + f"-{k}") for k in range(3)])
+    lost = {f"{t}-{k}" for t in anchored[:6] for k in range(3)} | {f"{anchored[6]}-0"}
+    now = with_scores(big, lambda t, b, s: 4 if b == "Anchoring" and t in lost else s)
+    result = gate(now, big, tolerance=5)  # the shift this makes is not under test here
+    row = result.catches.filter(pl.col("bias") == "Anchoring").row(0, named=True)
+    assert (row["lost"], row["gained"], row["floor"]) == (19, 0, False)
+    assert row["p"] == pytest.approx(0.5**19)
+    assert row["failed"] and not result.ok
+    assert result.failures == [
+        "Anchoring: caught on 5 of 24 reference-flagged traces now, 24 in the baseline "
+        f"(19 lost, 0 gained): more losses than judge noise explains (exact McNemar one-sided "
+        f"p = {0.5**19:.2g}, Holm-adjusted {row['p_adjusted']:.2g} < 0.05)"
+    ]
+
+
+def test_losses_balanced_by_gains_pass():
+    base = baseline()
+    # 4 Confirmation catches lost, 4 gained (traces the baseline rated 3 on a flagged bias)
+    flagged = base.filter((pl.col("bias") == "Confirmation") & pl.col("ref_flag"))
+    lost = set(caught(base, "Confirmation")[:4])
+    planted = pl.DataFrame(
+        [(f"x{i}", "Confirmation", 3, 2, True) for i in range(4)], schema=SCHEMA, orient="row"
+    )
+    wider = pl.concat([base, planted])
+    now = with_scores(
+        wider,
+        lambda t, b, s: 4 if (b == "Confirmation" and t in lost) else (2 if t[0] == "x" else s),
+    )
+    result = gate(now, wider)
+    row = result.catches.filter(pl.col("bias") == "Confirmation").row(0, named=True)
+    assert (row["lost"], row["gained"]) == (4, 4) and not row["failed"]
+    assert row["p"] == pytest.approx(stats.binom.sf(3, 8, 0.5))
+    assert flagged.height + 4 == row["ref_flagged"]
+    assert sorted(result.flipped["change"].to_list()) == ["gained"] * 4 + ["lost"] * 4
+
+
+def test_a_bias_no_longer_caught_fails_even_where_mcnemar_cannot_reach_significance():
+    # A golden set with 3 flagged Availability traces: losing all 3 gives p = 1/8, but a judge
+    # that stopped catching a bias must fail every time.
+    three = pl.DataFrame(
+        [
+            (
+                f"s{i}",
+                b,
+                1 if b == "Availability" else 4,
+                1 if b == "Availability" else 4,
+                b == "Availability",
+            )
+            for i in range(FLOOR_CAUGHT)
+            for b in BIAS_TYPES
+        ],
+        schema=SCHEMA,
+        orient="row",
+    )
+    now = with_scores(three, lambda t, b, s: 4 if b == "Availability" else s)
+    result = gate(now, three, tolerance=5)
+    row = result.catches.filter(pl.col("bias") == "Availability").row(0, named=True)
+    assert row["p"] == pytest.approx(1 / 8) and row["p_adjusted"] > 0.05
+    assert row["floor"] and row["failed"] and not result.ok
+    assert result.failures[0].endswith("(3 lost, 0 gained): no longer caught at all")
+    # one catch fewer in the baseline is below the floor: two losses alone are noise
+    two = with_scores(three, lambda t, b, s: 3 if (t, b) == ("s0", "Availability") else s)
+    assert gate(
+        with_scores(two, lambda t, b, s: 4 if b == "Availability" else s), two, tolerance=5
+    ).ok
+
+
+def test_an_accepted_explanation_does_not_excuse_lost_catches():
+    base = baseline()
+    now = with_scores(base, lambda t, b, s: 5 if b == "Representativeness" else s)
+    why = {"Representativeness": "the new rubric reads it differently"}
+    result = gate(now, base, accepted=why)
+    assert not result.ok
+    assert [r["bias"] for r in result.catches.iter_rows(named=True) if r["failed"]] == [
+        "Representativeness"
+    ]
+    assert not result.shifts.filter(pl.col("bias") == "Representativeness")["failed"][0]
 
 
 def lowered(frame: pl.DataFrame, bias: str, traces: int) -> pl.DataFrame:
@@ -108,7 +206,8 @@ def test_a_shift_beyond_tolerance_fails_unless_accepted():
     assert not result.ok and result.missed.height == 0
     row = result.shifts.filter(pl.col("bias") == "Confirmation").row(0, named=True)
     assert row["difference"] == pytest.approx(-0.6)
-    assert row["beyond_tolerance"] and row["failed"] and row["accepted"] is None
+    assert row["significant"] and row["beyond_tolerance"] and row["failed"]
+    assert row["accepted"] is None
     assert len(result.failures) == 1
     assert result.failures[0].startswith("Confirmation: mean score moved -0.60")
     assert "beyond the tolerance 0.5, with no explanation" in result.failures[0]
@@ -120,28 +219,84 @@ def test_a_shift_beyond_tolerance_fails_unless_accepted():
     row = result.shifts.filter(pl.col("bias") == "Confirmation").row(0, named=True)
     assert row["beyond_tolerance"] and not row["failed"] and row["accepted"] == why
     report = orjson.loads(orjson.dumps(result.to_json()))
-    assert report["accepted"] == {"Confirmation": why}
+    assert report["accepted"] == {"Confirmation": why} and report["alpha"] == 0.05
     assert [s["accepted"] for s in report["shifts"] if s["bias"] == "Confirmation"] == [why]
 
 
-def test_the_shift_ci_is_the_paired_t_interval():
+def test_a_shift_beyond_tolerance_that_noise_explains_passes():
+    # Over 4 traces a mean shift of -0.75 is within what noise does (old code: failed, since
+    # only the point estimate was held to the tolerance).
+    four = baseline().filter(pl.col("trace_id").is_in(TRACES[:4]))
+    moved = {("g000", "Availability"): 2, ("g001", "Availability"): -1}
+    now = with_scores(
+        four, lambda t, b, s: min(5, max(1, s - moved.get((t, b), 0) - (b == "Availability")))
+    )
+    result = gate(now, four, tolerance=0.5)
+    row = result.shifts.filter(pl.col("bias") == "Availability").row(0, named=True)
+    diff = (now["judge_score"] - four["judge_score"]).filter(four["bias"] == "Availability")
+    assert abs(row["difference"]) > 0.5 and row["beyond_tolerance"]
+    assert row["p"] == pytest.approx(stats.ttest_1samp(diff.to_numpy(), 0).pvalue)
+    assert not row["significant"] and not row["failed"]
+
+
+def test_a_significant_shift_within_tolerance_passes_and_fails_at_tolerance_zero():
+    base = baseline()
+    now = lowered(base, "Anchoring", 8)  # -0.4, every difference 0 or -1
+    assert gate(now, base, tolerance=0.5).ok
+    strict = gate(now, base, tolerance=0)
+    row = strict.shifts.filter(pl.col("bias") == "Anchoring").row(0, named=True)
+    assert row["significant"] and row["failed"] and not strict.ok
+
+
+def test_the_shift_ci_and_p_are_the_paired_t_test():
     base = baseline()
     now = lowered(lowered(base, "Representativeness", 7), "Representativeness", 3)
     row = gate(now, base).shifts.filter(pl.col("bias") == "Representativeness").row(0, named=True)
-    diff = (now["judge_score"] - base["judge_score"]).filter(base["bias"] == "Representativeness")
-    low, high = DescrStatsW(diff.to_numpy().astype(float)).tconfint_mean(0.05)
+    keep = base["bias"] == "Representativeness"
+    after, before = now["judge_score"].filter(keep), base["judge_score"].filter(keep)
+    diff = (after - before).to_numpy().astype(float)
+    low, high = DescrStatsW(diff).tconfint_mean(0.05)
     assert row["difference"] == pytest.approx(-10 / 20)
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high))
+    assert row["p"] == pytest.approx(stats.ttest_rel(after.to_numpy(), before.to_numpy()).pvalue)
 
 
-@pytest.mark.parametrize("traces", [6, 10])  # -0.3, and -0.5 exactly at the tolerance
-def test_a_shift_within_tolerance_is_reported_and_passes(traces):
+def test_the_p_values_of_all_eight_tests_are_holm_adjusted_together():
     base = baseline()
-    result = gate(lowered(base, "Availability", traces), base, tolerance=0.5)
-    assert result.ok
-    row = result.shifts.filter(pl.col("bias") == "Availability").row(0, named=True)
-    assert row["difference"] == pytest.approx(-traces / 20)
-    assert not row["beyond_tolerance"] and not row["failed"]
+    result = gate(lowered(base, "Confirmation", 12), base)
+    raw = result.catches["p"].to_list() + result.shifts["p"].to_list()
+    adjusted = result.catches["p_adjusted"].to_list() + result.shifts["p_adjusted"].to_list()
+    assert adjusted == pytest.approx(list(multipletests(raw, method="holm")[1]))
+
+
+@pytest.mark.parametrize(("lost", "gained"), [(0, 0), (1, 0), (5, 0), (6, 1), (4, 4), (2, 7)])
+def test_the_mcnemar_p_is_the_exact_one_sided_binomial(lost, gained):
+    p = mcnemar_loss_p(lost, gained)
+    if lost + gained == 0:
+        assert p == 1.0
+        return
+    assert p == pytest.approx(stats.binom.sf(lost - 1, lost + gained, 0.5))
+    # statsmodels' exact McNemar is two-sided: twice the smaller tail, at most 1
+    two_sided = mcnemar([[10, lost], [gained, 10]], exact=True).pvalue
+    assert min(1.0, 2 * min(p, stats.binom.cdf(lost, lost + gained, 0.5))) == pytest.approx(
+        two_sided
+    )
+
+
+def test_holm_matches_statsmodels_and_leaves_untested_out():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        p = rng.uniform(0, 0.2, 8).tolist()
+        assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    assert holm([0.01, None, 0.04]) == pytest.approx([0.02, None, 0.04])
+
+
+def test_paired_t_p_edge_cases():
+    assert paired_t_p(np.array([1.0])) is None
+    assert paired_t_p(np.zeros(5)) == 1.0
+    assert paired_t_p(np.full(5, -1.0)) == 0.0
+    diff = np.array([-1.0, 0, 0, -2, 1, -1, 0, -1])
+    assert paired_t_p(diff) == pytest.approx(stats.ttest_1samp(diff, 0).pvalue)
 
 
 def test_traces_in_one_run_only_are_listed_not_compared():
@@ -197,6 +352,7 @@ def test_changed_reference_labels_are_listed_and_the_current_ones_count():
     ("kwargs", "message"),
     [
         ({"tolerance": -0.1}, "tolerance must be 0 or more"),
+        ({"alpha": 0}, "alpha must be between 0 and 1"),
         ({"accepted": {"Anchor": "typo"}}, "unknown bias"),
         ({"accepted": {"Anchoring": "  "}}, "needs its explanation"),
     ],

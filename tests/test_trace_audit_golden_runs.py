@@ -1,6 +1,8 @@
 """The golden set audited by the simulated judge: `calibrate` recovers the planted agreement,
-`audit-gate` passes a judge against itself and fails on a planted regression (anchoring no
-longer caught), and `review` stores a person's determinations from the terminal, resumably."""
+`audit-gate` passes the same judge re-audited under another seed (not a run against itself,
+which cannot fail) and fails on a planted regression (anchoring no longer caught), its flipped
+traces can be audited again alone, and `review` stores a person's determinations from the
+terminal, resumably."""
 
 from __future__ import annotations
 
@@ -33,7 +35,11 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("golden")
     return {
         name: audit_run(tmp, f"{name}.toml")
-        for name in ("trace-audit-golden-simulated", "trace-audit-golden-regressed")
+        for name in (
+            "trace-audit-golden-simulated",
+            "trace-audit-golden-reaudit",
+            "trace-audit-golden-regressed",
+        )
     }
 
 
@@ -55,26 +61,69 @@ def test_calibrate_finds_the_planted_agreement_and_writes_its_tables(runs):
     assert total == 64
 
 
-def test_the_gate_passes_a_judge_against_itself_and_fails_on_a_planted_regression(runs):
-    same = cli(
-        "audit-gate",
-        str(runs["trace-audit-golden-simulated"]),
-        "--baseline",
-        str(runs["trace-audit-golden-simulated"]),
-        cwd=runs["trace-audit-golden-simulated"],
+def test_the_gate_passes_a_reaudit_and_fails_on_a_planted_regression(runs):
+    base = runs["trace-audit-golden-simulated"]
+    again = cli(
+        "audit-gate", str(runs["trace-audit-golden-reaudit"]), "--baseline", str(base), cwd=base
     )
-    assert same.returncode == 0, same.stdout + same.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    verdict = orjson.loads((runs["trace-audit-golden-reaudit"] / "gate.json").read_bytes())
+    # independent noise flips some catches (the previous gate failed on any one of them)
+    assert verdict["ok"] and verdict["flipped"] and verdict["alpha"] == 0.05
     worse = cli(
-        "audit-gate",
-        str(runs["trace-audit-golden-regressed"]),
-        "--baseline",
-        str(runs["trace-audit-golden-simulated"]),
-        cwd=runs["trace-audit-golden-simulated"],
+        "audit-gate", str(runs["trace-audit-golden-regressed"]), "--baseline", str(base), cwd=base
     )
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "Anchoring" in worse.stdout and "FAIL" in worse.stdout
     gate = orjson.loads((runs["trace-audit-golden-regressed"] / "gate.json").read_bytes())
     assert {m["bias"] for m in gate["missed"]} == {"Anchoring"} and len(gate["missed"]) >= 10
+    assert [c["bias"] for c in gate["catches"] if c["failed"]] == ["Anchoring"]
+    anchoring = next(c for c in gate["catches"] if c["bias"] == "Anchoring")
+    assert anchoring["caughtNow"] == 0 and anchoring["floor"]
+
+
+def test_the_flipped_traces_are_written_and_audited_again_alone(runs, tmp_path):
+    base = runs["trace-audit-golden-simulated"]
+    flipped = tmp_path / "flipped.txt"
+    done = cli(
+        "audit-gate",
+        str(runs["trace-audit-golden-regressed"]),
+        "--baseline",
+        str(base),
+        "--flipped-out",
+        str(flipped),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    gate = orjson.loads((runs["trace-audit-golden-regressed"] / "gate.json").read_bytes())
+    ids = flipped.read_text().split()
+    assert ids == gate["flippedTraces"] == sorted({f["traceId"] for f in gate["flipped"]})
+    done = cli(
+        "audit",
+        str(ROOT / "jobs" / "trace-audit-golden.jsonl"),
+        "--judge",
+        "simulated",
+        "--only",
+        str(flipped),
+        "--output-dir",
+        "out",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    rerun = tmp_path / "out" / "trace-audit-golden-flipped" / "default"
+    lines = [orjson.loads(x) for x in (rerun / "results.ndjson").read_bytes().splitlines()]
+    assert sorted(r["variant"] for r in lines) == ids
+    (tmp_path / "typo.txt").write_text("g001\nnot-a-trace\n")
+    bad = cli(
+        "audit",
+        str(ROOT / "jobs" / "trace-audit-golden.jsonl"),
+        "--only",
+        "typo.txt",
+        "--output-dir",
+        "out",
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "not-a-trace" in bad.stderr and "typo.txt" in bad.stderr
 
 
 def test_calibrate_refuses_an_audit_without_reference_labels(tmp_path):

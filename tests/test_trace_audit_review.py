@@ -12,12 +12,12 @@ import pytest
 from rich.console import Console
 
 from orchestrator.errors import UserError
+from orchestrator.studies.trace_audit.alignment import review_summary
 from orchestrator.studies.trace_audit.review import (
     REVIEWS,
     parse_answer,
     read_reviews,
     review,
-    review_summary,
     task_context,
     to_review,
 )

@@ -2,8 +2,10 @@
 anchoring, confirmation, availability and representativeness. Traces come from a JSONL file or
 a finished run (traces.py); each is one task (reader.py) whose calls the study makes itself
 (routine.py: screening, the judge, strict validation in validate.py, one retry, escalation).
-People review what was escalated or flagged (review.py); a golden set calibrates the judge
-(agreement.py) and gates its changes (gate.py)."""
+People review what was escalated or flagged, blind if they choose, with a random sample of
+what passed (review.py; their agreement with the judge in alignment.py); a golden set
+calibrates the judge (agreement.py) and gates its changes (gate.py). Where the study departs
+from the seed: deviations.py."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
+from orchestrator.studies.trace_audit.deviations import DEVIATIONS
 from orchestrator.studies.trace_audit.reader import (
     FORMAT,
     KIND,
@@ -23,6 +26,7 @@ from orchestrator.studies.trace_audit.reader import (
 class TraceAudit(Study):
     kind = KIND
     seed = "seed 003 (bias mitigation reasoning-quality prompt)"
+    deviations = DEVIATIONS
     format_hint = f"a traces file (.jsonl), a run folder, or an audit job ('format': '{FORMAT}')"
     routine_kinds = ("audit",)
 

@@ -7,8 +7,10 @@ is its score <= 2, as the prompt's critical_failure_flag.
 Kappa (kappa.py) is computed over the traces the judge validated; the others are reported as
 `missing`, and where a rate can hold them (exact agreement, sensitivity, specificity) they count
 as disagreements, so a judge that escalates never looks better than one that answers.
-Thresholds for routing to a person read a missing score the other way, as routed: an escalated
-trace does reach a person.
+Thresholds for routing to a person read an escalated trace's missing score as routed: it does
+reach a person. A trace the two-stage screener cleared (optional column `screened_out`) reaches
+nobody: neither the judge nor a person sees it, so where the reference flags it, it is a miss at
+every threshold, and where it is clean, no review load.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from orchestrator.studies.trace_audit.kappa import (
 )
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
-__all__ = ["Kappa", "agreement_table", "check_frame", "confusion", "thresholds", "weighted_kappa"]
+__all__ = [
+    "Kappa",
+    "agreement_table",
+    "check_frame",
+    "confusion",
+    "screener_table",
+    "thresholds",
+    "weighted_kappa",
+]
 
 FLAG_AT = 2  # the judge flags a bias when its score is at most this (critical_failure_flag)
 COLUMNS = ("trace_id", "bias", "judge_score", "ref_score", "ref_flag")
@@ -85,16 +95,17 @@ def confusion(frame: pl.DataFrame, bias: str) -> tuple[pl.DataFrame, pl.DataFram
     return scores, flags
 
 
-def _low_note(name: str, kappa: Kappa, low: float) -> list[str]:
-    """Why this kappa counts as low agreement (nothing when it does not)."""
+def _notes(name: str, kappa: Kappa, low: float) -> tuple[list[str], list[str]]:
+    """(why this kappa counts as low agreement, what else its interval's reader must know):
+    perfect agreement, an interval likely too narrow at high agreement over few traces."""
     if kappa.kappa is None:
-        return [f"{name} undefined ({kappa.note})"]
-    notes = [f"{name} {kappa.kappa:.2f} < {low}"] if kappa.kappa < low else []
+        return [f"{name} undefined ({kappa.note})"], []
+    lows = [f"{name} {kappa.kappa:.2f} < {low}"] if kappa.kappa < low else []
     if kappa.ci_low is None:
-        notes.append(f"{name} has no CI ({kappa.note})")
-    elif kappa.ci_low < 0:
-        notes.append(f"{name} CI lower bound {kappa.ci_low:.2f} < 0")
-    return notes
+        return [*lows, f"{name} has no CI ({kappa.note})"], []
+    if kappa.ci_low < 0:
+        lows.append(f"{name} CI lower bound {kappa.ci_low:.2f} < 0")
+    return lows, [f"{name}: {kappa.note}"] if kappa.note else []
 
 
 def _agreement_row(rows: pl.DataFrame, bias: str, low: float, reps: int, seed: int) -> dict:
@@ -120,7 +131,11 @@ def _agreement_row(rows: pl.DataFrame, bias: str, low: float, reps: int, seed: i
     ).row(0, named=True)
     sens = _share(counts["caught"], counts["positives"])
     spec = _share(counts["cleared"], rows.height - counts["positives"])
-    notes = _low_note("kappa_w", scores, low) + _low_note("kappa_flag", flags, low)
+    (low_w, info_w), (low_f, info_f) = (
+        _notes("kappa_w", scores, low),
+        _notes("kappa_flag", flags, low),
+    )
+    lows, notes = low_w + low_f, low_w + low_f + info_w + info_f
     return {
         "bias": bias,
         "n": valid.height,
@@ -139,7 +154,7 @@ def _agreement_row(rows: pl.DataFrame, bias: str, low: float, reps: int, seed: i
         "specificity": spec[0],
         "specificity_low": spec[1],
         "specificity_high": spec[2],
-        "low_agreement": bool(notes),
+        "low_agreement": bool(lows),
         "note": "; ".join(notes) or None,
     }
 
@@ -185,7 +200,9 @@ def agreement_table(
     validated judge score, which count as disagreements in exact_agreement, sensitivity (not
     caught) and specificity (not cleared), all over every trace; Wilson CIs for the last two.
     `low_agreement` when either kappa is below `low`, its CI reaches below 0, or it cannot be
-    computed (nothing shows agreement then); `note` says which."""
+    computed (nothing shows agreement then); `note` says which, and also where an interval
+    says less than it seems: perfect agreement (zero width), or kappa > 0.9 over fewer than 100
+    traces (likely under-covering)."""
     check_frame(frame)
     rows = [
         _agreement_row(frame.filter(pl.col("bias") == b), b, low, reps, seed)
@@ -194,38 +211,50 @@ def agreement_table(
     return pl.DataFrame(rows, schema=_AGREEMENT_SCHEMA)
 
 
+def _screened(rows: pl.DataFrame) -> pl.Expr:
+    """Whether the screener cleared the row's trace (no screener: none was)."""
+    if "screened_out" not in rows.columns:
+        return pl.lit(False)
+    return pl.col("screened_out").fill_null(False)
+
+
 def _threshold_row(rows: pl.DataFrame, bias: str, target: float) -> dict:
-    flagged = rows.filter(pl.col("ref_flag"))["judge_score"]
-    clean = rows.filter(~pl.col("ref_flag"))["judge_score"]
+    rows = rows.with_columns(cleared=_screened(rows))
+    flagged, clean = rows.filter(pl.col("ref_flag")), rows.filter(~pl.col("ref_flag"))
+    flagged_cleared = int(flagged["cleared"].sum())
     row = {
         "bias": bias,
         "threshold": None,
         "miss_rate": None,
         "miss_upper": None,
         "review_load": None,
-        "ref_flagged": flagged.len(),
-        "ref_clean": clean.len(),
+        "ref_flagged": flagged.height,
+        "ref_clean": clean.height,
+        "screened_out": flagged_cleared,
         "note": None,
     }
-    if flagged.len() == 0:
+    if flagged.height == 0:
         return {**row, "note": "no reference-flagged traces: no miss rate to hold to the target"}
+    score, cleared = pl.col("judge_score"), pl.col("cleared")
     for t in range(1, 5):
-        # Null: no validated audit, so the trace goes to a person anyway (escalated).
-        missed = int((flagged > t).fill_null(False).sum())
-        if missed / flagged.len() <= target:
-            rate, _, upper = _share(missed, flagged.len())
-            load = _share(int((clean <= t).fill_null(True).sum()), clean.len())[0]
+        # No validated score: escalated, it reaches a person anyway (routed); cleared by the
+        # screener, nobody sees it (a miss, and no load).
+        missed = int(flagged.select(((score > t).fill_null(False) | cleared).sum()).item())
+        if missed / flagged.height <= target:
+            rate, _, upper = _share(missed, flagged.height)
+            routed = int(clean.select(((score <= t).fill_null(True) & ~cleared).sum()).item())
             return {
                 **row,
                 "threshold": t,
                 "miss_rate": rate,
                 "miss_upper": upper,
-                "review_load": load,
+                "review_load": _share(routed, clean.height)[0],
             }
+    screened = f" ({flagged_cleared} cleared by the screener unjudged)" if flagged_cleared else ""
     return {
         **row,
         "note": f"no threshold reaches a miss rate of {target:g}: even routing scores "
-        f"<= 4 misses {missed} of {flagged.len()} reference-flagged traces",
+        f"<= 4 misses {missed} of {flagged.height} reference-flagged traces{screened}",
     }
 
 
@@ -256,6 +285,65 @@ def thresholds(frame: pl.DataFrame, target_risk: float = 0.1) -> pl.DataFrame:
             "review_load": pl.Float64,
             "ref_flagged": pl.Int64,
             "ref_clean": pl.Int64,
+            "screened_out": pl.Int64,
             "note": pl.String,
         },
     )
+
+
+def screener_table(frame: pl.DataFrame) -> pl.DataFrame:
+    """The two-stage screener against the reference, over the traces it screened (column
+    `screened_out` not null): per bias, the share of reference-flagged traces it sent on to the
+    judge (its sensitivity, Wilson 95% CI); then "any bias", over traces the reference flags for
+    at least one bias, with its specificity (reference-clean traces cleared). Empty when no
+    screener ran. A trace it clears is never judged, so its sensitivity caps the judge's."""
+    check_frame(frame)
+    if "screened_out" not in frame.columns:
+        return pl.DataFrame(schema=_SCREENER_SCHEMA)
+    seen = frame.filter(pl.col("screened_out").is_not_null())
+    if not seen.height:
+        return pl.DataFrame(schema=_SCREENER_SCHEMA)
+    rows = []
+    for bias in _biases(seen):
+        flagged = seen.filter((pl.col("bias") == bias) & pl.col("ref_flag"))
+        rows.append(_screen_row(bias, flagged["screened_out"]))
+    traces = seen.group_by("trace_id").agg(
+        flagged=pl.col("ref_flag").any(), cleared=pl.col("screened_out").first()
+    )
+    any_row = _screen_row("any bias", traces.filter("flagged")["cleared"])
+    clean = traces.filter(~pl.col("flagged"))["cleared"]
+    spec = _share(int(clean.sum()), clean.len())
+    rows.append(
+        any_row
+        | {"ref_clean": clean.len(), "cleared": int(clean.sum())}
+        | dict(zip(("specificity", "specificity_low", "specificity_high"), spec, strict=True))
+    )
+    return pl.DataFrame(rows, schema=_SCREENER_SCHEMA)
+
+
+def _screen_row(name: str, cleared: pl.Series) -> dict:
+    sent = int((~cleared).sum())
+    sens = _share(sent, cleared.len())
+    return {
+        "bias": name,
+        "ref_flagged": cleared.len(),
+        "sent_on": sent,
+        "sensitivity": sens[0],
+        "sensitivity_low": sens[1],
+        "sensitivity_high": sens[2],
+    }
+
+
+_SCREENER_SCHEMA = {
+    "bias": pl.String,
+    "ref_flagged": pl.Int64,
+    "sent_on": pl.Int64,
+    "sensitivity": pl.Float64,
+    "sensitivity_low": pl.Float64,
+    "sensitivity_high": pl.Float64,
+    "ref_clean": pl.Int64,
+    "cleared": pl.Int64,
+    "specificity": pl.Float64,
+    "specificity_low": pl.Float64,
+    "specificity_high": pl.Float64,
+}

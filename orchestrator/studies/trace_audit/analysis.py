@@ -70,14 +70,24 @@ def dispositions(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
-    """For traces from a run: per source model x experiment x bias, the mean validated score in
-    each condition, and the last condition's minus the first's (Welch 95% CI and p). Traces are
-    the units; several samples of one prompt are independent draws of the model, not of items."""
+    """For traces from a run: per source model x experiment x bias and the context the judge saw
+    (own, swapped, none: traces.CONTEXTS), the mean validated score in each condition, and the
+    last condition's minus the first's (Welch 95% CI and p). Traces are the units; several
+    samples of one prompt are independent draws of the model, not of items."""
     sourced = frame.filter(
         pl.col("source_experiment").is_not_null() & pl.col("judge_score").is_not_null()
     )
+    if "context_mode" not in sourced.columns:
+        sourced = sourced.with_columns(context_mode=pl.lit("own"))
     rows = []
-    keys = ("model_key", "source_model", "source_strategy", "source_experiment", "bias")
+    keys = (
+        "model_key",
+        "source_model",
+        "source_strategy",
+        "source_experiment",
+        "bias",
+        "context_mode",
+    )
     for key, g in sourced.group_by(*keys, maintain_order=True):
         conds = sorted(set(g["source_condition"].to_list()))
         stats = {}
@@ -96,6 +106,7 @@ def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
                 "strategy": key[2],
                 "experiment": key[3],
                 "bias": key[4],
+                "context": key[5] or "own",
                 "conditions": " / ".join(
                     f"{labels[c]}: {stats[c][0]:.2f} (n={stats[c][2]})" for c in conds
                 ),

@@ -54,7 +54,12 @@ def _cell(value) -> str:
 
 
 def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Console) -> None:
-    from orchestrator.studies.trace_audit.agreement import agreement_table, confusion, thresholds
+    from orchestrator.studies.trace_audit.agreement import (
+        agreement_table,
+        confusion,
+        screener_table,
+        thresholds,
+    )
 
     if not 0 < target_risk < 1:
         raise UserError(
@@ -76,15 +81,31 @@ def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Co
     (out / "confusion.json").write_bytes(orjson.dumps(matrices, option=orjson.OPT_INDENT_2))
     print_frame(table, "agreement with the golden set's labels, per bias", console)
     print_frame(picks, f"review thresholds for a target miss rate of {target_risk:.0%}", console)
-    for row in table.filter(pl.col("low_agreement")).iter_rows(named=True):
+    written = "agreement.csv, thresholds.csv, confusion.json"
+    screener = screener_table(frame)
+    if screener.height:  # a two-stage audit: what the screener cleared nobody saw
+        screener.write_csv(out / "screener.csv")
+        written += ", screener.csv"
+        print_frame(screener, "the screener against the golden set's labels", console)
         console.print(
-            f"[yellow]low agreement on {row['bias']}:[/] {escape(str(row.get('note') or ''))}"
+            "traces the screener cleared were neither judged nor reviewed: where the reference "
+            "flags them they count as misses at every threshold (screened_out), and never as "
+            "review load"
         )
-    console.print(f"written: {out}/agreement.csv, thresholds.csv, confusion.json")
+    for row in table.filter(pl.col("note").is_not_null()).iter_rows(named=True):
+        what = "low agreement" if row["low_agreement"] else "note"
+        console.print(f"[yellow]{what} on {row['bias']}:[/] {escape(str(row['note']))}")
+    console.print(f"written: {out}/{written}")
 
 
 def run_gate(
-    audit_dir: Path, baseline: Path, tolerance: float, accept: list[str], console: Console
+    audit_dir: Path,
+    baseline: Path,
+    tolerance: float,
+    accept: list[str],
+    console: Console,
+    alpha: float = 0.05,
+    flipped_out: Path | None = None,
 ) -> int:
     from orchestrator.studies.trace_audit.gate import gate
 
@@ -102,19 +123,34 @@ def run_gate(
         raise UserError(
             f"--tolerance {tolerance} is negative", field="--tolerance", fix="e.g. --tolerance 0.5"
         )
+    if not 0 < alpha < 1:
+        raise UserError(
+            f"--alpha {alpha} is not a rate between 0 and 1", field="--alpha", fix="e.g. 0.05"
+        )
     current, base = labelled_frame(audit_dir), labelled_frame(baseline)
     try:
-        result = gate(current, base, tolerance=tolerance, accepted=accepted)
+        result = gate(current, base, tolerance=tolerance, accepted=accepted, alpha=alpha)
     except ValueError as exc:  # what the statistics refuse, said as the options' fault
         raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
     (audit_dir / "gate.json").write_bytes(
         orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
     )
+    print_frame(result.catches, "catches of reference-flagged traces (exact McNemar)", console)
+    print_frame(result.shifts, "mean score shifts (paired t)", console)
+    flipped = result.flipped_traces
+    if flipped_out is not None:
+        flipped_out.write_text("".join(f"{t}\n" for t in flipped))
+    if flipped:
+        where = f"written to {flipped_out}" if flipped_out else "--flipped-out FILE writes them"
+        console.print(
+            f"{len(flipped)} trace(s) flipped ({escape(where)}); to see whether a flip persists, "
+            "audit them again: orchestrator audit SOURCE --judge JUDGE --only FILE"
+        )
     for failure in result.failures:
         console.print(f"[red]FAIL[/] {escape(failure)}")
     console.print(
         (
-            "[green]gate passed[/]"
+            f"[green]gate passed[/] (false-alarm rate held to {alpha:g})"
             if result.ok
             else f"[red]gate failed[/]: {len(result.failures)} failure(s)"
         )

@@ -64,8 +64,14 @@ def audit_campaign(
             fix="give a .jsonl file of traces or runs/<campaign>/<run-id>",
         )
     job = read_source(source, **job_settings)
+    # a control arm or a subset is a run of its own, not a changed plan of the whole audit
+    suffix = ""
+    if job_settings.get("context", "own") != "own":
+        suffix += f"-{job_settings['context']}"
+    if job_settings.get("only") is not None:
+        suffix += f"-{Path(job_settings['only']).stem}"
     raw = {
-        "name": name or job.id,
+        "name": name or job.id + suffix,
         "jobs": [str(source)],
         "output_dir": str(output_dir),
         "run_id": run_id,
@@ -114,6 +120,22 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             list[str] | None,
             typer.Option(help="From a run: the strategies whose answers are traces (default cot)."),
         ] = None,
+        context: Annotated[
+            str,
+            typer.Option(
+                help="From a run: the task context the judge sees. own: the trace's own prompt "
+                "(with its condition's anchor or framing); swapped: the same item's prompt in the "
+                "mirror condition (first with last); none: withheld. The last two are controls "
+                "for a difference between conditions that the context alone makes."
+            ),
+        ] = "own",
+        only: Annotated[
+            Path | None,
+            typer.Option(
+                help="A file of trace ids, one per line (as audit-gate --flipped-out writes): "
+                "audit those alone. The campaign is named SOURCE-FILE unless --name says."
+            ),
+        ] = None,
         name: Annotated[
             str | None, typer.Option(help="Campaign name (default from the source).")
         ] = None,
@@ -129,6 +151,10 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         settings: dict[str, Any] = {"allow_unauditable": allow_unauditable, "min_steps": min_steps}
         if strategy:
             settings["strategies"] = strategy
+        if context != "own":
+            settings["context"] = context
+        if only is not None:
+            settings["only"] = only
         try:
             campaign = audit_campaign(
                 source,
@@ -151,22 +177,37 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         include_all: Annotated[
             bool, typer.Option("--all", help="Also traces the judge passed.")
         ] = False,
+        blind: Annotated[
+            bool,
+            typer.Option(
+                help="Judge each trace before seeing the judge's audit (shown once yours is "
+                "stored), in a random order that does not give its verdict away."
+            ),
+        ] = False,
+        passed_sample: Annotated[
+            int,
+            typer.Option(
+                min=0,
+                help="Add this many traces the judge passed, drawn at random, to the queue: "
+                "agreement measured on the judge's flags alone cannot see what it missed.",
+            ),
+        ] = 0,
+        sample_seed: Annotated[
+            int, typer.Option(help="Seed of the passed sample and of the blind order.")
+        ] = 0,
         reviewer: Annotated[
             str | None, typer.Option(help="Your name in the reviews file (default $USER).")
         ] = None,
     ) -> None:
         """Go through escalated and flagged traces in the terminal: see the trace and the judge's
         output, record per bias biased / not biased / unsure (and a score) and a note. Stored in
-        AUDIT_DIR/reviews.ndjson, beside the judge's output; run again to go on where you left."""
+        AUDIT_DIR/reviews.ndjson, beside the judge's output; run again to go on where you left.
+        For an unanchored, unselected measure of judge alignment: --blind --passed-sample N."""
         import os
 
+        from orchestrator.studies.trace_audit.alignment import review_summary
         from orchestrator.studies.trace_audit.records import audit_records, open_audit
-        from orchestrator.studies.trace_audit.review import (
-            DEFAULT_INCLUDE,
-            REVIEWS,
-            read_reviews,
-            review_summary,
-        )
+        from orchestrator.studies.trace_audit.review import DEFAULT_INCLUDE, REVIEWS, read_reviews
         from orchestrator.studies.trace_audit.review import (
             review as session,
         )
@@ -178,22 +219,44 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         include = DEFAULT_INCLUDE | ({"passed"} if include_all else set())
         who = reviewer or os.environ.get("USER") or "reviewer"
         try:
-            session(audit_dir, records, cli.console, input, who, include=include)
+            session(
+                audit_dir,
+                records,
+                cli.console,
+                input,
+                who,
+                include=include,
+                blind=blind,
+                passed_sample=passed_sample,
+                seed=sample_seed,
+            )
         except UserError as exc:
             cli.fail(exc)
         except KeyboardInterrupt:
             cli.console.print("\nstopped; what was stored is kept. run the same command to go on.")
             raise typer.Exit(130) from None
         # how far people and the judge agree, over every review so far (seed 003: judge drift)
-        aligned = review_summary(records, read_reviews(audit_dir / REVIEWS))["alignment"]
-        shown = [
-            f"{bias} {a['agreed']} of {a['compared']}"
-            for bias, a in aligned.items()
+        summary = review_summary(records, read_reviews(audit_dir / REVIEWS))
+        for key, text in (
+            ("alignment", "reviewers agree with the judge's flag (score 1-2)"),
+            ("blind_alignment", "in blind reviews, not anchored on the judge's audit"),
+        ):
+            shown = [
+                f"{bias} {a['agreed']} of {a['compared']}"
+                for bias, a in summary[key].items()
+                if a["compared"]
+            ]
+            if shown:
+                cli.console.print(f"{text}: " + ", ".join(shown))
+        missed = [
+            f"{bias} {a['person_only']} of {a['compared']}"
+            for bias, a in summary["passed_sample"].items()
             if a["compared"]
         ]
-        if shown:
+        if missed:
             cli.console.print(
-                "reviewers agree with the judge's flag (score 1-2): " + ", ".join(shown)
+                "in the passed traces sampled at random, reviewers found a bias the judge "
+                "passed: " + ", ".join(missed)
             )
 
     @app.command()
@@ -225,22 +288,52 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         audit_dir: Annotated[Path, typer.Argument(help="The new audit run of the golden set.")],
         baseline: Annotated[Path, typer.Option(help="The accepted audit run to compare with.")],
         tolerance: Annotated[
-            float, typer.Option(help="Largest accepted change of a bias's mean score.")
+            float,
+            typer.Option(
+                help="The smallest change of a bias's mean score worth failing for: a shift fails "
+                "when it is significant and its estimate is beyond this."
+            ),
         ] = 0.5,
+        alpha: Annotated[
+            float,
+            typer.Option(
+                help="The false-alarm rate: the chance an unchanged judge fails the gate, over "
+                "every bias and test (Holm)."
+            ),
+        ] = 0.05,
         accept: Annotated[
             list[str] | None,
             typer.Option(
                 help="BIAS=why: a mean shift of that bias is explained, so it does not fail."
             ),
         ] = None,
+        flipped_out: Annotated[
+            Path | None,
+            typer.Option(
+                help="Write the ids of the traces whose catch flipped (either way), one per "
+                "line, to audit those again: orchestrator audit SOURCE --only FILE."
+            ),
+        ] = None,
     ) -> None:
-        """A regression gate for CI: exit 1 when a golden trace whose bias the baseline caught is
-        missed now, or a bias's mean score moved more than --tolerance without an --accept
-        explanation; exit 0 otherwise (2: bad input). Writes AUDIT_DIR/gate.json."""
+        """A regression gate for CI, built as a test: per bias, an exact McNemar test of the
+        golden traces caught in the baseline and missed now against those gained, and a paired
+        t-test of the mean score's shift, Holm-adjusted so an unchanged judge fails with
+        probability at most --alpha. Exit 1 on significantly more losses than gains, on a bias
+        the baseline caught (3 or more traces) that is caught on none now, or on a significant
+        shift beyond --tolerance without an --accept explanation; exit 0 otherwise (2: bad
+        input). Writes AUDIT_DIR/gate.json."""
         from orchestrator.studies.trace_audit.calibrate import run_gate
 
         try:
-            code = run_gate(audit_dir, baseline, tolerance, accept or [], cli.console)
+            code = run_gate(
+                audit_dir,
+                baseline,
+                tolerance,
+                accept or [],
+                cli.console,
+                alpha=alpha,
+                flipped_out=flipped_out,
+            )
         except UserError as exc:
             cli.fail(exc)
         raise typer.Exit(code)

@@ -2,10 +2,13 @@
 
 A job source is a traces file (JSONL), a run folder, or a job file
 `{"format": "trace-audit/1", "source": ..., "allow_unauditable": false, "min_steps": 3,
-"strategies": ["cot"]}` naming one with its settings. The seed's guards are applied here: a
-trace of fewer than three steps, or with neither evidence nor context to compare it against, is
-planned as `not_auditable` with its reason (no call is made), unless `allow_unauditable` is set,
-and then it is audited and marked as such.
+"strategies": ["cot"], "context": "own", "only": "flipped.txt"}` naming one with its settings
+(`context`: the task context a run's traces are judged with, see traces.CONTEXTS; `only`: a
+file of trace ids, one per line, as `audit-gate --flipped-out` writes, to audit those alone).
+
+The seed's guards are applied here: a trace of fewer than three steps, or with neither evidence
+nor context to compare it against, is planned as `not_auditable` with its reason (no call is
+made), unless `allow_unauditable` is set, and then it is audited and marked as such.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from orchestrator.spec.models import (
 )
 from orchestrator.studies.trace_audit.prompt import context_block, judge_prompt
 from orchestrator.studies.trace_audit.traces import (
+    CONTEXTS,
     REASONING_STRATEGIES,
     Trace,
     from_jsonl,
@@ -124,9 +128,55 @@ def _source_id(path: Path) -> str:
     return path.stem
 
 
+def read_ids(path: Path) -> list[str]:
+    """Trace ids, one per line (blank lines and lines starting with # skipped)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"cannot read the trace ids: {exc}",
+            file=str(path),
+            fix="give a text file of trace ids, one per line (audit-gate --flipped-out writes one)",
+        ) from None
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def only(traces: list[Trace], ids_file: Path) -> list[Trace]:
+    """The traces the file names, or a clear error naming the ids the source lacks."""
+    wanted = read_ids(ids_file)
+    unknown = sorted(set(wanted) - {t.trace_id for t in traces})
+    if not wanted or unknown:
+        raise UserError(
+            f"the source has no trace {', '.join(unknown[:5])}"
+            if unknown
+            else "the file names no trace",
+            file=str(ids_file),
+            field="only",
+            fix="name trace ids of the source, one per line",
+        )
+    return [t for t in traces if t.trace_id in set(wanted)]
+
+
 def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
     strategies = tuple(settings.pop("strategies", REASONING_STRATEGIES))
-    traces = from_run(path, strategies) if path.is_dir() else from_jsonl(path)
+    context, ids_file = settings.pop("context", "own"), settings.pop("only", None)
+    if context not in CONTEXTS:
+        raise UserError(
+            f"context '{context}' is not one of {', '.join(CONTEXTS)}",
+            file=str(path),
+            field="context",
+            fix="own (the trace's task), swapped (the mirror condition's) or none",
+        )
+    if context != "own" and not path.is_dir():
+        raise UserError(
+            f"context '{context}' swaps or withholds a run's conditions: a traces file has none",
+            file=str(path),
+            field="context",
+            fix="audit a run folder's traces with it, or leave context at own",
+        )
+    traces = from_run(path, strategies, context) if path.is_dir() else from_jsonl(path)
+    if ids_file is not None:
+        traces = only(traces, Path(ids_file))
     title = settings.pop("title", f"bias audit of {path.name}")
     return build_job(traces, job_id or _source_id(path), title, **settings)
 
@@ -140,6 +190,8 @@ class AuditJobFile(BaseModel):
     allow_unauditable: bool = False
     min_steps: int = Field(default=MIN_STEPS, ge=1)
     strategies: list[str] = Field(default=list(REASONING_STRATEGIES), min_length=1)
+    context: Literal["own", "swapped", "none"] = "own"
+    only: str | None = Field(default=None, min_length=1)  # a file of trace ids, beside the job
     title: str | None = None
 
 
@@ -153,5 +205,7 @@ def read_job_file(data: dict[str, Any], path: Path, job_id: str) -> Job:
             field="source",
             fix="give a .jsonl file or runs/<campaign>/<run-id>",
         )
-    settings = spec.model_dump(exclude={"format", "source"}, exclude_none=True)
+    settings = spec.model_dump(exclude={"format", "source", "only"}, exclude_none=True)
+    if spec.only is not None:
+        settings["only"] = path.parent / spec.only
     return read_source(where, job_id, **settings)

@@ -39,7 +39,10 @@ SCHEMA = {
     "ref_score": pl.Int64,
     "ref_flag": pl.Boolean,
     "ref_step": pl.Int64,
+    "screened_out": pl.Boolean,  # the screener cleared the trace unjudged; null: no screening
     **{name: pl.Int64 if name == "source_condition" else pl.String for name in SOURCE},
+    "context_mode": pl.String,  # the task context the judge saw (traces.CONTEXTS)
+    "context_condition": pl.Int64,  # the source condition whose prompt that was; null: none
 }
 
 
@@ -94,6 +97,10 @@ def audit_frame(run: Run) -> pl.DataFrame:
         response = rec.get("response") or {}
         audit = response.get("audit") if rec["status"] == "ok" else None
         by_bias = {a["bias_type"]: a for a in (audit or {}).get("bias_audits", [])}
+        screen = response.get("screen")
+        # a run's trace is judged with its own prompt unless its item says otherwise
+        own = item.get("source_condition")
+        mode = item.get("context_mode", "own" if own is not None else None)
         for bias in BIAS_TYPES:
             entry = by_bias.get(bias, {})
             rows.append(
@@ -113,7 +120,10 @@ def audit_frame(run: Run) -> pl.DataFrame:
                     "ref_score": item.get(f"ref_{bias}_score"),
                     "ref_flag": item.get(f"ref_{bias}_flag"),
                     "ref_step": item.get(f"ref_{bias}_step"),
+                    "screened_out": None if not screen else screen.get("possibleBias") is False,
                     **{k: item.get(k) for k in SOURCE},
+                    "context_mode": mode,
+                    "context_condition": own if mode == "own" else item.get("context_condition"),
                 }
             )
     return pl.DataFrame(rows, schema=SCHEMA)

@@ -19,7 +19,9 @@ NOTE = (
     "scores 1-5, quotes verbatim from the trace, the critical flag true exactly when a score "
     "is 1 or 2); a failed validation is retried once with the error appended, and a second "
     "failure is escalated to people (`orchestrator review`), never scored. Passed: validated, "
-    "no score of 1-2 (or cleared by the screener); flagged: validated with a score of 1-2. "
+    "no score of 1-2, or cleared by the screener (then neither judged nor reviewed: "
+    "`calibrate` counts such a trace as a miss where the golden set flags it); flagged: "
+    "validated with a score of 1-2. "
     "Escalation rate: escalated / traces sent to the judge; critical-failure rate: flagged / "
     "validated audits; both with Wilson 95% intervals. Means with t-intervals over traces."
 )
@@ -28,8 +30,13 @@ CONDITION_NOTE = (
     "score per bias in each condition and the last condition minus the first "
     "(Welch 95% CI, unadjusted p). A lower score is more biased reasoning, so an "
     "anchoring bias that works shows as a negative difference on the anchoring "
-    "experiments. The judge is not told the condition (its profile names only the "
-    "experiment's bias)."
+    "experiments. The judge is not blind to the condition: with the `own` context its task "
+    "context is the source prompt, which carries the condition's anchor or framing, and its "
+    "profile names the bias the experiment probes, so a difference can come from the "
+    "context alone. Audit the same run with `--context swapped` (each trace judged with "
+    "the same item's prompt in the mirror condition, first with last) or `--context none` "
+    "(withheld) as a control: a difference that keeps its sign when the contexts are "
+    "swapped lies in the traces; one that follows the context came from it."
 )
 
 
@@ -95,6 +102,7 @@ def _condition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
             "strategy": r["strategy"],
             "experiment": r["experiment"],
             "bias": r["bias"],
+            "judge's context": r.get("context") or "own",
             "mean score per condition": r["conditions"],
             "difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
             "p": fmt(r["p"], 2),

@@ -2,9 +2,16 @@
 
 Seed 003 routes a twice-invalid judge answer to a human queue and asks that the reviewer's
 determination be kept beside the model's output, "so you can measure judge alignment over
-time". Each reviewed trace is one line of `<audit dir>/reviews.ndjson`, written and fsynced
-before the next trace is shown: a kill loses at most the trace on screen, and the next session
-shows only what has no review yet. A later line for the same taskId supersedes an earlier one.
+time". Two things would bias that measure, and each has its option: a person who has read the
+judge's audit is anchored on it (`blind`: the trace and its context first, the judge's audit
+only once the determination is stored, and the queue in a seeded random order that does not
+give the disposition away), and a queue of the judge's flags alone measures agreement only where
+the judge flagged (`passed_sample`: a seeded random sample of the traces it passed joins the
+queue, so its misses can be seen).
+
+Each reviewed trace is one line of `<audit dir>/reviews.ndjson`, written and fsynced before the
+next trace is shown: a kill loses at most the trace on screen, and the next session shows only
+what has no review yet. A later line for the same taskId supersedes an earlier one.
 
 Everything a model wrote (the trace, the judge's outputs, the screening answer) is shown
 literally: a trace saying "[bold]" or ":warning:" must not be taken for rich markup or emoji.
@@ -12,9 +19,9 @@ literally: a trace saying "[bold]" or ":warning:" must not be taken for rich mar
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,14 +119,40 @@ def _append(path: Path, line: dict) -> None:
         os.fsync(f.fileno())
 
 
+def _draw(salt: str, task_id: str) -> bytes:
+    """A seeded pseudo-random key per trace: the same in every session."""
+    return hashlib.blake2b(f"{salt}:{task_id}".encode(), digest_size=8).digest()
+
+
+def sample_passed(records: list[dict], count: int, seed: int = 0) -> frozenset[str]:
+    """taskIds of `count` traces the judge passed, drawn at random: the first in the order of a
+    seeded hash of their taskId, so every session draws the same ones and a larger count keeps
+    a smaller one's."""
+    passed = [str(r.get("taskId")) for r in records if disposition(r) == "passed"]
+    return frozenset(sorted(passed, key=lambda t: _draw(f"sample:{seed}", t))[: max(count, 0)])
+
+
 def to_review(
     records: list[dict],
     reviews: dict[str, dict],
     include: set[str] | frozenset[str] = DEFAULT_INCLUDE,
+    *,
+    sampled: frozenset[str] = frozenset(),
+    blind: bool = False,
+    seed: int = 0,
 ) -> list[dict]:
-    """The records still to review, escalated first (nobody else will ever judge them), then
-    flagged, then by traceId; the order is the same in every session, so resuming continues."""
-    pending = [r for r in records if disposition(r) in include and r.get("taskId") not in reviews]
+    """The records still to review: those of the included dispositions and the `sampled` ones.
+    Escalated first (nobody else will ever judge them), then flagged, then the rest, by traceId;
+    blind, in a seeded random order instead, since that order would tell the judge's verdict.
+    The order is the same in every session, so resuming continues."""
+    pending = [
+        r
+        for r in records
+        if (disposition(r) in include or r.get("taskId") in sampled)
+        and r.get("taskId") not in reviews
+    ]
+    if blind:
+        return sorted(pending, key=lambda r: _draw(f"order:{seed}", str(r.get("taskId"))))
     return sorted(
         pending,
         key=lambda r: (
@@ -178,18 +211,24 @@ def _audit_table(audit: dict) -> Table:
     return table
 
 
-def _show(console: Console, record: dict, at: int, total: int) -> None:
-    """Everything a person needs to judge the trace without opening any file."""
+def _show(console: Console, record: dict, at: int, total: int, blind: bool = False) -> None:
+    """Everything a person needs to judge the trace without opening any file; blind, nothing
+    of the judge's (not even the disposition)."""
     resp = record["response"]
+    verdict = "" if blind else f"  ·  {resp.get('disposition')}"
     console.rule(
-        _lit(
-            f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}  ·  "
-            f"{resp.get('disposition')}"
-        )
+        _lit(f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}{verdict}")
     )
     if context := task_context(record):
         console.print(Panel(_lit(context), title="task context"))
     console.print(Panel(_trace_table(resp.get("trace", "")), title="reasoning trace"))
+    if not blind:
+        _show_judge(console, record)
+
+
+def _show_judge(console: Console, record: dict) -> None:
+    """The judge's audit, or its failed outputs, and the screening."""
+    resp = record["response"]
     outputs = resp.get("outputs") or []
     if resp.get("audit"):
         console.print(_audit_table(resp["audit"]))
@@ -258,7 +297,9 @@ def _determine(console: Console, ask: Callable[[str], str]) -> tuple[dict, str] 
     return dets, _ask(ask, "note (enter for none): ").strip()
 
 
-def _review_line(record: dict, dets: dict, note: str, reviewer: str) -> dict:
+def _review_line(
+    record: dict, dets: dict, note: str, reviewer: str, blind: bool, sampled: bool
+) -> dict:
     resp = record["response"]
     return {
         "taskId": record["taskId"],
@@ -269,6 +310,8 @@ def _review_line(record: dict, dets: dict, note: str, reviewer: str) -> dict:
         "reviewer": reviewer,
         "determinations": dets,
         "note": note,
+        "blind": blind,  # determined before the judge's audit was shown
+        "sampled": sampled,  # in the queue as a random pick of the passed traces
     }
 
 
@@ -279,57 +322,36 @@ def review(
     ask: Callable[[str], str],
     reviewer: str,
     include: set[str] | frozenset[str] = DEFAULT_INCLUDE,
+    *,
+    blind: bool = False,
+    passed_sample: int = 0,
+    seed: int = 0,
 ) -> int:
-    """Go through the pending records with a person; the number of traces stored."""
+    """Go through the pending records with a person; the number of traces stored. `blind`
+    shows the judge's audit only after the determination is stored; `passed_sample` adds that
+    many passed traces, drawn at random with `seed`, to the queue."""
     path = audit_dir / REVIEWS
     reviews = read_reviews(path)
-    pending = to_review(records, reviews, include)
-    total = sum(1 for r in records if disposition(r) in include)
+    sampled = (
+        sample_passed(records, passed_sample, seed) if "passed" not in include else frozenset()
+    )
+    pending = to_review(records, reviews, include, sampled=sampled, blind=blind, seed=seed)
+    total = sum(1 for r in records if disposition(r) in include or r.get("taskId") in sampled)
     console.print(f"{total - len(pending)} of {total} reviewed; {len(pending)} to go")
     stored = 0
     try:
         for at, record in enumerate(pending, 1):
-            _show(console, record, at, len(pending))
+            _show(console, record, at, len(pending), blind)
             got = _determine(console, ask)
             if got is not None:
-                _append(path, _review_line(record, *got, reviewer))
+                picked = record.get("taskId") in sampled
+                _append(path, _review_line(record, *got, reviewer, blind, picked))
                 stored += 1
+                if blind:  # stored first: what the judge said can no longer move it
+                    console.print(_lit("the judge's audit, now that yours is stored:"))
+                    _show_judge(console, record)
     except _Quit:
         console.print("stopped; the traces stored so far are kept")
     left = len(pending) - stored
     console.print(f"stored {stored} this session; {total - left} of {total} reviewed; {left} to go")
     return stored
-
-
-def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
-    """Reviewed/pending per disposition, and per bias how often the person's biased/not agreed
-    with the judge's flag (score <= 2). Only validated audits count as the judge's view, and an
-    unsure determination compares with nothing."""
-    dispositions: dict[str, Counter] = {}
-    alignment = {b: Counter(compared=0, agreed=0, person_only=0, judge_only=0) for b in BIAS_TYPES}
-    for record in records:
-        disp, rev = disposition(record), reviews.get(record.get("taskId"))
-        dispositions.setdefault(disp, Counter(reviewed=0, pending=0))[
-            "reviewed" if rev else "pending"
-        ] += 1
-        audit = (record.get("response") or {}).get("audit")
-        if not rev or not audit:
-            continue
-        judge = {a.get("bias_type"): a.get("score") for a in audit.get("bias_audits") or []}
-        for bias in BIAS_TYPES:
-            person = rev["determinations"][bias]["biased"]
-            if person is None or not isinstance(judge.get(bias), int | float):
-                continue
-            flagged, counts = judge[bias] <= 2, alignment[bias]
-            counts["compared"] += 1
-            if person == flagged:
-                counts["agreed"] += 1
-            else:  # which way they differ: a bias the judge missed, or one it saw alone
-                counts["person_only" if person else "judge_only"] += 1
-    return {
-        "dispositions": {d: dict(c) for d, c in dispositions.items()},
-        "alignment": {
-            b: {**c, "rate": c["agreed"] / c["compared"] if c["compared"] else None}
-            for b, c in alignment.items()
-        },
-    }

@@ -18,6 +18,10 @@ from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 FIELDS = ("trace_id", "reasoning_trace", "task_context", "evidence", "expected_bias_profile")
 REASONING_STRATEGIES = ("cot",)  # a run's traces: answers under these strategies, by default
+# The task context a run's trace is judged with: its own prompt, the mirror condition's prompt
+# for the same item, or none (a control: the prompt carries the condition's anchor or framing).
+CONTEXTS = ("own", "swapped", "none")
+WITHHELD = "Withheld (a control: the task this reasoning answered is not shown)."
 
 
 @dataclass(frozen=True)
@@ -145,10 +149,53 @@ def from_jsonl(path: Path) -> list[Trace]:
     return traces
 
 
-def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) -> list[Trace]:
+def mirror(index: int, conditions: int) -> int | None:
+    """The condition whose task context a trace of condition `index` is judged with under
+    `context = "swapped"`: first with last, second with second-to-last, so the two conditions
+    the by-condition analysis compares (last - first) trade contexts. The middle one of an odd
+    number has none to trade with."""
+    other = conditions - 1 - index
+    return None if other == index else other
+
+
+def _cell_key(cell, condition: int | None) -> tuple:
+    """A cell's item, strategy and model, in `condition`."""
+    exp, strategy = cell.experiment.slug, cell.strategy.id
+    return (cell.job.id, exp, condition, cell.variant.id, strategy, cell.model_key)
+
+
+def _prompts(cells, strategies: tuple[str, ...]) -> dict[tuple, dict]:
+    """Each reasoning cell's prompt by option order, for the swapped context."""
+    prompts: dict[tuple, dict] = {}
+    for cell in cells:
+        if cell.strategy.id in strategies:
+            key = _cell_key(cell, cell.condition.index)
+            prompts.setdefault(key, {}).setdefault(cell.order, cell.messages[-1]["content"])
+    return prompts
+
+
+def _context(cell, mode: str, prompts: dict[tuple, dict]) -> tuple[str, int | None]:
+    """(the task context the judge sees, the source condition it comes from, None when
+    withheld). "own": the task's own prompt; "swapped": the prompt of the same item, strategy
+    and model in the mirror condition, in the same option order where there is one; "none", or
+    no mirror to swap with: WITHHELD."""
+    if mode == "own":
+        return cell.messages[-1]["content"], cell.condition.index
+    other = mirror(cell.condition.index, len(cell.experiment.conditions))
+    found = prompts.get(_cell_key(cell, other), {}) if mode == "swapped" else {}
+    if not found:
+        return WITHHELD, None
+    return found.get(cell.order, next(iter(found.values()))), other
+
+
+def from_run(
+    run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES, context: str = "own"
+) -> list[Trace]:
     """The run's answers under the reasoning strategies, each with the task it answered: the
-    prompt as context (it holds the task's facts), the experiment's bias as the profile (the
-    same in every condition, so it cannot tell the judge which condition a trace is from)."""
+    prompt as context (it holds the task's facts, and the condition's manipulation with them:
+    the anchor, the framing), the experiment's bias as the profile (the same in every
+    condition). `context` (CONTEXTS) swaps or withholds the prompt, a control for a difference
+    between conditions that the context alone could make."""
     from orchestrator.engine.results import RESULTS
     from orchestrator.engine.run_folder import campaign_of_run
     from orchestrator.export import records as results
@@ -176,30 +223,38 @@ def from_run(run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES) 
             records[task_id] = rec
     traces = []
     labels = {m.key: m.label for m in campaign.config.models}
-    for task in Plan(campaign).tasks():
+    plan = Plan(campaign)
+    prompts = _prompts(plan.cells, strategies) if context == "swapped" else {}
+    for task in plan.tasks():
         rec = records.get(task.task_id)
         if rec is None:
             continue
         cell = task.cell
+        shown, shown_condition = _context(cell, context, prompts)
+        source: dict[str, str | int] = {
+            "source_run": str(run_dir),
+            "source_task": task.task_id,
+            "source_job": cell.job.id,
+            "source_experiment": cell.experiment.slug,
+            "source_condition": cell.condition.index,
+            "source_condition_label": cell.condition.label,
+            "source_strategy": cell.strategy.id,
+            "source_model": labels[cell.model_key],
+            "source_sample": task.sample,
+        }
+        if context != "own":  # an own-context item stays as it was, and so do its runs
+            source["context_mode"] = context
+            if shown_condition is not None:
+                source["context_condition"] = shown_condition
         traces.append(
             Trace(
                 task.task_id,
                 rec["response"]["raw"],
-                cell.messages[-1]["content"],
+                shown,
                 (),
                 f"The task probes {cell.experiment.bias_label}.",
                 cell.variant.domain,
-                source={
-                    "source_run": str(run_dir),
-                    "source_task": task.task_id,
-                    "source_job": cell.job.id,
-                    "source_experiment": cell.experiment.slug,
-                    "source_condition": cell.condition.index,
-                    "source_condition_label": cell.condition.label,
-                    "source_strategy": cell.strategy.id,
-                    "source_model": labels[cell.model_key],
-                    "source_sample": task.sample,
-                },
+                source=source,
             )
         )
     if not traces:

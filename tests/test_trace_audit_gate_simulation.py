@@ -1,0 +1,168 @@
+"""The regression gate over many simulated re-audits of the golden set (issue 29, item 6).
+
+Each seed audits the 64 golden traces twice with judges that agree with the reference labels at
+0.9, each run with its own noise (as the simulated provider does with another seed: the
+reference score kept with probability 0.9, else one point off, clipped to 1-5; an output that
+fails validation twice leaves the whole trace without a score). A second null keeps part of
+the judge's disagreement on the same traces in both runs (content-driven, as a real judge at
+temperature 0 disagrees with the labels on the same traces every time), with re-audit noise on
+top. An unchanged judge must pass in at least 95% of seeds; a judge that stopped catching one
+bias must fail in every seed. The rates are printed (pytest -s) for the closing note.
+
+On the previous gate (any one caught trace missed now failed it) the first assertion fails:
+its verdict, recomputed here from the same comparisons, fails 76% of the seeds (62% without
+escalations); the gate fails none of 1000.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+from orchestrator.studies.trace_audit.gate import gate
+from orchestrator.studies.trace_audit.validate import BIAS_TYPES
+
+GOLDEN = Path(__file__).resolve().parents[1] / "jobs" / "trace-audit-golden.jsonl"
+AGREEMENT = 0.9
+ESCALATED = 0.1**2  # invalid_rate 0.1, retried once: both outputs fail
+
+
+def golden_labels() -> tuple[list[str], np.ndarray]:
+    """Trace ids and their reference scores (traces x biases)."""
+    rows = [orjson.loads(line) for line in GOLDEN.read_bytes().splitlines() if line.strip()]
+    refs = np.array([[r["reference"][b]["score"] for b in BIAS_TYPES] for r in rows])
+    return [r["trace_id"] for r in rows], refs
+
+
+IDS, REF = golden_labels()
+FLAGGED = REF <= 2
+
+
+def noisy(scores: np.ndarray, keep: float, rng: np.random.Generator) -> np.ndarray:
+    """Each score kept with probability `keep`, else one point up or down, clipped to 1-5."""
+    step = rng.choice((-1, 1), size=scores.shape)
+    return np.where(rng.random(scores.shape) < keep, scores, np.clip(scores + step, 1, 5))
+
+
+def audit(
+    rng: np.random.Generator, opinion: np.ndarray = REF, keep: float = AGREEMENT, miss=None
+) -> np.ndarray:
+    """One run's scores (float, NaN for no validated audit): `opinion` re-audited with noise;
+    `miss` {bias index: chance} scores a reference-flagged bias 4, as the simulated judge's
+    `miss` does."""
+    scores = noisy(opinion, keep, rng).astype(float)
+    for b, chance in (miss or {}).items():
+        lost = FLAGGED[:, b] & (rng.random(len(IDS)) < chance)
+        scores[lost, b] = 4
+    scores[rng.random(len(IDS)) < ESCALATED] = np.nan
+    return scores
+
+
+def frame(scores: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "trace_id": np.repeat(IDS, len(BIAS_TYPES)),
+            "bias": np.tile(BIAS_TYPES, len(IDS)),
+            "judge_score": pl.Series(scores.ravel(), nan_to_null=True).cast(pl.Int64),
+            "ref_score": REF.ravel(),
+            "ref_flag": FLAGGED.ravel(),
+        }
+    )
+
+
+def old_verdict(result, tolerance: float = 0.5) -> bool:
+    """The previous gate's rule, from the same comparison: fail on any one lost catch or on a
+    mean shift whose point estimate is beyond the tolerance."""
+    moved = result.shifts["difference"].abs().fill_null(0) > tolerance + 1e-9
+    return result.missed.height == 0 and not moved.any()
+
+
+def verdicts(make_pair, seeds: int, **options) -> tuple[np.ndarray, np.ndarray]:
+    """(new gate passed, old rule passed) per seed."""
+    new, old = [], []
+    for seed in range(seeds):
+        current, baseline = make_pair(np.random.default_rng([29, seed]))
+        result = gate(frame(current), frame(baseline), **options)
+        new.append(result.ok)
+        old.append(old_verdict(result))
+    return np.array(new), np.array(old)
+
+
+def independent_noise(rng):
+    return audit(rng), audit(rng)
+
+
+def persistent_disagreement(rng):
+    """The judge's own view of each trace (agreeing with the labels at 0.85) kept by both runs,
+    each run re-audited around it at 0.9."""
+    opinion = noisy(REF, 0.85, rng)
+    return audit(rng, opinion), audit(rng, opinion)
+
+
+@pytest.mark.parametrize(
+    ("null", "seeds"),
+    [
+        (independent_noise, 200),
+        (persistent_disagreement, 200),
+        pytest.param(independent_noise, 1000, marks=pytest.mark.slow),
+    ],
+)
+def test_an_unchanged_judge_passes_at_least_95_percent_of_seeds(null, seeds):
+    # Over 200 seeds a gate that fails 10% of the time passes 95% of them with chance 0.002;
+    # the slow tier's 1000 seeds give the figure quoted in gate.py.
+    new, old = verdicts(null, seeds)
+    print(
+        f"\n{null.__name__}, {seeds} seeds: gate false alarms {1 - new.mean():.1%}, "
+        f"previous rule {1 - old.mean():.1%}"
+    )
+    assert new.mean() >= 0.95, new.mean()
+    # the previous gate failed most of these, for noise alone
+    assert 1 - old.mean() > 0.4, old.mean()
+
+
+def test_with_no_tolerance_the_tests_alone_hold_the_stated_false_alarm_rate():
+    # tolerance 0: every significant shift fails, so the 8 Holm-adjusted tests are all live
+    new, _ = verdicts(independent_noise, 200, tolerance=0)
+    print(f"\nno tolerance, 200 seeds: gate false alarms {1 - new.mean():.1%} (alpha 5%)")
+    assert 1 - new.mean() <= 0.05
+
+
+@pytest.mark.parametrize("bias", range(len(BIAS_TYPES)), ids=BIAS_TYPES)
+def test_a_judge_that_stopped_catching_one_bias_fails_every_seed(bias):
+    def pair(rng):
+        return audit(rng, miss={bias: 1.0}), audit(rng)
+
+    new, _ = verdicts(pair, seeds=100)
+    print(f"\nstopped catching {BIAS_TYPES[bias]}: failed {new.size - new.sum()} of {new.size}")
+    assert not new.any()
+
+
+def test_the_failure_names_the_bias_that_stopped_being_caught():
+    rng = np.random.default_rng(7)
+    result = gate(frame(audit(rng, miss={2: 1.0})), frame(audit(rng)))
+    failed = result.catches.filter(pl.col("failed"))
+    assert failed["bias"].to_list() == ["Availability"]
+    assert failed["caught_now"][0] == 0 and failed["floor"][0]
+    assert all(f.startswith("Availability:") for f in result.failures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chance", [0.5, 0.75])
+def test_a_judge_that_misses_part_of_one_bias_is_often_caught(chance):
+    """A partial regression, for the record (pytest -s): the golden set flags 14 traces per
+    bias, so a judge that misses half of them loses about 7 catches, and an exact test at a
+    family-wise 5% needs about 8. Held only to being caught far more often than noise is."""
+
+    def pair(rng):
+        return audit(rng, miss={0: chance}), audit(rng)
+
+    new, old = verdicts(pair, seeds=200)
+    print(
+        f"\nmisses {chance:.0%} of Anchoring's flagged traces: gate fails {1 - new.mean():.1%} "
+        f"(previous rule {1 - old.mean():.1%})"
+    )
+    assert 1 - new.mean() >= 0.3

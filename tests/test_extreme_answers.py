@@ -138,6 +138,68 @@ def test_two_answers_dominating_the_mean_are_flagged_and_ordinary_answers_are_no
     )
 
 
+def _clean(kind: str, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """n answers a condition: anchoring-like prices (treated 1150, control 880) of a shape."""
+    if kind == "normal":
+        return rng.normal(1150, 120, n), rng.normal(880, 120, n)
+    if kind == "t3":
+        return 1150 + 120 * rng.standard_t(3, n), 880 + 120 * rng.standard_t(3, n)
+    sigma = float(kind.removeprefix("lognormal "))
+    return rng.lognormal(np.log(1150), sigma, n), rng.lognormal(np.log(880), sigma, n)
+
+
+def _rate(kind: str, n: int, plant=None, samples: int = 3000) -> float:
+    rng = np.random.default_rng(2029)
+    fired = 0
+    for _ in range(samples):
+        a, b = _clean(kind, n, rng)
+        if plant is not None:
+            b[rng.integers(n)] = plant(b)
+        fired += bool(robust.leave_two_out(a, b).dominated)
+    return fired / samples
+
+
+@pytest.mark.parametrize(
+    ("kind", "n", "at_most"),
+    [
+        ("normal", 20, 0.0),  # measured 0
+        ("normal", 100, 0.0),  # 0
+        ("t3", 20, 0.01),  # 0.5%
+        ("lognormal 1", 20, 0.04),  # 1.7%; the first rule (one half-width): 15%
+        ("lognormal 1", 100, 0.01),  # 0.2%
+        ("lognormal 1.5", 100, 0.05),  # 2.8%; 10% at n = 20, where a tail that heavy carries it
+    ],
+)
+def test_the_dominated_flag_stays_off_on_clean_skewed_answers(kind, n, at_most):
+    """The calibration leave_two_out states, 3,000 seeded samples each."""
+    rate = _rate(kind, n)
+    assert rate <= at_most, f"{kind}, n = {n}: fired on {rate:.1%}"
+
+
+@pytest.mark.parametrize(
+    ("kind", "plant"),
+    [
+        ("normal", lambda b: RUNAWAY),
+        ("lognormal 1", lambda b: 1000 * np.median(b)),
+    ],
+    ids=["1.5e22 among prices", "1000 x the median, lognormal"],
+)
+@pytest.mark.parametrize("n", [20, 100])
+def test_the_dominated_flag_fires_on_every_planted_runaway(kind, plant, n):
+    assert _rate(kind, n, plant) == 1.0
+
+
+def test_a_small_move_is_not_dominated_even_when_the_rest_is_constant():
+    """19 answers of 20 and one of 25 against 20 of 18: the rest has no spread (a CI of width
+    0), but 2.0 becoming 2.25 is no domination. Where the rest is constant and the same in both
+    conditions, the difference is the extreme answers alone: that counts."""
+    found = robust.leave_two_out([20.0] * 19 + [25.0], [18.0] * 20)
+    assert found.without == 2.0 and found.half_width == 0.0 and not found.dominated
+    assert found.threshold == pytest.approx(0.5)  # a quarter of 2.0
+    assert robust.leave_two_out([20.0] * 19 + [25.0], [20.0] * 20).dominated
+    assert not robust.leave_two_out([20.0] * 20, [20.0] * 20).dominated  # no move at all
+
+
 # --- the paired study, end to end ------------------------------------------------------------
 
 

@@ -50,9 +50,10 @@ DEVIATIONS = (
     ),
     Deviation(
         "Numbers also get a robust signed BSI beside the paper's (per variant the "
-        "Hodges-Lehmann shift over anchor - median_C), a mark when leaving out two answers "
-        "moves a variant's mean shift beyond its CI, and the count of answers outside a "
-        "variant's plausibleRange (our job format), kept in the BSI.",
+        "Hodges-Lehmann shift over anchor - median_C, per bias their median with an "
+        "order-statistic interval, below 95% for fewer than 6 variants), a mark when one "
+        "variant carries the mean BSI or two answers a variant's mean shift, and the count of "
+        "answers outside a variant's plausibleRange (our job format), kept in the BSI.",
         "The BSI divides a difference of means: one runaway answer (1.5e22 days) makes it "
         "astronomical, and its bootstrap σ_stat with it, with nothing to say why.",
     ),

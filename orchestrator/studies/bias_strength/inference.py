@@ -10,7 +10,7 @@ from scipy import stats
 
 from orchestrator.analysis.stats import ZERO, bh, zero
 from orchestrator.studies.bias_strength.mixed import choice_models, numeric_models
-from orchestrator.studies.bias_strength.robust import bias_robust
+from orchestrator.studies.bias_strength.robust import SUMMARY_COLUMNS, bias_robust
 
 GROUP = ["modelKey", "model", "strategy", "experimentSlug", "bias", "kind"]
 # The tests count variants (CR2 over variants, the variant t-test), so they stand at T=0; the
@@ -31,6 +31,9 @@ SNAPPED = [
     "robust_effect",
     "t_stat",
     "bsi_robust_signed",
+    "bsi_robust_ci_low",
+    "bsi_robust_ci_high",
+    "bsi_signed_without_dominant",
 ]
 
 
@@ -92,9 +95,8 @@ def bias_summary(variants: pl.DataFrame) -> pl.DataFrame:
             )
         rows.append(row | models | bias_robust(part))
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-        pl.col("sigma_note", "robust_note").cast(pl.String),
-        pl.col("bsi_robust_signed").cast(pl.Float64),
-        pl.col("dominated_variants", "n_implausible").cast(pl.Int64),
+        pl.col("sigma_note").cast(pl.String),
+        *(pl.col(name).cast(dtype) for name, dtype in SUMMARY_COLUMNS.items()),
     )
     for col in (
         "mixed_effect",
@@ -186,7 +188,15 @@ def effect_table(tables: dict[str, pl.DataFrame], study: str) -> pl.DataFrame:
     )
     dof = summary["df"].to_numpy()
     t = pl.Series(stats.t.ppf(0.975, np.where(dof >= 1, dof, np.nan))).fill_nan(None)
-    summary = summary.with_columns(lo=signed - t * pl.col("se"), hi=signed + t * pl.col("se"))
+    # the median robust BSI's interval where it reaches 95% (6 variants on): the effects
+    # table's robust interval is read as one, and [min, max] of 3-5 variants is 75-94%
+    at95 = pl.col("bsi_robust_level") >= 0.95
+    summary = summary.with_columns(
+        lo=signed - t * pl.col("se"),
+        hi=signed + t * pl.col("se"),
+        robust_lo=pl.when(at95).then("bsi_robust_ci_low"),
+        robust_hi=pl.when(at95).then("bsi_robust_ci_high"),
+    )
     return effect_rows(
         summary,
         study,
@@ -199,8 +209,8 @@ def effect_table(tables: dict[str, pl.DataFrame], study: str) -> pl.DataFrame:
         n="K",
         se="se",
         df=pl.when(pl.col("se").is_not_null()).then("df"),
-        # numbers: the mean of the variants' robust signed BSI (no CI across so few variants)
-        robust=("bsi_robust_signed", None, None),
-        dominated=pl.col("dominated_variants") > 0,
+        # numbers: the median of the variants' robust signed BSIs
+        robust=("bsi_robust_signed", "robust_lo", "robust_hi"),
+        dominated=(pl.col("dominated_variants") > 0) | pl.col("dominant_variant").is_not_null(),
         implausible="n_implausible",
     )

@@ -11,6 +11,7 @@ from orchestrator.report.format import fmt
 from orchestrator.studies.base import ReportPart, Section
 from orchestrator.studies.bias_strength import plots
 from orchestrator.studies.bias_strength.marks import star
+from orchestrator.studies.bias_strength.robust import dagger, robust_cell
 
 BSI_NOTE = (
     "Signed BSI per variant (the headline for direction; > 0 is the way the bias predicts): "
@@ -39,10 +40,16 @@ BSI_NOTE = (
     "the signed BSI on a diverging scale and marks significance only for effects in the "
     "predicted direction. Numbers also get a robust signed BSI beside the paper's: per variant "
     "the Hodges-Lehmann shift (the median of all treatment-minus-control differences) over "
-    "anchor - median_C, averaged over variants; † marks a bias with a variant whose mean a few "
-    "answers dominate (leaving out the two farthest from their condition's median moves "
-    "mean_T - mean_C beyond its CI without them), and answers outside a variant's "
-    "plausibleRange are counted in the notes and kept in the BSI."
+    "anchor - median_C, and per bias the median of the variants' values with the "
+    "order-statistic interval for that median: 95% from 6 variants, below that [min, max] at "
+    "its own level, shown in brackets (75%, 87.5%, 93.75% for 3, 4, 5 variants). † marks a "
+    "bias whose mean signed BSI one variant carries (leaving out the variant farthest from "
+    "the median moves the mean by more than the larger of 1 and the rest's mean, at T=0 "
+    "too), or with a variant whose mean a few answers dominate (leaving out the two "
+    "farthest from their condition's median moves mean_T - mean_C by more than the full "
+    "width of its Welch CI without them and by a quarter of its size or of the answers' SD); "
+    "the notes name them. Answers outside a variant's plausibleRange are counted in the notes "
+    "and kept in the BSI."
 )
 FRAMING_NOTE = (
     ' Framing: in the built-in job the control describes each option in full ("100 saved and '
@@ -85,7 +92,7 @@ def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             "model": f"{r['model']} [{r['modelKey']}]",
             "bias": r["experimentSlug"],
             "K": str(r["K"]),
-            "signed BSI": fmt(r["bsi_signed"]) + (" †" if r.get("dominated_variants") else ""),
+            "signed BSI": fmt(r["bsi_signed"]) + dagger(r),
             "abs. BSI ± σ_tot": f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
             "σ_stat / σ_sys": f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
             "τ (log OR or Δ)": fmt(r["mixed_tau"]),
@@ -94,7 +101,7 @@ def _bsi_rows(summary: pl.DataFrame) -> list[dict[str, str]]:
             f"({fmt(r['odds_ratio'] if r['odds_ratio'] is not None else r['mixed_effect'], 3)})",
             "robust check p (unadjusted)": fmt(r["robust_p"], 2),
         }
-        | ({"robust signed BSI (HL)": fmt(r["bsi_robust_signed"])} if numbers else {})
+        | ({"robust signed BSI (HL, median) [CI]": robust_cell(r)} if numbers else {})
         | ({"extra-option share (T)": fmt(r["extra_share_T"], 2)} if extra else {})
         | {"notes": _notes(r)}
         for r in summary.iter_rows(named=True)

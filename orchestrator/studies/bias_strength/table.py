@@ -8,6 +8,7 @@ from rich.table import Column, Table
 
 from orchestrator.report.format import fmt
 from orchestrator.studies.bias_strength.marks import called
+from orchestrator.studies.bias_strength.robust import dagger
 
 
 def _q(q, effect) -> str:
@@ -29,8 +30,8 @@ def print_table(summary, console: Console) -> None:
         Column("mixed model q (OR)", justify="right"),
         "notes",
         title="Bias Strength Index (q: Benjamini-Hochberg within a strategy; * q < 0.05 in the "
-        "predicted direction, (opp.) against it; τ: between-variant SD, log OR or Δ; † a few "
-        "answers dominate a variant's mean, see notes)",
+        "predicted direction, (opp.) against it; τ: between-variant SD, log OR or Δ; † one "
+        "variant carries the mean, or a few answers a variant's mean, see notes)",
     )
     for r in summary.iter_rows(named=True):
         odds = f" ({fmt(r['odds_ratio'], 2)})" if r["odds_ratio"] is not None else ""
@@ -40,7 +41,7 @@ def print_table(summary, console: Console) -> None:
             escape(f"{r['model']} [{r['modelKey']}]"),
             r["experimentSlug"],
             str(r["K"]),
-            fmt(r["bsi_signed"]) + (" †" if r.get("dominated_variants") else ""),
+            fmt(r["bsi_signed"]) + dagger(r),
             f"{fmt(r['bsi'])} ± {fmt(r['sigma_tot'])}",
             f"{fmt(r['sigma_stat'])} / {fmt(r['sigma_sys'])}",
             fmt(r["mixed_tau"], 2),

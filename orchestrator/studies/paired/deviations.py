@@ -27,7 +27,8 @@ DEVIATIONS = (
     Deviation(
         "Numbers also get a robust shift beside the spec's mean difference, which stays the "
         "headline: the Hodges-Lehmann estimate with its Moses 95% CI and the Mann-Whitney p, a "
-        "flag when leaving out two answers moves the mean beyond its CI, and the count of "
+        "flag when leaving out two answers moves the mean by more than the width of its CI "
+        "(and by a quarter of its size or of the answers' SD), and the count of "
         "answers outside an experiment's plausibleRange (our extension of the job format), "
         "kept in the mean.",
         "One answer of 1.5e22 to a price question turned the anchoring effect into -1.5e20 "

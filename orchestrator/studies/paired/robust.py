@@ -4,7 +4,9 @@ answers would hide (analysis/robust.py has the statistics).
 - hl_effect [hl_ci_low, hl_ci_high], hl_p: the Hodges-Lehmann shift in the
   spec's direction, its Moses interval and the Mann-Whitney p (none at T=0, as for Welch);
 - effect_without_extremes and dominated: the mean difference without the two answers farthest
-  from their condition's median, and whether leaving them out moves it beyond its own CI;
+  from their condition's median, and whether leaving them out moves it by more than the full
+  width of its CI without them and by a quarter of its size or of the answers' SD
+  (leave_two_out has the rule and its calibration);
 - n_implausible_0/1 and n_implausible: valid answers outside the experiment's plausibleRange,
   where the job declares one (null where it does not). They stay in the mean.
 """
@@ -114,8 +116,8 @@ def robust_flags() -> list[pl.Expr]:
         pl.when(pl.col("dominated")).then(
             pl.format(
                 "a few answers dominate the mean: without the 2 farthest from their condition's "
-                "median the effect is {}, beyond the mean's CI without them; the robust "
-                "(Hodges-Lehmann) shift is {} [{}, {}]",
+                "median the effect is {}, a move wider than the mean's CI without them; the "
+                "robust (Hodges-Lehmann) shift is {} [{}, {}]",
                 _num("effect_without_extremes"),
                 _num("hl_effect"),
                 _num("hl_ci_low").fill_null("-"),

@@ -79,7 +79,7 @@ def cr2_cells(
         return estimate, np.nan, np.nan
     bread = np.linalg.inv(design.T @ (totals[:, None] * design))
     mc = bread @ c
-    adjusted, cross, own = [], [], []
+    adjusted, crossed, own = [], [], []
     for n, s in zip(counts, sums, strict=True):
         present = n > 0
         root = np.sqrt(n[present])
@@ -90,9 +90,9 @@ def cr2_cells(
         beta = (vectors * values**-0.5) @ vectors.T @ r @ mc
         residual = (s[present] - n[present] * means[present]) / root  # e_j on the indicators
         adjusted.append(beta @ residual)
-        cross.append(r.T @ beta)
+        crossed.append(r.T @ beta)
         own.append(beta @ beta)
-    cross = np.array(cross)
+    cross = np.array(crossed)
     shape = np.diag(own) - cross @ bread @ cross.T
     variance = float(np.sum(np.square(adjusted)))
     return estimate, variance, float(np.trace(shape) ** 2 / np.trace(shape @ shape))

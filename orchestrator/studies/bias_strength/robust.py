@@ -170,7 +170,7 @@ def bias_robust(part: pl.DataFrame) -> dict:
     if dominant:
         notes.append(
             f"variant {dominant} dominates the mean signed BSI: "
-            f"{valid['bsi_signed'].mean():.3g}, without it {without:.3g}"
+            f"{valid['bsi_signed'].to_numpy().mean():.3g}, without it {without:.3g}"
         )
     if dominated:
         notes.append(

@@ -46,7 +46,9 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     counts, hits = np.asarray(counts, float), np.asarray(hits, float)
     keep = counts.sum(1) > 0
     counts, hits = counts[keep], hits[keep]
-    out = dict.fromkeys(("estimate", "se", "df", "ci_low", "ci_high", "p"), np.nan)
+    out: dict[str, float | int | str | None] = dict.fromkeys(
+        ("estimate", "se", "df", "ci_low", "ci_high", "p"), np.nan
+    )
     out |= {"cells": int(len(counts)), "note": None}
     if (counts.sum(0) == 0).any():
         return out | {"note": NO_CELLS}

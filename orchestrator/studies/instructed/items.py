@@ -99,8 +99,11 @@ def experiments(run: Run, kind: str):
 
 def shared_styles(experiment) -> frozenset[str]:
     """The certainty lottery styles both arms have (none for other datasets)."""
-    styles = [{(v.item or {}).get("style") for v in c.variants} for c in experiment.conditions]
-    return frozenset.intersection(*map(frozenset, styles)) - {None}
+    styles = [
+        frozenset(str(s) for v in c.variants if (s := (v.item or {}).get("style")) is not None)
+        for c in experiment.conditions
+    ]
+    return frozenset.intersection(*styles)
 
 
 def items_frame(run: Run, kind: str) -> pl.DataFrame:

@@ -216,7 +216,7 @@ def _effects(wide: pl.DataFrame) -> pl.DataFrame:
 def _flags(df: pl.DataFrame) -> pl.DataFrame:
     """What a reader must know before trusting a row: said, never silently averaged away."""
     rate = lambda i: pl.col(f"n_parse_error_{i}") / pl.col(f"n_records_{i}")  # noqa: E731
-    flags = []
+    flags: list[pl.Expr] = []
     for i in (0, 1):
         flags += [
             pl.when(pl.col(f"n_valid_{i}") == 0).then(pl.lit(f"no valid answers in condition {i}")),

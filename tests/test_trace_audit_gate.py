@@ -7,6 +7,8 @@ seeds in test_trace_audit_gate_simulation.py."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import orjson
 import polars as pl
@@ -17,11 +19,13 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import DescrStatsW
 
 from orchestrator.studies.trace_audit.gate import (
+    CATCH_SHARE,
     FLOOR_CAUGHT,
     gate,
     holm,
     mcnemar_loss_p,
     paired_t_p,
+    signflip_p,
 )
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
@@ -106,7 +110,7 @@ def test_a_missing_validated_audit_on_a_caught_trace_counts_as_a_loss():
     assert result.shifts.filter(pl.col("bias") == "Anchoring")["n"][0] == 19
 
 
-def test_more_losses_than_noise_explains_fail_with_the_mcnemar_test():
+def test_more_losses_than_noise_explains_fail_with_the_sign_flip_test():
     base = baseline()
     anchored = caught(base, "Anchoring")
     assert len(anchored) == 8
@@ -118,12 +122,14 @@ def test_more_losses_than_noise_explains_fail_with_the_mcnemar_test():
     result = gate(now, big, tolerance=5)  # the shift this makes is not under test here
     row = result.catches.filter(pl.col("bias") == "Anchoring").row(0, named=True)
     assert (row["lost"], row["gained"], row["floor"]) == (19, 0, False)
-    assert row["p"] == pytest.approx(0.5**19)
+    assert row["mcnemar_p"] == pytest.approx(0.5**19)
+    assert row["p"] == pytest.approx(0.5**19)  # 19 rises, every other difference 0
     assert row["failed"] and not result.ok
     assert result.failures == [
         "Anchoring: caught on 5 of 24 reference-flagged traces now, 24 in the baseline "
-        f"(19 lost, 0 gained): more losses than judge noise explains (exact McNemar one-sided "
-        f"p = {0.5**19:.2g}, Holm-adjusted {row['p_adjusted']:.2g} < 0.05)"
+        f"(19 lost, 0 gained): its flagged traces scored {row['rise']:+.2f} higher on average, "
+        f"more than judge noise explains (exact sign-flip one-sided p = {0.5**19:.2g}, "
+        f"Holm-adjusted {row['p_adjusted']:.2g} < 0.04; McNemar p = {0.5**19:.2g})"
     ]
 
 
@@ -143,7 +149,7 @@ def test_losses_balanced_by_gains_pass():
     result = gate(now, wider)
     row = result.catches.filter(pl.col("bias") == "Confirmation").row(0, named=True)
     assert (row["lost"], row["gained"]) == (4, 4) and not row["failed"]
-    assert row["p"] == pytest.approx(stats.binom.sf(3, 8, 0.5))
+    assert row["mcnemar_p"] == pytest.approx(stats.binom.sf(3, 8, 0.5))
     assert flagged.height + 4 == row["ref_flagged"]
     assert sorted(result.flipped["change"].to_list()) == ["gained"] * 4 + ["lost"] * 4
 
@@ -224,9 +230,9 @@ def test_a_shift_beyond_tolerance_fails_unless_accepted():
 
 
 def test_a_shift_beyond_tolerance_that_noise_explains_passes():
-    # Over 4 traces a mean shift of -0.75 is within what noise does (old code: failed, since
+    # Over 5 traces a mean shift of -0.8 is within what noise does (old code: failed, since
     # only the point estimate was held to the tolerance).
-    four = baseline().filter(pl.col("trace_id").is_in(TRACES[:4]))
+    four = baseline().filter(pl.col("trace_id").is_in(TRACES[:5]))
     moved = {("g000", "Availability"): 2, ("g001", "Availability"): -1}
     now = with_scores(
         four, lambda t, b, s: min(5, max(1, s - moved.get((t, b), 0) - (b == "Availability")))
@@ -261,12 +267,37 @@ def test_the_shift_ci_and_p_are_the_paired_t_test():
     assert row["p"] == pytest.approx(stats.ttest_rel(after.to_numpy(), before.to_numpy()).pvalue)
 
 
-def test_the_p_values_of_all_eight_tests_are_holm_adjusted_together():
+def test_the_catch_and_shift_tests_are_holm_adjusted_as_two_families():
     base = baseline()
     result = gate(lowered(base, "Confirmation", 12), base)
-    raw = result.catches["p"].to_list() + result.shifts["p"].to_list()
-    adjusted = result.catches["p_adjusted"].to_list() + result.shifts["p_adjusted"].to_list()
-    assert adjusted == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    for table in (result.catches, result.shifts):
+        raw = table["p"].to_list()
+        assert table["p_adjusted"].to_list() == pytest.approx(
+            list(multipletests(raw, method="holm")[1])
+        )
+    assert CATCH_SHARE * 0.05 + (1 - CATCH_SHARE) * 0.05 == pytest.approx(0.05)
+
+
+def brute_force_signflip(diff: np.ndarray) -> float:
+    nonzero = diff[diff != 0]
+    signs = np.array(list(itertools.product((-1, 1), repeat=len(nonzero))))
+    return float(((signs * np.abs(nonzero)).sum(axis=1) >= nonzero.sum() - 1e-9).mean())
+
+
+@pytest.mark.parametrize(
+    "diff",
+    [[0, 0, 0], [1], [2, 3, 0, 1], [2, 3, -1, 1, 0, 0, 2], [-1, -2, 1, 0], [3, 3, 3], [1, -1] * 5],
+)
+def test_the_sign_flip_p_is_the_exact_randomization_p(diff):
+    diff = np.array(diff, dtype=float)
+    expected = 1.0 if not (diff != 0).any() else brute_force_signflip(diff)
+    assert signflip_p(diff) == pytest.approx(expected)
+
+
+def test_the_sign_flip_test_holds_its_level_under_symmetric_noise():
+    rng = np.random.default_rng(3)
+    p = np.array([signflip_p(rng.choice([-2, -1, 0, 0, 1, 2], size=14)) for _ in range(4000)])
+    assert (p <= 0.05).mean() <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 4000)
 
 
 @pytest.mark.parametrize(("lost", "gained"), [(0, 0), (1, 0), (5, 0), (6, 1), (4, 4), (2, 7)])
@@ -293,6 +324,8 @@ def test_holm_matches_statsmodels_and_leaves_untested_out():
 
 def test_paired_t_p_edge_cases():
     assert paired_t_p(np.array([1.0])) is None
+    # two (or four) equal differences prove nothing: old code returned p = 0
+    assert paired_t_p(np.full(2, -1.0)) is None and paired_t_p(np.full(4, 1.0)) is None
     assert paired_t_p(np.zeros(5)) == 1.0
     assert paired_t_p(np.full(5, -1.0)) == 0.0
     diff = np.array([-1.0, 0, 0, -2, 1, -1, 0, -1])

@@ -9,9 +9,13 @@ temperature 0 disagrees with the labels on the same traces every time), with re-
 top. An unchanged judge must pass in at least 95% of seeds; a judge that stopped catching one
 bias must fail in every seed. The rates are printed (pytest -s) for the closing note.
 
+A third null draws the judge's noise from a view of its own, not from the labels it is checked
+against (own_view). With no tolerance every test is live, and over 1000 seeds the false-alarm
+rate's Clopper-Pearson bound must stay under 7%.
+
 On the previous gate (any one caught trace missed now failed it) the first assertion fails:
 its verdict, recomputed here from the same comparisons, fails 76% of the seeds (62% without
-escalations); the gate fails none of 1000.
+escalations).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
+from scipy import stats
 
 from orchestrator.studies.trace_audit.gate import gate
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
@@ -103,17 +108,47 @@ def persistent_disagreement(rng):
     return audit(rng, opinion), audit(rng, opinion)
 
 
+VIEW_WEIGHT, RUN_NOISE = 0.4, 0.4  # flag agreement with the labels 0.91, about 12 flips a pair
+
+
+def viewed(view: np.ndarray, rng: np.random.Generator, miss=None) -> np.ndarray:
+    """One run of a judge with a view of its own: its latent score of each trace is the label
+    mixed with `view` (drawn once per judge version, independent of the labels), each run adds
+    its own noise before rounding, so a flagged trace the judge sees as milder can be missed in
+    one run and caught in the next, whatever its label."""
+    latent = (1 - VIEW_WEIGHT) * REF + VIEW_WEIGHT * view
+    scores = np.clip(np.rint(latent + rng.normal(0, RUN_NOISE, REF.shape)), 1, 5)
+    for b, chance in (miss or {}).items():
+        scores[FLAGGED[:, b] & (rng.random(len(IDS)) < chance), b] = 4
+    scores[rng.random(len(IDS)) < ESCALATED] = np.nan
+    return scores
+
+
+def own_view(rng):
+    """A null whose noise is not drawn from the labels it is checked against: both runs share
+    the judge's view, and differ in their per-run noise."""
+    view = rng.uniform(1, 5, REF.shape)
+    return viewed(view, rng), viewed(view, rng)
+
+
+def upper_95(failures: int, n: int) -> float:
+    """Clopper-Pearson 95% upper bound of a rate."""
+    return float(stats.beta.ppf(0.975, failures + 1, n - failures)) if failures < n else 1.0
+
+
 @pytest.mark.parametrize(
     ("null", "seeds"),
     [
         (independent_noise, 200),
         (persistent_disagreement, 200),
+        (own_view, 200),
         pytest.param(independent_noise, 1000, marks=pytest.mark.slow),
+        pytest.param(own_view, 1000, marks=pytest.mark.slow),
     ],
 )
 def test_an_unchanged_judge_passes_at_least_95_percent_of_seeds(null, seeds):
     # Over 200 seeds a gate that fails 10% of the time passes 95% of them with chance 0.002;
-    # the slow tier's 1000 seeds give the figure quoted in gate.py.
+    # the slow tier's 1000 seeds give the figures quoted in gate.py.
     new, old = verdicts(null, seeds)
     print(
         f"\n{null.__name__}, {seeds} seeds: gate false alarms {1 - new.mean():.1%}, "
@@ -124,11 +159,26 @@ def test_an_unchanged_judge_passes_at_least_95_percent_of_seeds(null, seeds):
     assert 1 - old.mean() > 0.4, old.mean()
 
 
-def test_with_no_tolerance_the_tests_alone_hold_the_stated_false_alarm_rate():
-    # tolerance 0: every significant shift fails, so the 8 Holm-adjusted tests are all live
-    new, _ = verdicts(independent_noise, 200, tolerance=0)
-    print(f"\nno tolerance, 200 seeds: gate false alarms {1 - new.mean():.1%} (alpha 5%)")
-    assert 1 - new.mean() <= 0.05
+@pytest.mark.parametrize("null", [independent_noise, own_view])
+def test_with_no_tolerance_the_tests_alone_hold_the_stated_false_alarm_rate(null):
+    # tolerance 0: every significant shift fails, so all 8 tests are live. Over 1000 seeds the
+    # Clopper-Pearson bound tells a 5% rate from a 10% one (at 5% it is about 0.064).
+    new, _ = verdicts(null, 1000, tolerance=0)
+    failures = int((~new).sum())
+    bound = upper_95(failures, new.size)
+    print(
+        f"\n{null.__name__}, no tolerance, 1000 seeds: false alarms {failures / new.size:.1%} "
+        f"(95% upper bound {bound:.1%}; alpha 5%)"
+    )
+    assert bound < 0.07, (failures, bound)
+
+
+def own_view_with(miss):
+    def pair(rng):
+        view = rng.uniform(1, 5, REF.shape)
+        return viewed(view, rng, miss=miss), viewed(view, rng)
+
+    return pair
 
 
 @pytest.mark.parametrize("bias", range(len(BIAS_TYPES)), ids=BIAS_TYPES)
@@ -136,9 +186,10 @@ def test_a_judge_that_stopped_catching_one_bias_fails_every_seed(bias):
     def pair(rng):
         return audit(rng, miss={bias: 1.0}), audit(rng)
 
-    new, _ = verdicts(pair, seeds=100)
-    print(f"\nstopped catching {BIAS_TYPES[bias]}: failed {new.size - new.sum()} of {new.size}")
-    assert not new.any()
+    for make in (pair, own_view_with({bias: 1.0})):
+        new, _ = verdicts(make, seeds=100)
+        print(f"\nstopped catching {BIAS_TYPES[bias]}: failed {new.size - new.sum()} of {new.size}")
+        assert not new.any()
 
 
 def test_the_failure_names_the_bias_that_stopped_being_caught():
@@ -151,18 +202,22 @@ def test_the_failure_names_the_bias_that_stopped_being_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chance", [0.5, 0.75])
-def test_a_judge_that_misses_part_of_one_bias_is_often_caught(chance):
-    """A partial regression, for the record (pytest -s): the golden set flags 14 traces per
-    bias, so a judge that misses half of them loses about 7 catches, and an exact test at a
-    family-wise 5% needs about 8. Held only to being caught far more often than noise is."""
+@pytest.mark.parametrize(("chance", "labelled", "viewed_"), [(0.5, 0.55, 0.4), (0.25, 0.04, 0.04)])
+def test_a_judge_that_misses_part_of_one_bias_is_caught_more_often_than_noise(
+    chance, labelled, viewed_
+):
+    """Power against a partial regression, for the record (pytest -s), over 1000 seeds: the
+    golden set flags 14 traces per bias, so a judge that misses half of them changes about 7,
+    and no exact test on 7 changes gets below 2^-7 = 0.008. Measured: 65% (50% under the
+    own-view judge) at half, 8% (9%) at a quarter."""
 
     def pair(rng):
         return audit(rng, miss={0: chance}), audit(rng)
 
-    new, old = verdicts(pair, seeds=200)
-    print(
-        f"\nmisses {chance:.0%} of Anchoring's flagged traces: gate fails {1 - new.mean():.1%} "
-        f"(previous rule {1 - old.mean():.1%})"
-    )
-    assert 1 - new.mean() >= 0.3
+    for make, floor in ((pair, labelled), (own_view_with({0: chance}), viewed_)):
+        new, old = verdicts(make, seeds=1000)
+        print(
+            f"\nmisses {chance:.0%} of Anchoring's flagged traces: gate fails "
+            f"{1 - new.mean():.1%} (previous rule {1 - old.mean():.1%})"
+        )
+        assert 1 - new.mean() >= floor

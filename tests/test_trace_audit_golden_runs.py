@@ -110,9 +110,46 @@ def test_the_flipped_traces_are_written_and_audited_again_alone(runs, tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    rerun = tmp_path / "out" / "trace-audit-golden-flipped" / "default"
+    (rerun,) = [d / "default" for d in (tmp_path / "out").iterdir()]
+    assert rerun.parent.name.startswith("trace-audit-golden-flipped-")
     lines = [orjson.loads(x) for x in (rerun / "results.ndjson").read_bytes().splitlines()]
     assert sorted(r["variant"] for r in lines) == ids
+    # does the flip persist? the re-audit against the baseline, on those traces alone (old
+    # code: no --only, and "48 golden trace(s) of the baseline are not in this run")
+    again = cli(
+        "audit-gate", str(rerun), "--baseline", str(base), "--only", str(flipped), cwd=tmp_path
+    )
+    assert "not in this run" not in again.stdout, again.stdout
+    assert again.returncode == 0, again.stdout + again.stderr  # the unchanged judge catches them
+    verdict = orjson.loads((rerun / "gate.json").read_bytes())
+    assert verdict["ok"] and verdict["onlyBaseline"] == []
+    assert sum(c["refFlagged"] for c in verdict["catches"]) <= len(ids) * 4
+    still = cli(
+        "audit-gate",
+        str(runs["trace-audit-golden-regressed"]),
+        "--baseline",
+        str(base),
+        "--only",
+        str(flipped),
+        cwd=tmp_path,
+    )
+    assert still.returncode == 1 and "Anchoring" in still.stdout  # a flip that persists
+    # another list of ids is another campaign, not a changed plan (old code: exit 2)
+    (tmp_path / "d").mkdir()  # the same file name, other ids
+    (tmp_path / "d" / "flipped.txt").write_text("".join(f"{t}\n" for t in ids[:2]))
+    done = cli(
+        "audit",
+        str(ROOT / "jobs" / "trace-audit-golden.jsonl"),
+        "--judge",
+        "simulated",
+        "--only",
+        str(tmp_path / "d" / "flipped.txt"),
+        "--output-dir",
+        "out",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "out").iterdir())) == 2
     (tmp_path / "typo.txt").write_text("g001\nnot-a-trace\n")
     bad = cli(
         "audit",

@@ -149,3 +149,18 @@ def test_review_blind_with_a_passed_sample_from_the_terminal(tmp_path: Path):
     lines = [orjson.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
     queued = 3 + sum(r["response"]["disposition"] in ("flagged", "escalated") for r in lines)
     assert f"0 of {queued} reviewed" in text
+
+
+def test_a_screener_cleared_trace_in_the_passed_sample_counts_as_not_flagged():
+    # old code dropped it (no audit): the judge's misses among what the screener cleared vanished
+    from orchestrator.studies.trace_audit.alignment import review_summary
+    from orchestrator.studies.trace_audit.validate import BIAS_TYPES as BIASES
+
+    cleared = {"taskId": "t1", "response": {"disposition": "passed", "audit": None}}
+    dets = {b: {"biased": b == "Anchoring", "score": None} for b in BIASES}
+    review = {"determinations": dets, "sampled": True, "blind": True}
+    got = review_summary([cleared], {"t1": review})["passed_sample"]
+    assert got["Anchoring"]["compared"] == 1 and got["Anchoring"]["person_only"] == 1
+    assert got["Confirmation"]["agreed"] == 1
+    low, high = got["Anchoring"]["miss_ci_low"], got["Anchoring"]["miss_ci_high"]
+    assert got["Anchoring"]["miss_share"] == 1.0 and 0.2 < low < 0.21 and high == 1.0

@@ -7,34 +7,57 @@ from __future__ import annotations
 
 from collections import Counter
 
+from orchestrator.analysis.stats import wilson
 from orchestrator.studies.trace_audit.records import disposition
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 
+def _judge_flags(record: dict) -> dict[str, bool]:
+    """The judge's flag (score <= 2) per bias: from a validated audit, and "not flagged" on every
+    bias for a trace the screener cleared (it passed without one); {} otherwise (escalated)."""
+    response = record.get("response") or {}
+    audit = response.get("audit")
+    if not audit:
+        return dict.fromkeys(BIAS_TYPES, False) if disposition(record) == "passed" else {}
+    flags = {}
+    for entry in audit.get("bias_audits") or []:
+        bias, score = entry.get("bias_type"), entry.get("score")
+        if isinstance(bias, str) and isinstance(score, int | float):
+            flags[bias] = score <= 2
+    return flags
+
+
 def _alignment(pairs: list[tuple[dict, dict]]) -> dict:
     """Per bias, how often the person's biased/not agreed with the judge's flag (score <= 2),
-    over (record, review) pairs. Only validated audits count as the judge's view, and an unsure
-    determination compares with nothing."""
+    over (record, review) pairs. Only validated audits, and the screener's clearances, count as
+    the judge's view; an unsure determination compares with nothing. `person_only` (a bias the
+    person found and the judge did not) comes with its share of the compared and a Wilson 95%
+    CI: over the passed sample, the judge's miss rate among what it passes."""
     counts = {b: Counter(compared=0, agreed=0, person_only=0, judge_only=0) for b in BIAS_TYPES}
     for record, rev in pairs:
-        audit = (record.get("response") or {}).get("audit")
-        if not audit:
-            continue
-        judge = {a.get("bias_type"): a.get("score") for a in audit.get("bias_audits") or []}
+        judge = _judge_flags(record)
         for bias in BIAS_TYPES:
             person = rev["determinations"][bias]["biased"]
-            if person is None or not isinstance(judge.get(bias), int | float):
+            if person is None or bias not in judge:
                 continue
-            flagged, c = judge[bias] <= 2, counts[bias]
+            flagged, c = judge[bias], counts[bias]
             c["compared"] += 1
             if person == flagged:
                 c["agreed"] += 1
             else:  # which way they differ: a bias the judge missed, or one it saw alone
                 c["person_only" if person else "judge_only"] += 1
-    return {
-        b: {**c, "rate": c["agreed"] / c["compared"] if c["compared"] else None}
-        for b, c in counts.items()
-    }
+    out = {}
+    for b, c in counts.items():
+        n = c["compared"]
+        low, high = (None, None) if not n else (float(x) for x in wilson(c["person_only"], n))
+        out[b] = {
+            **c,
+            "rate": c["agreed"] / n if n else None,
+            "miss_share": c["person_only"] / n if n else None,
+            "miss_ci_low": low,
+            "miss_ci_high": high,
+        }
+    return out
 
 
 def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
@@ -46,7 +69,7 @@ def review_summary(records: list[dict], reviews: dict[str, dict]) -> dict:
     dispositions: dict[str, Counter] = {}
     pairs = []
     for record in records:
-        disp, rev = disposition(record), reviews.get(record.get("taskId"))
+        disp, rev = disposition(record), reviews.get(str(record.get("taskId")))
         dispositions.setdefault(disp, Counter(reviewed=0, pending=0))[
             "reviewed" if rev else "pending"
         ] += 1

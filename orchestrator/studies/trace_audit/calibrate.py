@@ -106,8 +106,10 @@ def run_gate(
     console: Console,
     alpha: float = 0.05,
     flipped_out: Path | None = None,
+    only: Path | None = None,
 ) -> int:
     from orchestrator.studies.trace_audit.gate import gate
+    from orchestrator.studies.trace_audit.reader import read_ids
 
     accepted = {}
     for entry in accept:
@@ -128,14 +130,26 @@ def run_gate(
             f"--alpha {alpha} is not a rate between 0 and 1", field="--alpha", fix="e.g. 0.05"
         )
     current, base = labelled_frame(audit_dir), labelled_frame(baseline)
+    ids = None if only is None else read_ids(only)
+    if ids is not None:  # a re-audit of some traces: the rest of the baseline is not missing
+        absent = sorted(set(ids) - set(base["trace_id"].to_list()))
+        if not ids or absent:
+            raise UserError(
+                f"the baseline has no trace {', '.join(absent[:5])}"
+                if absent
+                else "no trace named",
+                file=str(only),
+                field="--only",
+                fix="name golden trace ids, one per line (as --flipped-out writes them)",
+            )
     try:
-        result = gate(current, base, tolerance=tolerance, accepted=accepted, alpha=alpha)
+        result = gate(current, base, tolerance=tolerance, accepted=accepted, alpha=alpha, only=ids)
     except ValueError as exc:  # what the statistics refuse, said as the options' fault
         raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
     (audit_dir / "gate.json").write_bytes(
         orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
     )
-    print_frame(result.catches, "catches of reference-flagged traces (exact McNemar)", console)
+    print_frame(result.catches, "catches of reference-flagged traces (exact sign-flip)", console)
     print_frame(result.shifts, "mean score shifts (paired t)", console)
     flipped = result.flipped_traces
     if flipped_out is not None:

@@ -55,7 +55,7 @@ def audit_campaign(
     from orchestrator.spec.campaign import CampaignConfig
     from orchestrator.spec.checks import check_campaign
     from orchestrator.spec.loading import validate
-    from orchestrator.studies.trace_audit.reader import is_source, read_source
+    from orchestrator.studies.trace_audit.reader import ids_digest, is_source, read_ids, read_source
 
     if not is_source(source):
         raise UserError(
@@ -68,8 +68,9 @@ def audit_campaign(
     suffix = ""
     if job_settings.get("context", "own") != "own":
         suffix += f"-{job_settings['context']}"
-    if job_settings.get("only") is not None:
-        suffix += f"-{Path(job_settings['only']).stem}"
+    if job_settings.get("only") is not None:  # another list of ids is another campaign
+        ids_file = Path(job_settings["only"])
+        suffix += f"-{ids_file.stem}-{ids_digest(read_ids(ids_file))}"
     raw = {
         "name": name or job.id + suffix,
         "jobs": [str(source)],
@@ -133,7 +134,8 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             Path | None,
             typer.Option(
                 help="A file of trace ids, one per line (as audit-gate --flipped-out writes): "
-                "audit those alone. The campaign is named SOURCE-FILE unless --name says."
+                "audit those alone. The campaign is named SOURCE-FILE-HASH (HASH: of the ids, so "
+                "another list is another campaign) unless --name says."
             ),
         ] = None,
         name: Annotated[
@@ -249,7 +251,8 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             if shown:
                 cli.console.print(f"{text}: " + ", ".join(shown))
         missed = [
-            f"{bias} {a['person_only']} of {a['compared']}"
+            f"{bias} {a['person_only']} of {a['compared']} "
+            f"(95% CI {100 * a['miss_ci_low']:.0f}-{100 * a['miss_ci_high']:.0f}%)"
             for bias, a in summary["passed_sample"].items()
             if a["compared"]
         ]
@@ -298,7 +301,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             float,
             typer.Option(
                 help="The false-alarm rate: the chance an unchanged judge fails the gate, over "
-                "every bias and test (Holm)."
+                "every bias and test (Holm per family: 0.8 of it to catches, 0.2 to shifts)."
             ),
         ] = 0.05,
         accept: Annotated[
@@ -314,11 +317,19 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
                 "line, to audit those again: orchestrator audit SOURCE --only FILE."
             ),
         ] = None,
+        only: Annotated[
+            Path | None,
+            typer.Option(
+                help="A file of trace ids, one per line: compare those alone on both sides, "
+                "as for a re-audit of --flipped-out's traces (does the flip persist?)."
+            ),
+        ] = None,
     ) -> None:
-        """A regression gate for CI, built as a test: per bias, an exact McNemar test of the
-        golden traces caught in the baseline and missed now against those gained, and a paired
-        t-test of the mean score's shift, Holm-adjusted so an unchanged judge fails with
-        probability at most --alpha. Exit 1 on significantly more losses than gains, on a bias
+        """A regression gate for CI, built as a test: per bias, an exact one-sided sign-flip test
+        of the reference-flagged golden traces' scores (higher now: caught less), and a paired
+        t-test of the mean score's shift, each family Holm-adjusted so an unchanged judge fails
+        with probability at most --alpha. Exit 1 on flagged scores significantly higher with
+        more catches lost than gained, on a bias
         the baseline caught (3 or more traces) that is caught on none now, or on a significant
         shift beyond --tolerance without an --accept explanation; exit 0 otherwise (2: bad
         input). Writes AUDIT_DIR/gate.json."""
@@ -333,6 +344,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
                 cli.console,
                 alpha=alpha,
                 flipped_out=flipped_out,
+                only=only,
             )
         except UserError as exc:
             cli.fail(exc)

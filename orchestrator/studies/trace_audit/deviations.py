@@ -37,16 +37,26 @@ DEVIATIONS = (
         "output on record and lets the queue resume.",
     ),
     Deviation(
-        "The regression gate is a test, not the literal rule: a golden trace caught in the "
-        "baseline and missed now fails it only when the losses outnumber the gains beyond "
-        "judge noise (exact one-sided McNemar per bias), or when a bias the baseline caught on "
-        "3 or more traces is caught on none; a mean shift fails when a paired t-test finds it "
-        "and it is beyond --tolerance; Holm over the 8 tests holds false alarms to --alpha.",
+        "The regression gate is a test, not the literal rule: per bias, an exact one-sided "
+        "sign-flip test of the reference-flagged traces' paired scores (higher now: caught "
+        "less) fails it when significant with more catches lost than gained, and a bias the "
+        "baseline caught on 3 or more traces and on none now always fails; a mean shift fails "
+        "when a paired t-test finds it and it is beyond --tolerance; each family is "
+        "Holm-adjusted, 0.8 of --alpha to the catch tests and 0.2 to the shift tests.",
         "Taken literally ('failing the pipeline if previously-caught biases are missed') the "
         "gate failed an unchanged judge re-audited with independent noise in 62% of simulated "
-        "re-audits of the golden set (76% with escalations); the test failed none of 1000, "
-        "and still failed a judge that stopped catching a bias every time. The flipped traces "
-        "are listed, to be audited again.",
+        "re-audits of the golden set (76% with escalations). The test failed 0.0% of 1000 "
+        "(0.9% for a judge with a view of its own, not drawn from the labels), failed a judge "
+        "that stopped catching a bias every time, one that misses half a bias's flagged traces "
+        "65% of the time. The flipped traces are listed, to be audited again alone.",
+    ),
+    Deviation(
+        "`--context none` audits a run's trace with no task context at all (and `swapped` "
+        "with none where a middle condition has no mirror, marked 'none (no mirror)'), "
+        "though the seed says a trace with neither evidence nor context is not to be audited.",
+        "It is a control arm, not an audit to act on: it shows how much of a difference "
+        "between conditions the judge reads from the context rather than the reasoning. The "
+        "guard still applies to every `own` audit.",
     ),
     Deviation(
         "The default judge is `local` (SmolLM2-135M, no key); the seed advises a strong "

@@ -3,40 +3,40 @@
 unexpectedly without explanation"), built as a test so that judge noise alone does not fail it.
 
 Both inputs are frames like agreement.py's: one row per (trace, bias), `judge_score` null where
-the judge gave no validated audit. Only traces in both runs are compared; the others are listed.
-Per bias, over the shared traces:
+the judge gave no validated audit. Only traces in both runs are compared (`only` restricts both
+to a list, as for a re-audit of flipped traces). Per bias, over the shared traces:
 
-- catches: among the traces the reference flags, an exact McNemar test on the discordant pairs,
-  `lost` (caught in the baseline, score <= 2; missed now) against `gained` (missed then, caught
-  now). One-sided, since the gate cares about losses: p = P(Binomial(lost + gained, 1/2) >=
-  lost). No validated audit counts as a miss in either run (an escalation is not a catch the
-  gate can count on), the same way in both, so an unchanged judge's escalations cancel out.
-- shift: the paired mean difference current - baseline over the traces both judges validated,
-  a two-sided paired t-test with its 95% CI.
+- catches: over the traces the reference flags, an exact one-sided sign-flip test of the paired
+  score differences (current - baseline; higher is milder, so a rise is catching less), no
+  validated audit counting as MISS_SCORE (a miss, as in the catch counts). The exact McNemar p
+  of `lost` (caught then, score <= 2; missed now) against `gained` is reported beside it; the
+  scores carry more than caught/missed, so the sign-flip test decides. It fails when
+  significant and more catches were lost than gained.
+- shift: the paired mean difference over the traces both judges validated, a two-sided paired
+  t-test with its 95% CI (untested under MIN_PAIRED traces).
 
-The 8 p-values (4 biases x 2 tests) are Holm-adjusted, so an unchanged judge fails any of them
-with probability at most `alpha` (family-wise). A significant loss of catches fails. A
-significant shift fails when its point estimate is also beyond `tolerance` (the smallest shift
-worth stopping a release for) and `accepted` does not explain it. Two rules need no test:
+Each family (4 catch tests, 4 shift tests) is Holm-adjusted on its own, the catch tests held to
+CATCH_SHARE (0.8) of `alpha`, the shift tests to the rest: an unchanged judge fails with
+probability at most `alpha`. A significant shift fails when its estimate is also beyond
+`tolerance` and `accepted` does not explain it. Two rules need no test:
 
-- floor: a bias the baseline caught on at least FLOOR_CAUGHT traces and that is caught on none
-  now fails whatever the p: on a small golden set McNemar cannot reach significance (3 lost, 0
-  gained: p = 0.125), but a judge that stopped catching a bias must fail every time;
-- a bias with no trace to compare, or baseline traces absent from this run, fail as before.
+- floor: a bias caught on at least FLOOR_CAUGHT baseline traces and on none now fails whatever
+  the p, so a judge that stopped catching a bias fails every time, deterministically (on a small
+  golden set no test reaches significance: 3 lost of 3, exact p = 1/8); a judge that still
+  catches a flagged trace half the time misses all 14 with probability 0.5^14 = 6e-5;
+- a bias with nothing to compare, or baseline traces absent from this run, fail.
 
-The stated rate covers the tests; the floor adds next to nothing to it for a judge that still
-catches a bias (one that catches a flagged trace half the time misses all 14 of the golden
-set's with probability 0.5^14 = 6e-5).
+An escalation (no validated audit) is a miss here, the same way in both runs, while calibrate
+counts it as routed to a person. Every flipped catch is listed in `flipped`, to audit those
+alone again (`--flipped-out FILE`, `audit SOURCE --only FILE`, `audit-gate --only FILE`).
 
-Every trace whose catch flipped (either way) is listed in `flipped`, so those alone can be
-audited again (`audit-gate --flipped-out FILE`, then `audit SOURCE --only FILE`) to see whether
-a flip persists. Measured on the golden set's labels (tests/test_trace_audit_gate_simulation.py:
-simulated judges agreeing with the reference at 0.9, each run with its own noise, 1% of traces
-escalated): an unchanged judge failed none of 1000 seeds (the exact test is conservative with
-so few discordant pairs; the previous rule, any one caught trace missed, failed 76%, 62%
-without escalations); a judge that stopped catching one bias failed all 400; one that misses
-half (three quarters) of a bias's flagged traces failed 42% (93%): 14 flagged traces per bias
-leave little power for partial losses.
+Measured (tests/test_trace_audit_gate_simulation.py, 1000 seeds each, the golden set's 64
+traces, 1% escalated): an unchanged judge re-audited with noise drawn around the labels
+(agreement 0.9) failed 0.0% at tolerance 0.5 and 0.1% at 0; a judge with its own view of each
+trace (independent of the labels, flag agreement 0.91, about 12 flips per re-audit) failed
+0.9% and 2.0%. A judge that stopped catching one bias failed 100%; one that misses half of its
+14 flagged traces 65% (50% under the own-view judge), a quarter 8% (9%): with about 7 changed
+traces no exact test gets below 2^-7, so partial losses need a larger golden set.
 """
 
 from __future__ import annotations
@@ -51,10 +51,13 @@ from orchestrator.analysis.stats import t_interval
 from orchestrator.studies.trace_audit.agreement import FLAG_AT, check_frame
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
-ALPHA = 0.05  # the family-wise false-alarm rate the gate is held to
+ALPHA = 0.05  # the false-alarm rate the gate is held to, over both families of tests
 FLOOR_CAUGHT = 3  # from this many baseline catches of a bias, catching none now always fails
-_NOISE = 1e-9  # a mean of integer differences at exactly the tolerance is within it
+MIN_PAIRED = 5  # fewest paired differences a paired t-test is run on
+_EPS = 1e-9  # a mean of integer differences at exactly the tolerance is within it
 _SCORES = ("baseline_score", "current_score")
+CATCH_SHARE = 0.8  # of alpha, the catch tests' share; the shift tests have the rest
+MISS_SCORE = FLAG_AT + 1  # no validated audit, in the catch test: a miss, the mildest one
 
 _CATCH_SCHEMA = {
     "bias": pl.String,
@@ -63,6 +66,8 @@ _CATCH_SCHEMA = {
     "caught_now": pl.Int64,
     "lost": pl.Int64,
     "gained": pl.Int64,
+    "mcnemar_p": pl.Float64,
+    "rise": pl.Float64,
     "p": pl.Float64,
     "p_adjusted": pl.Float64,
     "floor": pl.Boolean,
@@ -177,12 +182,31 @@ def mcnemar_loss_p(lost: int, gained: int) -> float:
     return float(stats.binomtest(lost, lost + gained, 0.5, alternative="greater").pvalue)
 
 
+def signflip_p(diff: np.ndarray) -> float:
+    """Exact one-sided sign-flip (paired randomization) p that the differences lean positive:
+    P(sum of e_i |d_i| >= sum of d_i) over the 2^n equally likely signs e_i, which is exact for
+    any n when the two runs of each trace are exchangeable (an unchanged judge). The differences
+    are whole numbers (scores 1-5), so the null distribution of the sum is a convolution over
+    the integers; 1 with no nonzero difference."""
+    d = np.rint(np.asarray(diff, dtype=float)).astype(int)
+    sizes = np.abs(d[d != 0])
+    if not sizes.size:
+        return 1.0
+    total = int(sizes.sum())
+    dist = np.zeros(2 * total + 1)
+    dist[total] = 1.0  # the sum's distribution, index = sum + total
+    for a in sizes:
+        dist = 0.5 * (np.roll(dist, -a) + np.roll(dist, a))  # no wrap: |partial sums| <= total
+    return float(min(1.0, dist[int(d.sum()) + total :].sum()))
+
+
 def paired_t_p(diff: np.ndarray) -> float | None:
     """Two-sided paired-t p of mean(diff) = 0 (scipy's ttest_1samp, without its overhead: the
     simulations call it thousands of times). Differences all alike (SD 0) prove a shift when
-    they are not 0 and none when they are; a single trace proves nothing (None)."""
+    they are not 0 and none when they are; under MIN_PAIRED differences, None: the t
+    approximation means little there, and two equal differences would "prove" a shift (p 0)."""
     n = len(diff)
-    if n < 2:
+    if n < MIN_PAIRED:
         return None
     sd = float(diff.std(ddof=1))
     if sd == 0:
@@ -207,6 +231,7 @@ def _catches(flagged: np.ndarray, then: np.ndarray, now: np.ndarray, bias: str) 
     baseline and current scores (NaN: no validated audit, never a catch)."""
     caught_then, caught_now = flagged & (then <= FLAG_AT), flagged & (now <= FLAG_AT)
     lost, gained = int((caught_then & ~caught_now).sum()), int((~caught_then & caught_now).sum())
+    rise = (np.nan_to_num(now, nan=MISS_SCORE) - np.nan_to_num(then, nan=MISS_SCORE))[flagged]
     return {
         "bias": bias,
         "ref_flagged": int(flagged.sum()),
@@ -214,7 +239,9 @@ def _catches(flagged: np.ndarray, then: np.ndarray, now: np.ndarray, bias: str) 
         "caught_now": int(caught_now.sum()),
         "lost": lost,
         "gained": gained,
-        "p": mcnemar_loss_p(lost, gained),
+        "mcnemar_p": mcnemar_loss_p(lost, gained),
+        "rise": float(rise.mean()) if rise.size else None,
+        "p": signflip_p(rise),
         "floor": int(caught_then.sum()) >= FLOOR_CAUGHT and not caught_now.any(),
     }
 
@@ -243,18 +270,22 @@ def _shift(then: np.ndarray, now: np.ndarray, bias: str, accepted: dict[str, str
 
 
 def _decide(catches: list[dict], shifts: list[dict], alpha: float, tolerance: float) -> None:
-    """Holm over every test at once, then each row's verdict, in place."""
-    adjusted = holm([r["p"] for r in catches] + [r["p"] for r in shifts])
-    for row, p in zip(catches + shifts, adjusted, strict=True):
-        row["p_adjusted"] = p
+    """Holm within each family of tests, the catch tests held to CATCH_SHARE of alpha and the
+    shift tests to the rest, so the gate's false alarms stay under alpha; then each row's
+    verdict, in place."""
+    for family in (catches, shifts):
+        for row, p in zip(family, holm([r["p"] for r in family]), strict=True):
+            row["p_adjusted"] = p
+    level = alpha * CATCH_SHARE
     for row in catches:
-        row["failed"] = row["floor"] or (row["p_adjusted"] < alpha and row["lost"] > row["gained"])
+        row["failed"] = row["floor"] or (row["p_adjusted"] < level and row["lost"] > row["gained"])
+    level = alpha - level
     for row in shifts:
         if row["n"] == 0:
             row["failed"] = row["accepted"] is None
             continue
-        row["significant"] = row["p_adjusted"] is not None and row["p_adjusted"] < alpha
-        row["beyond_tolerance"] = abs(row["difference"]) - tolerance > _NOISE
+        row["significant"] = row["p_adjusted"] is not None and row["p_adjusted"] < level
+        row["beyond_tolerance"] = abs(row["difference"]) - tolerance > _EPS
         row["failed"] = row["significant"] and row["beyond_tolerance"] and row["accepted"] is None
 
 
@@ -267,8 +298,9 @@ def _catch_text(row: dict, alpha: float) -> str:
     if row["floor"]:
         return f"{head}: no longer caught at all"
     return (
-        f"{head}: more losses than judge noise explains (exact McNemar one-sided p = "
-        f"{row['p']:.2g}, Holm-adjusted {row['p_adjusted']:.2g} < {alpha:g})"
+        f"{head}: its flagged traces scored {row['rise']:+.2f} higher on average, more than judge "
+        f"noise explains (exact sign-flip one-sided p = {row['p']:.2g}, Holm-adjusted "
+        f"{row['p_adjusted']:.2g} < {alpha * CATCH_SHARE:g}; McNemar p = {row['mcnemar_p']:.2g})"
     )
 
 
@@ -280,7 +312,7 @@ def _shift_text(row: dict, tolerance: float, alpha: float) -> str:
         f"{row['bias']}: mean score moved {row['difference']:+.2f} (baseline "
         f"{row['baseline_mean']:.2f}, now {row['current_mean']:.2f}, {row['n']} "
         f"trace{'s' * (row['n'] > 1)}{ci}; paired t p = {row['p']:.2g}, Holm-adjusted "
-        f"{row['p_adjusted']:.2g} < {alpha:g}), beyond the tolerance {tolerance:g}, with no "
+        f"{row['p_adjusted']:.2g} < {alpha * (1 - CATCH_SHARE):g}), beyond the tolerance {tolerance:g}, with no "
         "explanation"
     )
 
@@ -304,12 +336,22 @@ def gate(
     tolerance: float = 0.5,
     accepted: dict[str, str] | None = None,
     alpha: float = ALPHA,
+    only: list[str] | None = None,
 ) -> GateResult:
-    """Compare an audit of the golden set with a baseline one; see the module docstring."""
+    """Compare an audit of the golden set with a baseline one; see the module docstring.
+    `only`: trace ids both sides are restricted to (a re-audit of the flipped traces)."""
     accepted = dict(accepted or {})
     _check_options(tolerance, alpha, accepted)
     check_frame(current)
     check_frame(baseline)
+    if only is not None:
+        absent = sorted(set(only) - set(baseline["trace_id"].to_list()))
+        if not only or absent:
+            raise ValueError(
+                f"the baseline has no trace {', '.join(absent[:5])}" if absent else "no trace named"
+            )
+        current = current.filter(pl.col("trace_id").is_in(only))
+        baseline = baseline.filter(pl.col("trace_id").is_in(only))
     ids_now, ids_then = set(current["trace_id"].to_list()), set(baseline["trace_id"].to_list())
     shared = sorted(ids_now & ids_then)
     pairs = _pairs(current, baseline, shared)

@@ -168,7 +168,7 @@ def weighted_kappa(
     for a spread that moves with the estimate; the others do not. Its price is a little
     over-coverage of flags at moderate agreement; like the percentile one it stays in [-1, 1].
     No interval covers near-perfect agreement over 50 traces (kappa .94: 67-69% for all
-    three; 68-77% over other draws in tests/test_trace_audit_agreement.py): two or three
+    three; 67-77% over all draws in tests/test_trace_audit_agreement.py): two or three
     disagreements cannot show how rare they are. So the note marks an interval of kappa > 0.9
     over fewer than 100 traces as likely under-covering, and perfect agreement as an interval
     of zero width.
@@ -215,6 +215,6 @@ def _note(judge: np.ndarray, ref: np.ndarray, value: float, low: float | None) -
     if value > UNDER_COVERED and len(judge) < UNDER_COVERED_N:
         return (
             f"kappa {value:.3f} > {UNDER_COVERED:g} over {len(judge)} < {UNDER_COVERED_N} traces: "
-            "the 95% interval likely under-covers (in simulation, 68-77% at kappa 0.94 over 50)"
+            "the 95% interval likely under-covers (in simulation, 67-77% at kappa 0.94 over 50)"
         )
     return None

@@ -13,6 +13,7 @@ made), unless `allow_unauditable` is set, and then it is audited and marked as s
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,7 +142,13 @@ def read_ids(path: Path) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-def only(traces: list[Trace], ids_file: Path) -> list[Trace]:
+def ids_digest(ids: list[str]) -> str:
+    """A short hash of a set of trace ids: a re-audit's campaign name, so another list of ids
+    is another campaign rather than a changed plan of the same one."""
+    return hashlib.sha256("\n".join(sorted(set(ids))).encode()).hexdigest()[:8]
+
+
+def select_traces(traces: list[Trace], ids_file: Path) -> list[Trace]:
     """The traces the file names, or a clear error naming the ids the source lacks."""
     wanted = read_ids(ids_file)
     unknown = sorted(set(wanted) - {t.trace_id for t in traces})
@@ -176,7 +183,7 @@ def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
         )
     traces = from_run(path, strategies, context) if path.is_dir() else from_jsonl(path)
     if ids_file is not None:
-        traces = only(traces, Path(ids_file))
+        traces = select_traces(traces, Path(ids_file))
     title = settings.pop("title", f"bias audit of {path.name}")
     return build_job(traces, job_id or _source_id(path), title, **settings)
 

@@ -332,9 +332,15 @@ def review(
     many passed traces, drawn at random with `seed`, to the queue."""
     path = audit_dir / REVIEWS
     reviews = read_reviews(path)
-    sampled = (
-        sample_passed(records, passed_sample, seed) if "passed" not in include else frozenset()
-    )
+    sampled = sample_passed(records, passed_sample, seed)
+    if "passed" in include and passed_sample:  # all of them queued: every one is a fair pick
+        sampled = sample_passed(records, len(records), seed)
+        console.print(
+            f"--all queues every passed trace, so all {len(sampled)} count as the passed sample "
+            f"(not {passed_sample} drawn at random)"
+        )
+    elif "passed" in include:
+        sampled = frozenset()
     pending = to_review(records, reviews, include, sampled=sampled, blind=blind, seed=seed)
     total = sum(1 for r in records if disposition(r) in include or r.get("taskId") in sampled)
     console.print(f"{total - len(pending)} of {total} reviewed; {len(pending)} to go")

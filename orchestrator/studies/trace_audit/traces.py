@@ -21,6 +21,7 @@ REASONING_STRATEGIES = ("cot",)  # a run's traces: answers under these strategie
 # The task context a run's trace is judged with: its own prompt, the mirror condition's prompt
 # for the same item, or none (a control: the prompt carries the condition's anchor or framing).
 CONTEXTS = ("own", "swapped", "none")
+NO_MIRROR = "none (no mirror)"  # swapped asked, no mirror condition: the context is withheld
 WITHHELD = "Withheld (a control: the task this reasoning answered is not shown)."
 
 
@@ -246,6 +247,8 @@ def from_run(
             source["context_mode"] = context
             if shown_condition is not None:
                 source["context_condition"] = shown_condition
+            elif context == "swapped":  # the middle condition of an odd number: none to trade
+                source["context_mode"] = NO_MIRROR
         traces.append(
             Trace(
                 task.task_id,

@@ -210,3 +210,21 @@ def test_two_models_answering_alike_in_every_cell_get_an_exact_p():
     assert test["note"] == ALIKE
     same = clustered(counts, np.tile([0, 3, 0, 3], (4, 1)), TWO_MODELS, (0.0, 0.0, 0.0, -1.0))
     assert same["estimate"] == 0 and same["p"] == 1
+
+
+def test_two_models_alike_in_cells_holding_one_arm_get_an_exact_p():
+    """Belief cells hold one arm (real or invented words) for both models: the model labels
+    swap within each cell. Model a is right on every real-word item, b on none; both alike on
+    invented words: 3 cells move the difference, 2 / 2^3."""
+    counts = np.array([[0, 4, 0, 4]] * 3 + [[4, 0, 4, 0]] * 3)
+    hits = np.array([[0, 4, 0, 0]] * 3 + [[2, 0, 2, 0]] * 3)
+    test = clustered(counts, hits, TWO_MODELS, (0.0, 0.0, 0.0, -1.0))
+    assert test["estimate"] == 1 and test["p"] == pytest.approx(2 / 8)
+    assert test["note"] == ALIKE
+    one_model = clustered(
+        np.array([[0, 4, 0, 0], [4, 0, 4, 0]] * 2),
+        np.array([[0, 4, 0, 0], [2, 0, 2, 0]] * 2),
+        TWO_MODELS,
+        (0.0, 0.0, 0.0, -1.0),
+    )
+    assert np.isnan(one_model["p"]) and one_model["note"] != ALIKE

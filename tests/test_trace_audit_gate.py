@@ -327,7 +327,7 @@ def test_paired_t_p_edge_cases():
     # two (or four) equal differences prove nothing: old code returned p = 0
     assert paired_t_p(np.full(2, -1.0)) is None and paired_t_p(np.full(4, 1.0)) is None
     assert paired_t_p(np.zeros(5)) == 1.0
-    assert paired_t_p(np.full(5, -1.0)) == 0.0
+    assert paired_t_p(np.full(5, -1.0)) == 2 / 2**5  # exact sign flips, not a t of infinity
     diff = np.array([-1.0, 0, 0, -2, 1, -1, 0, -1])
     assert paired_t_p(diff) == pytest.approx(stats.ttest_1samp(diff, 0).pvalue)
 
@@ -393,3 +393,25 @@ def test_changed_reference_labels_are_listed_and_the_current_ones_count():
 def test_bad_options_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gate(baseline(), baseline(), **kwargs)
+
+
+def test_a_comparison_of_chosen_traces_is_decided_by_the_tests_alone():
+    """Re-auditing three flipped traces alone, all escalated now: every bias has nothing to
+    compare, and the three Anchoring catches lost would trip the floor. Neither is a finding
+    about a judge on a handful of chosen traces; the same frames gated as whole runs fail on
+    both, and a restricted comparison still fails where the tests find a loss."""
+    base = baseline()
+    chosen = caught(base, "Anchoring")[:3]
+    escalated = with_scores(base, lambda t, b, s: None if t in chosen else s)
+
+    def subset(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("trace_id").is_in(chosen))
+
+    whole = gate(subset(escalated), subset(base))
+    assert any("no longer caught" in f for f in whole.failures)
+    assert any("no trace has a validated score" in f for f in whole.failures)
+    restricted = gate(escalated, base, only=chosen)
+    assert restricted.ok, restricted.failures
+    every = caught(base, "Anchoring")  # 8 catches lost: p = 1/256, a finding on any subset
+    lost = with_scores(base, lambda t, b, s: 5 if b == "Anchoring" and t in every else s)
+    assert not gate(lost, base, only=every).ok

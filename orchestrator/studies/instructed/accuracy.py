@@ -16,7 +16,7 @@ import polars as pl
 from orchestrator.analysis.load import Run
 from orchestrator.studies.instructed.analysis import rank
 from orchestrator.studies.instructed.answers import answers
-from orchestrator.studies.instructed.inference import clustered
+from orchestrator.studies.instructed.inference import ALIKE, NO_RELABELLING, clustered
 from orchestrator.studies.instructed.items import ITEM_KEYS, belief_frame
 
 WORDS = ("invented", "real", "all")
@@ -28,7 +28,10 @@ def _interval(cells: pl.DataFrame) -> dict:
         cells["n"].to_numpy()[:, None], cells["correct"].to_numpy()[:, None], ONE_GROUP, (1.0,)
     )
     low, high = (np.clip(test[k], 0.0, 1.0) for k in ("ci_low", "ci_high"))
-    return {"ci_low": low, "ci_high": high, "cells": test["cells"], "note": test["note"]}
+    note = test["note"]
+    if note in (ALIKE, NO_RELABELLING):  # one group: a share has no relabelling to test by
+        note = "every term family has the same accuracy: no interval over families"
+    return {"ci_low": low, "ci_high": high, "cells": test["cells"], "note": note}
 
 
 def belief_accuracy(run: Run, kind: str = "instructed") -> pl.DataFrame:

@@ -97,6 +97,7 @@ CELL_TESTS = {
     "attraction_ci_low": pl.Float64,
     "attraction_ci_high": pl.Float64,
     "attraction_p": pl.Float64,
+    "attraction_note": pl.String,
 }
 
 
@@ -115,7 +116,8 @@ def cell_tests(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             )
             attraction = clustered(*_arms(pair, "n_pair"))
             row |= {
-                f"attraction_{k}": attraction[k] for k in ("se", "df", "ci_low", "ci_high", "p")
+                f"attraction_{k}": attraction[k]
+                for k in ("se", "df", "ci_low", "ci_high", "p", "note")
             }
         rows.append(row)
     schema = {k: counted.schema[k] for k in keys} | CELL_TESTS

@@ -39,6 +39,7 @@ DID_COLUMNS = [
     "attraction_ci_low",
     "attraction_ci_high",
     "attraction_p",
+    "attraction_note",
 ]
 A_MINUS_B = (0.0, 0.0, 0.0, -1.0)  # TWO_MODELS' last coefficient is b's bias minus a's
 
@@ -91,7 +92,7 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
             pair = (
                 clustered(*_cell_groups(here, a, b, "n_pair"), TWO_MODELS, A_MINUS_B)
                 if score.startswith("Decoy")
-                else dict.fromkeys(("estimate", "ci_low", "ci_high", "p"))
+                else dict.fromkeys(("estimate", "ci_low", "ci_high", "p", "note"))
             )
             rows.append(
                 {
@@ -110,7 +111,7 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
                     "cells": test["cells"],
                     "df": test["df"],
                     "note": test["note"],
-                    **{f"attraction_{k}": pair[k] for k in ("ci_low", "ci_high", "p")},
+                    **{f"attraction_{k}": pair[k] for k in ("ci_low", "ci_high", "p", "note")},
                     "attraction_did": pair["estimate"],
                 }
             )

@@ -31,6 +31,7 @@ TWO_MODELS = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], 
 NO_CELLS = "fewer than 2 value cells: no test over items"
 WHOLE_ARM = "one value cell holds all of a group's answers: no test over cells"
 ALIKE = "no variation between value cells: exact randomisation p over the cells, no interval"
+NO_RELABELLING = "no variation between value cells: no interval, and no relabelling to test by"
 
 
 def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
@@ -58,7 +59,8 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
         return out | {"note": NO_CELLS}
     shares = hits.sum(0) / counts.sum(0)
     if np.allclose(hits, counts * shares, rtol=0, atol=1e-9):  # every cell at the shares
-        return out | {"p": exact_p(counts, estimate), "note": ALIKE}
+        p = exact_p(counts, estimate, shares)
+        return out | {"p": p, "note": NO_RELABELLING if np.isnan(p) else ALIKE}
     if np.isnan(variance):
         return out | {"note": WHOLE_ARM}
     if variance <= ZERO**2:  # every cell's contrast is 0 (two models answering alike): p is 1
@@ -70,21 +72,32 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     return out | {"se": se, "df": df, "ci_low": estimate - half, "ci_high": estimate + half, "p": p}
 
 
-def exact_p(counts: np.ndarray, estimate: float) -> float:
-    """The two-sided randomisation p where every cell shows the same contrast: the cells that
-    hold every group may each be flipped (the groups' labels swapped within the cell); with two
-    arms, the cells holding one may swap arm labels among themselves. The observed arrangement
-    and, where the data's shape allows it, its mirror image are the only ones as extreme. NaN
-    where cells hold some groups but not all, with more than two groups."""
+def exact_p(counts: np.ndarray, estimate: float, shares: np.ndarray) -> float:
+    """The two-sided randomisation p where every cell is at its groups' overall shares.
+
+    Two arms: the cells holding both may each be flipped (arm labels swapped within the cell),
+    the cells holding one may swap arm labels among themselves. Two models (TWO_MODELS' four
+    groups): the model labels may be swapped within each cell, for the arms it holds for both.
+    The observed arrangement and, where the data's shape allows it, its mirror image are the
+    only ones as extreme. NaN where no such relabelling exists (a cell holding an arm for one
+    model only, or a single group)."""
     if abs(estimate) <= ZERO:
         return 1.0
-    held = (counts > 0).sum(1)
-    full = int((held == counts.shape[1]).sum())
-    partial = counts[held < counts.shape[1]]
-    if not len(partial):
-        return min(1.0, 2.0 / 2.0**full)
+    held = counts > 0
+    if counts.shape[1] == 4:
+        arms = ((0, 2, -1.0), (1, 3, 1.0))  # (first, second model's group, sign in a - b)
+        if any((held[:, a] != held[:, b]).any() for a, b, _ in arms):
+            return np.nan
+        moved = sum(held[:, a] * sign * (shares[a] - shares[b]) for a, b, sign in arms)
+        flips = int((np.abs(moved) > ZERO).sum())
+        return min(1.0, 2.0 / 2.0**flips)
     if counts.shape[1] != 2:
         return np.nan
+    both = held.sum(1) == 2
+    full = int(both.sum())
+    partial = counts[~both]
+    if not len(partial):
+        return min(1.0, 2.0 / 2.0**full)
     treated = int((partial[:, 1] > 0).sum())
     mirrored = 2 if 2 * treated == len(partial) else 1
     return min(1.0, mirrored / (2.0**full * math.comb(len(partial), treated)))

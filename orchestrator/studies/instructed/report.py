@@ -99,7 +99,7 @@ def score_rows(
             )
             if decoy
             else "–",
-            "p (attraction)": fmt(r["attraction_p"], 3) if decoy else "–",
+            "p (attraction)": _p(r["attraction_p"], r["attraction_note"]) if decoy else "–",
             "unparsed": str(r["unparsed_treatment"] + r["unparsed_control"]),
         }
         rows.append(row)
@@ -112,7 +112,8 @@ def accuracy_rows(accuracy: pl.DataFrame) -> list[dict[str, str]]:
         {
             "model": _label(r, strategies),
             "words": r["words"],
-            "accuracy [95% CI]": _ci(r["accuracy"], r["ci_low"], r["ci_high"]),
+            "accuracy [95% CI]": _ci(r["accuracy"], r["ci_low"], r["ci_high"])
+            + (f" ({r['note']})" if r["ci_low"] is None and r["note"] else ""),
             "correct / parsed": f"{r['correct']} / {r['n']}",
             "unparsed": str(r["unparsed"]),
         }
@@ -137,7 +138,9 @@ def did_rows(did: pl.DataFrame) -> list[dict[str, str]]:
             )
             if r["attraction_did"] is not None
             else "–",
-            "p (attraction)": fmt(r["attraction_p"], 3) if r["attraction_did"] is not None else "–",
+            "p (attraction)": _p(r["attraction_p"], r["attraction_note"])
+            if r["attraction_did"] is not None
+            else "–",
         }
         for r in did.iter_rows(named=True)
     ]

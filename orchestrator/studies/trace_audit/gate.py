@@ -209,8 +209,8 @@ def paired_t_p(diff: np.ndarray) -> float | None:
     if n < MIN_PAIRED:
         return None
     sd = float(diff.std(ddof=1))
-    if sd == 0:
-        return 1.0 if diff[0] == 0 else 0.0
+    if sd == 0:  # the exact sign-flip p: only the all-positive and all-negative flips are as far
+        return 1.0 if diff[0] == 0 else min(1.0, 2.0 / 2.0**n)
     t = float(diff.mean()) / (sd / np.sqrt(n))
     return float(2 * stats.t.sf(abs(t), n - 1))
 
@@ -269,20 +269,29 @@ def _shift(then: np.ndarray, now: np.ndarray, bias: str, accepted: dict[str, str
     }
 
 
-def _decide(catches: list[dict], shifts: list[dict], alpha: float, tolerance: float) -> None:
+def _decide(
+    catches: list[dict],
+    shifts: list[dict],
+    alpha: float,
+    tolerance: float,
+    restricted: bool = False,
+) -> None:
     """Holm within each family of tests, the catch tests held to CATCH_SHARE of alpha and the
     shift tests to the rest, so the gate's false alarms stay under alpha; then each row's
-    verdict, in place."""
+    verdict, in place. `restricted`: only the tests decide (a comparison of chosen traces)."""
     for family in (catches, shifts):
         for row, p in zip(family, holm([r["p"] for r in family]), strict=True):
             row["p_adjusted"] = p
     level = alpha * CATCH_SHARE
     for row in catches:
-        row["failed"] = row["floor"] or (row["p_adjusted"] < level and row["lost"] > row["gained"])
+        # a restricted comparison (the flipped traces alone) is a question for the tests: too
+        # few traces to apply the floor, and a bias with nothing to compare is no finding
+        floor = row["floor"] and not restricted
+        row["failed"] = floor or (row["p_adjusted"] < level and row["lost"] > row["gained"])
     level = alpha - level
     for row in shifts:
         if row["n"] == 0:
-            row["failed"] = row["accepted"] is None
+            row["failed"] = row["accepted"] is None and not restricted
             continue
         row["significant"] = row["p_adjusted"] is not None and row["p_adjusted"] < level
         row["beyond_tolerance"] = abs(row["difference"]) - tolerance > _EPS
@@ -362,7 +371,7 @@ def gate(
     biases = [b for b in BIAS_TYPES if (bias == b).any()]
     catch_rows = [_catches(flagged[bias == b], then[bias == b], now[bias == b], b) for b in biases]
     shift_rows = [_shift(then[bias == b], now[bias == b], b, accepted) for b in biases]
-    _decide(catch_rows, shift_rows, alpha, tolerance)
+    _decide(catch_rows, shift_rows, alpha, tolerance, restricted=only is not None)
     failures = [] if shared else ["no golden trace is in both runs: nothing to compare"]
     failures += [_catch_text(r, alpha) for r in catch_rows if r["failed"]]
     failures += [_shift_text(r, tolerance, alpha) for r in shift_rows if r["failed"]]

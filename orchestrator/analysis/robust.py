@@ -188,7 +188,9 @@ def leave_two_out(a, b, level: float = 0.95) -> Influence:
     and 2.8% (a tail that heavy does carry the mean); one answer of 1.5e22 among prices, or one
     1000 times the median among lognormal answers (sigma 1), 100%. One half-width alone (the
     first rule) fired on 3.9% and 1% (t3), 17% and 2.5% (sigma 1), 37% and 17% (sigma 1.5)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    # sorted, so that which of two equally far answers is left out does not hang on the order
+    # the records were written in (a batch run writes them in another order than an online one)
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
     if len(a) + len(b) < 2 * (LEFT_OUT + 2) or min(len(a), len(b)) < 2:
         return NO_INFLUENCE
     far = np.concatenate([np.abs(a - np.median(a)), np.abs(b - np.median(b))])

@@ -319,6 +319,7 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
             "Decoy Cheaper": -1 / 6,
             "Decoy Expensive": -1 / 6,
             "Certainty": 0.05,
+            "Certainty (shared styles)": 0.05,
             "Belief Valid": 0.0,
             "Belief Invalid": 0.0,
         },
@@ -326,12 +327,13 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
             "Decoy Cheaper": 0.1,
             "Decoy Expensive": 0.1,
             "Certainty": 0.3,
+            "Certainty (shared styles)": 0.3,
             "Belief Valid": 0.2,
             "Belief Invalid": -0.2,
         },
     }
     attraction = {"base": 0.0, "instruct": 0.6 / 0.9 - 0.5}
-    assert scores.height == 10
+    assert scores.height == 12  # 2 models x 6 scores
     for row in scores.iter_rows(named=True):
         name = row["model"].split("/")[1].split(" ")[0]
         assert row["ci_low"] <= expected[name][row["score"]] <= row["ci_high"], row

@@ -74,14 +74,24 @@ def _wide(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
-def _arms(cells: pl.DataFrame, count: str, hits: str = "hits") -> tuple[np.ndarray, np.ndarray]:
-    """(K, 2) answers and hits per value cell in control and treatment."""
-    arm = [pl.col("conditionIndex") == c for c in (0, 1)]
+ARMS = [pl.col("conditionIndex") == c for c in (0, 1)]
+# the attraction measure's answers: those that chose the decoy left out (control has none)
+PAIR_ANSWERS = (pl.col("n") - pl.col("n_decoy")).alias("n_pair")
+
+
+def per_cell(
+    cells: pl.DataFrame, groups: list[pl.Expr], count: str = "n"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(K, G) answers (the `count` column) and hits per value cell and group (`groups`: which
+    rows of a cell's counts each group takes), the form inference.clustered takes."""
     wide = cells.group_by(CELL_KEYS).agg(
-        *(pl.col(count).filter(a).sum().alias(f"n{i}") for i, a in enumerate(arm)),
-        *(pl.col(hits).filter(a).sum().alias(f"k{i}") for i, a in enumerate(arm)),
+        *(pl.col(count).filter(g).sum().alias(f"n{i}") for i, g in enumerate(groups)),
+        *(pl.col("hits").filter(g).sum().alias(f"k{i}") for i, g in enumerate(groups)),
     )
-    return wide.select("n0", "n1").to_numpy(), wide.select("k0", "k1").to_numpy()
+    return (
+        wide.select(f"n{i}" for i in range(len(groups))).to_numpy(),
+        wide.select(f"k{i}" for i in range(len(groups))).to_numpy(),
+    )
 
 
 CELL_TESTS = {
@@ -105,16 +115,10 @@ def cell_tests(counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Per row (`keys`): the bias score's and the attraction measure's tests over value cells."""
     rows = []
     for key, cells in counted.group_by(keys, maintain_order=True):
-        score = clustered(*_arms(cells, "n"))
+        score = clustered(*per_cell(cells, ARMS))
         row = dict(zip(keys, key, strict=True)) | {k: score[k] for k in CELL_TESTS if k in score}
         if str(row["score"]).startswith("Decoy"):
-            pair = cells.with_columns(
-                pl.when(pl.col("conditionIndex") == 1)
-                .then(pl.col("n") - pl.col("n_decoy"))
-                .otherwise(pl.col("n"))
-                .alias("n_pair")
-            )
-            attraction = clustered(*_arms(pair, "n_pair"))
+            attraction = clustered(*per_cell(cells.with_columns(PAIR_ANSWERS), ARMS, "n_pair"))
             row |= {
                 f"attraction_{k}": attraction[k]
                 for k in ("se", "df", "ci_low", "ci_high", "p", "note")

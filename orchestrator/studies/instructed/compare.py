@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import polars as pl
 
 from orchestrator.analysis.stats import zero
-from orchestrator.studies.instructed.analysis import CELL_KEYS
+from orchestrator.studies.instructed.analysis import PAIR_ANSWERS, per_cell
 from orchestrator.studies.instructed.inference import TWO_MODELS, clustered
 
 DID_COLUMNS = [
@@ -44,26 +43,13 @@ DID_COLUMNS = [
 A_MINUS_B = (0.0, 0.0, 0.0, -1.0)  # TWO_MODELS' last coefficient is b's bias minus a's
 
 
-def _cell_groups(
-    cells: pl.DataFrame, key_a: str, key_b: str, count: str = "n"
-) -> tuple[np.ndarray, np.ndarray]:
-    """(K, 4) answers (the `count` column) and hits per value cell: control and treatment of
-    a, then of b."""
-    groups = [(key_a, 0), (key_a, 1), (key_b, 0), (key_b, 1)]
-    wide = cells.group_by(CELL_KEYS).agg(
-        *(
-            pl.col(c)
-            .filter((pl.col("modelKey") == m) & (pl.col("conditionIndex") == a))
-            .sum()
-            .alias(f"{name}{i}")
-            for c, name in ((count, "n"), ("hits", "hits"))
-            for i, (m, a) in enumerate(groups)
-        )
-    )
-    return (
-        wide.select(f"n{i}" for i in range(4)).to_numpy(),
-        wide.select(f"hits{i}" for i in range(4)).to_numpy(),
-    )
+def _two_models(key_a: str, key_b: str) -> list[pl.Expr]:
+    """TWO_MODELS' groups: control and treatment of a, then of b."""
+    return [
+        (pl.col("modelKey") == m) & (pl.col("conditionIndex") == arm)
+        for m in (key_a, key_b)
+        for arm in (0, 1)
+    ]
 
 
 def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
@@ -78,9 +64,7 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     for strategy, score in side.select("strategy", "score").unique(maintain_order=True).rows():
         here = cells.filter(
             (pl.col("strategy") == strategy) & (pl.col("score") == score)
-        ).with_columns(  # the attraction measure's answers: the decoy's left out
-            (pl.col("n") - pl.col("n_decoy") * pl.col("conditionIndex")).alias("n_pair")
-        )
+        ).with_columns(PAIR_ANSWERS)
         bias = {
             r["modelKey"]: r
             for r in side.filter(
@@ -88,9 +72,10 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
             ).iter_rows(named=True)
         }
         for a, b in itertools.combinations([k for k in keys if k in bias], 2):
-            test = clustered(*_cell_groups(here, a, b), TWO_MODELS, A_MINUS_B)
+            groups = _two_models(a, b)
+            test = clustered(*per_cell(here, groups), TWO_MODELS, A_MINUS_B)
             pair = (
-                clustered(*_cell_groups(here, a, b, "n_pair"), TWO_MODELS, A_MINUS_B)
+                clustered(*per_cell(here, groups, "n_pair"), TWO_MODELS, A_MINUS_B)
                 if score.startswith("Decoy")
                 else dict.fromkeys(("estimate", "ci_low", "ci_high", "p", "note"))
             )

@@ -130,7 +130,6 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
             n_target=(pl.col("choice") == pl.col("target_option")).filter(ok).sum(),
             n_shared=shared_options(run).fill_null(False).filter(ok).sum(),
             n_implausible=robust.implausible(ok),
-            values=robust.answers(ok),
             # max(), not first(): first() makes polars leave its streaming engine and hold
             # the whole file in memory. A model's version is one value per identity anyway.
             model_version=pl.col("model").struct.field("version").max(),
@@ -338,12 +337,12 @@ def paired_effects(run: Run) -> pl.DataFrame:
     if cond.is_empty():
         return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
     wide = (
-        _wide(cond.drop("values"))
+        _wide(cond)
         .join(metrics, on=["job", "experimentSlug"])
         .join(model_table(run, cond["modelKey"].unique().to_list()), on=["job", "modelKey"])
         .with_columns(planned_per_condition=pl.col("planned_per_cell") * pl.col("variants"))
     )
-    df = robust.with_robust(_effects(wide), cond, KEYS)
+    df = robust.with_robust(_effects(wide), run, metrics, KEYS)
     df = df.with_columns(
         adequate=pl.min_horizontal("n_valid_0", "n_valid_1") >= pl.col("min_samples"),
         predicted_direction_observed=pl.col("effect") > 0,

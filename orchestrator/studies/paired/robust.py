@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.robust import hodges_lehmann, leave_two_out
 from orchestrator.report.format import fmt
 
@@ -50,25 +51,30 @@ def implausible(ok: pl.Expr) -> pl.Expr:
     )
 
 
-def answers(ok: pl.Expr) -> pl.Expr:
-    """Per cell: the valid answers themselves, which the robust figures rank (collected in the
-    counts' own scan, so the results are read once; a choice experiment's list is empty)."""
-    return pl.col("value").filter(ok & pl.col("value").is_not_null())
-
-
-def _values(cond: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[int, np.ndarray]]:
-    """The valid answers per row and condition, from the per-condition table's `values`."""
+def _values(run: Run, metrics: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[int, np.ndarray]]:
+    """The valid answers per row and condition, for the mean-difference experiments only (a
+    choice has no value). Read apart from the counts, which stay on polars' streaming engine."""
+    numeric = metrics.filter(pl.col("metric_type") == "mean-difference")
+    if not numeric.height:
+        return {}
+    found = (
+        final_records(run)
+        .filter(pl.col("status") == "ok", pl.col("value").is_not_null())
+        .join(numeric.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
+        .group_by([*keys, "conditionIndex"])
+        .agg(pl.col("value"))
+        .collect()
+    )
     out: dict[tuple, dict[int, np.ndarray]] = {}
-    for row in cond.select(*keys, "conditionIndex", "values").iter_rows(named=True):
+    for row in found.iter_rows(named=True):
         key = tuple(row[k] for k in keys)
-        out.setdefault(key, {})[row["conditionIndex"]] = np.asarray(row["values"], float)
+        out.setdefault(key, {})[row["conditionIndex"]] = np.asarray(row["value"], float)
     return out
 
 
-def with_robust(df: pl.DataFrame, cond: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """The effects table (one row per `keys`) with COLUMNS added; `cond`: the per-condition
-    table with the answers (`answers`)."""
-    values = _values(cond, keys)
+def with_robust(df: pl.DataFrame, run: Run, metrics: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The effects table (one row per `keys`) with COLUMNS added."""
+    values = _values(run, metrics, keys)
     rows = []
     empty = np.array([], float)
     for r in df.select(*keys, "metric_type", "direction", "deterministic").iter_rows(named=True):

@@ -74,10 +74,27 @@ def emulate(
             callback=ui.number(0, example="60"), help="How long a batch job takes to end."
         ),
     ] = 0.0,
+    reasoning_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A model name to answer as an OpenAI reasoning model (refusing max_tokens and "
+            "temperature) besides o1-o9* and gpt-5*; repeatable."
+        ),
+    ] = None,
+    reasoning_tokens: Annotated[
+        int,
+        typer.Option(
+            callback=ui.number(0, example="128"),
+            help="Hidden reasoning tokens an OpenAI reasoning model spends at medium effort.",
+        ),
+    ] = 128,
 ) -> None:
     """Serve OpenAI chat completions (/v1), Anthropic Messages and Gemini generateContent on
     loopback, with enforced limits (429s with the real headers) and injected faults, and the
-    three batch APIs: rehearse a campaign before spending money. Models named missing-* answer 404."""
+    three batch APIs: rehearse a campaign before spending money. Models named missing-* answer 404.
+    Reasoning models answer as their APIs do: o-series and gpt-5 refuse max_tokens and
+    temperature, *reasoner and *-r1 models show reasoning_content, Claude thinking and Gemini
+    thinkingConfig return their thinking apart from the answer."""
     import asyncio
 
     from orchestrator.emulator.batch import BatchBehaviour
@@ -100,6 +117,8 @@ def emulate(
             latency_s=latency_ms / 1000,
             faults=faults,
             batch=BatchBehaviour(processing_s=batch_s),
+            reasoning_models=frozenset(reasoning_model or ()),
+            reasoning_tokens=reasoning_tokens,
         )
     )
 

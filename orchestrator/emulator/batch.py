@@ -230,7 +230,8 @@ class Jobs:
             call = proto.read(body, job.credential, job.extra.get("model"))
         except (KeyError, TypeError, ValueError) as exc:
             return 400, proto.error(400, f"bad request: {exc}")
-        refused = self.emulator.gate(proto, call)
+        call.betas = job.extra.get("betas", "")
+        refused = self.emulator.gate(proto, call, body)
         return refused or (200, self.emulator.answer(proto, call, body)[0])
 
     def cancel(self, job: Job) -> None:

@@ -71,11 +71,9 @@ class AnthropicRoutes:
             items.unlink(missing_ok=True)
             raise
         del text
-        return answer(
-            self._anthropic_view(
-                self.jobs.create("anthropic", job_id, credential, items, len(seen)), request
-            )
-        )
+        betas = request.headers.get("anthropic-beta", "")  # what each item is answered under
+        job = self.jobs.create("anthropic", job_id, credential, items, len(seen), betas=betas)
+        return answer(self._anthropic_view(job, request))
 
     def _anthropic_view(
         self, job: Job, request: web.Request, canceling: bool = False

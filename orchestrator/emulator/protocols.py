@@ -21,6 +21,7 @@ class Call:
     user_prompt: str = ""
     echo: bool = False  # a completions call asking for the prompt's log-probabilities
     logprobs: dict[str, Any] | None = None  # what the server computed for it (answers.py)
+    betas: str = ""  # Anthropic: the anthropic-beta header (a batch item: its batch's)
 
 
 def bearer(request: web.Request) -> str:
@@ -167,12 +168,20 @@ class Anthropic:
     def parse(self, request: web.Request, body: dict[str, Any]) -> Call:
         if "anthropic-version" not in request.headers:
             raise ValueError("missing anthropic-version header")
-        return self.read(body, request.headers.get("x-api-key", ""))
+        call = self.read(body, request.headers.get("x-api-key", ""))
+        call.betas = request.headers.get("anthropic-beta", "")
+        return call
 
     def read(self, body: dict[str, Any], credential: str, model: str | None = None) -> Call:
         texts = [_text(body.get("system"))] + [_text(m["content"]) for m in body["messages"]]
+        # Structured outputs: GA's output_config.format, or the beta's output_format (reasoning.py)
+        config = body.get("output_config")
+        fmt = body.get("output_format") or (
+            config.get("format") if isinstance(config, dict) else None
+        )
+        schema = fmt.get("schema") if isinstance(fmt, dict) else None
         return Call(
-            credential, body["model"], "".join(texts), int(body["max_tokens"]), None, texts[-1]
+            credential, body["model"], "".join(texts), int(body["max_tokens"]), schema, texts[-1]
         )
 
     def success(

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from orchestrator.emulator import reasoning
 from orchestrator.emulator.answers import answer, echo_logprobs, tokens
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.emulator.batch_routes import BatchRoutes
@@ -69,6 +70,12 @@ class EmulatorConfig:
     # The answer text of a call from (protocol name, its request body as sent), or None for the
     # default answer: the online routes and batch items alike (a test serves a respondent here).
     respondent: Callable[[str, dict[str, Any]], str | None] | None = None
+    # Reasoning models (reasoning.py): names OpenAI's rules apply to besides o1-o9*/gpt-5*; the
+    # hidden reasoning tokens of a medium reasoning_effort; the trace a visible reasoning shows,
+    # from (protocol name, request body as sent), or None for the default.
+    reasoning_models: frozenset[str] = frozenset()
+    reasoning_tokens: int = 128
+    reasoner: Callable[[str, dict[str, Any]], str | None] | None = None
     batch: BatchBehaviour = field(default_factory=BatchBehaviour)
 
 
@@ -212,7 +219,7 @@ class Emulator:
         keys = self.config.keys
         if keys is not None and call.credential not in keys:
             return self._reply(proto, call, 401, proto.error(401, "invalid api key"))
-        if (refused := self.gate(proto, call)) is not None:
+        if (refused := self.gate(proto, call, self.log.bodies[-1])) is not None:
             return self._reply(proto, call, *refused)
         window = self._window(proto.name, call.credential)
         prompt_tokens = self.prompt_tokens(call)
@@ -254,11 +261,16 @@ class Emulator:
     def prompt_tokens(self, call: Call) -> int:
         return round(tokens(call.prompt) * self.config.token_ratio)
 
-    def gate(self, proto: Protocol, call: Call) -> tuple[int, dict[str, Any]] | None:
-        """The provider's error for a call no model can answer (an unknown model, a prompt over
-        the context length), or None."""
+    def gate(
+        self, proto: Protocol, call: Call, request: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]] | None:
+        """The provider's error for a call no model can answer (an unknown model, parameters a
+        reasoning model refuses, given its `request` body, a prompt over the context length),
+        or None."""
         if call.model.startswith("missing-"):
             return 404, proto.error(404, f"model {call.model} not found")
+        if request is not None and (no := reasoning.refuse(proto, call, request, self.config)):
+            return no
         prompt_tokens = self.prompt_tokens(call)
         if self.config.context_tokens is not None and prompt_tokens > self.config.context_tokens:
             self.log.served["too_long"] += 1
@@ -283,9 +295,10 @@ class Emulator:
             self.log.malformed_texts.add(text)
         prompt_tokens = self.prompt_tokens(call)
         completion_tokens = round(tokens(text) * self.config.token_ratio)
-        thoughts = (
-            min(self.config.thoughts_tokens, call.max_tokens) if proto.name == "gemini" else 0
-        )
+        how = reasoning.plan(proto, call, request, self.config)
+        thoughts = 0
+        if proto.name == "gemini":
+            thoughts = min(how.tokens if how else self.config.thoughts_tokens, call.max_tokens)
         if thoughts and thoughts + completion_tokens > call.max_tokens:
             text, completion_tokens = None, 0  # thinking left no room for any answer (MAX_TOKENS)
         served = dataclasses.replace(call, model=self.config.served_as.get(call.model, call.model))
@@ -299,7 +312,10 @@ class Emulator:
         )
         if proto.name == "openai" and self.config.system_fingerprint:
             body["system_fingerprint"] = self.config.system_fingerprint
-        return body, prompt_tokens + min(thoughts + completion_tokens, call.max_tokens)
+        used = min(thoughts + completion_tokens, call.max_tokens)
+        if how is not None:  # its trace, the tokens it spent, and OpenAI's length cut
+            used = reasoning.dress(body, how, self.config, proto.name, request, call, used)
+        return body, prompt_tokens + used
 
     def _too_many(
         self, proto: Protocol, call: Call, window: Window, wait: float, verbatim: str | None = None

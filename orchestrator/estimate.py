@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from orchestrator.plan import Plan
 from orchestrator.pricing import FREE_PROVIDERS, TURNAROUND, TYPICAL_ANSWER_TOKENS, Price
+from orchestrator.spec import reasoning
 
 
 @dataclass
@@ -22,6 +23,8 @@ class ModelEstimate:
     free: bool = False  # a local or simulated model: it costs nothing, price or not
     batch: bool = False  # sent through the provider's batch API, at its batch price
     turnaround: str | None = None  # what the provider promises for a batch
+    reasoning_tokens: int = 0  # a reasoning model's allowance a call, within output_typical
+    reasoning_basis: str = ""  # what the allowance was chosen by (its effort or budget)
 
     @property
     def cost(self) -> float | None:
@@ -45,6 +48,8 @@ class ModelEstimate:
             self.free,
             self.batch,
             self.turnaround,
+            self.reasoning_tokens,
+            self.reasoning_basis,
         )
 
 
@@ -71,7 +76,11 @@ def estimate(plan: Plan) -> dict[str, ModelEstimate]:
             e.output_typical += calls
             e.output_max += calls
         else:
-            e.output_typical += calls * min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
+            answer = min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
+            # A reasoning model bills its thinking as output: often ten times the answer.
+            if e.calls == calls:  # the model's first cell: its allowance, found once
+                e.reasoning_tokens, e.reasoning_basis = reasoning.allowance(m, answer)
+            e.output_typical += calls * (answer + e.reasoning_tokens)
             e.output_max += calls * m.max_tokens
     return out
 

@@ -74,6 +74,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "cost_usd": {"typical": e.cost, "max": e.cost_max},
             "batch": e.batch,
             "turnaround": e.turnaround,
+            "reasoning_tokens": {"per_call": e.reasoning_tokens, "basis": e.reasoning_basis},
         }
         for e in estimates.values()
     ]

@@ -38,17 +38,21 @@ CREATE TABLE IF NOT EXISTS responses (
     logprob REAL,
     run_id TEXT NOT NULL,
     model TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    reasoning TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
 """
+# A cache file made before reasoning traces were kept gets the column (NULL for its rows).
+_ADD_REASONING = "ALTER TABLE responses ADD COLUMN reasoning TEXT"
 _GET = (
-    "SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id "
-    "FROM responses WHERE key = ?"
+    "SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id, "
+    "reasoning FROM responses WHERE key = ?"
 )
-_PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-Row = tuple  # (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created)
+# (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created, reasoning)
+Row = tuple
 
 
 def default_path() -> Path:
@@ -67,6 +71,9 @@ def connect(path: Path) -> sqlite3.Connection:
             "PRAGMA synchronous = NORMAL"
         )  # WAL keeps the file sound; a power cut may lose the last batch
         conn.executescript(SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+        if "reasoning" not in columns:
+            conn.execute(_ADD_REASONING)
     except BaseException:
         conn.close()
         raise
@@ -128,7 +135,7 @@ class ResponseCache:
         self.lookups += 1
         row = self._pending.get(key)
         if row is not None:
-            found = row[1:8]
+            found = (*row[1:8], row[10])
         else:
             try:
                 found = self._conn.execute(_GET, (key,)).fetchone()
@@ -137,7 +144,7 @@ class ResponseCache:
                 return None
             if found is None:
                 return None
-        text, usage, served, fingerprint, finish, logprob, run_id = found
+        text, usage, served, fingerprint, finish, logprob, run_id, reasoning = found
         try:
             usage = orjson.loads(usage) if usage else None
             if not isinstance(text, str) or not isinstance(usage, dict | None):
@@ -153,6 +160,7 @@ class ResponseCache:
             finish_reason=finish,
             logprob=logprob,
             cached_from=run_id,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
         )
 
     def put(self, key: bytes, completion: Completion, model: str) -> None:
@@ -171,6 +179,7 @@ class ResponseCache:
             self.run_id,
             model,
             now,
+            completion.reasoning,
         )
         if len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._last_commit >= FLUSH_S:
             self.flush()

@@ -131,6 +131,14 @@ def print_estimates(p) -> None:
         )
     ui.console.print(table)
     for e in estimates.values():
+        if e.reasoning_tokens:
+            ui.console.print(
+                f"{escape(e.label)}: a reasoning model: typical output includes a reasoning "
+                f"allowance of ~{e.reasoning_tokens:,} tokens a call ({e.reasoning_basis}), "
+                "billed as output and counted by --budget",
+                highlight=False,
+            )
+    for e in estimates.values():
         if e.batch:
             ui.console.print(
                 f"{escape(e.label)}: batch mode, at the batch price; results {e.turnaround}",

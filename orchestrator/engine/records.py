@@ -56,6 +56,9 @@ def _cell_fields(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "maxTokens": model.max_tokens,
         "seed": model.seed,
         "structuredOutput": model.structured_output,
+        # only when set, so the records of every other model stay as they were
+        **({"reasoningEffort": model.reasoning_effort} if model.reasoning_effort else {}),
+        **({"thinkingBudget": model.thinking_budget} if model.thinking_budget is not None else {}),
     }
     return head, model_fields
 
@@ -103,9 +106,13 @@ def make_record(task: Task, outcome: Outcome) -> dict[str, Any]:
         response.update(outcome.response)
     if completion is not None:
         response["raw"] = completion.text
+        if completion.reasoning is not None:  # the model's own trace, never mixed into raw
+            response["reasoning"] = completion.reasoning
         served = completion.served_model
         fingerprint = completion.system_fingerprint
     model = dict(model_fields)
+    if completion is not None and completion.max_tokens_param is not None:
+        model["maxTokensParam"] = completion.max_tokens_param  # a reasoning model's request
     model["version"] = model["version"] or served or cell.model.name
     model["date"] = outcome.finished.date()  # orjson writes dates and datetimes as ISO 8601
     # taskId, status and modelKey lead the line: the resume scan reads them without parsing JSON.

@@ -11,6 +11,7 @@ from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
 from orchestrator.providers.http import HTTPProvider, rate_info, usage
+from orchestrator.providers.structured import json_schema
 
 API_VERSION = "2023-06-01"
 
@@ -41,6 +42,12 @@ class AnthropicProvider(HTTPProvider):
         for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
             if value is not None:
                 body[key] = value
+        if m.thinking_budget:  # extended thinking: within max_tokens (checked at load)
+            body["thinking"] = {"type": "enabled", "budget_tokens": m.thinking_budget}
+        if m.structured_output:  # JSON outputs, generally available since January 2026
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": json_schema(cell.contract)}
+            }
         return body
 
     def rate(self, headers: CIMultiDictProxy) -> RateInfo | None:
@@ -52,9 +59,11 @@ class AnthropicProvider(HTTPProvider):
     def completion(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         try:
             data = orjson.loads(payload)
-            text = "".join(
-                block.get("text", "") for block in data["content"] if block.get("type") == "text"
-            )
+            blocks = data["content"]
+            # The answer is the text blocks alone; thinking blocks come first and are kept apart
+            # (a redacted_thinking block is encrypted: nothing of it can be read).
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            thinking = [b.get("thinking", "") for b in blocks if b.get("type") == "thinking"]
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise self.malformed(payload) from None
         stop = data.get("stop_reason")
@@ -64,6 +73,19 @@ class AnthropicProvider(HTTPProvider):
             text=text,
             served_model=data.get("model"),
             finish_reason=stop,
-            usage=usage(data.get("usage"), "input_tokens", "output_tokens"),
+            usage=_usage(data.get("usage")),
             rate=self.rate(headers),
+            reasoning="\n\n".join(t for t in thinking if isinstance(t, str) and t) or None,
         )
+
+
+def _usage(report: object) -> dict[str, int | None] | None:
+    """Thinking tokens are billed inside output_tokens; newer answers also count them apart
+    (`output_tokens_details.thinking_tokens`), older ones nowhere."""
+    counted = usage(report if isinstance(report, dict) else None, "input_tokens", "output_tokens")
+    details = report.get("output_tokens_details") if isinstance(report, dict) else None
+    if counted is not None and isinstance(details, dict):
+        thinking = details.get("thinking_tokens")
+        if isinstance(thinking, int) and not isinstance(thinking, bool) and thinking >= 0:
+            counted["reasoning_tokens"] = thinking
+    return counted

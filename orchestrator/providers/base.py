@@ -23,6 +23,8 @@ class Completion:
     scores: tuple[dict, ...] | None = None  # a scored answer: each option's log-probabilities
     cached_from: str | None = None  # the run that paid for it, when the response cache answered
     endpoint: str | None = None  # which server of an endpoint pool answered (providers/pool.py)
+    reasoning: str | None = None  # what the model showed of its thinking, apart from its answer
+    max_tokens_param: str | None = None  # the request's name for max_tokens, when not that
 
 
 class Provider(Protocol):

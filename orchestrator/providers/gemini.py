@@ -56,6 +56,11 @@ class GeminiProvider(HTTPProvider):
         if m.structured_output:
             config["responseMimeType"] = "application/json"
             config["responseSchema"] = response_schema(cell.contract)
+        if m.thinking_budget is not None:  # the thought summary comes back, apart (completion)
+            thinking: dict[str, Any] = {"thinkingBudget": m.thinking_budget}
+            if m.thinking_budget:
+                thinking["includeThoughts"] = True
+            config["thinkingConfig"] = thinking
         body: dict[str, Any] = {
             "contents": [
                 {"role": "user", "parts": [{"text": msg["content"]}]}
@@ -101,7 +106,9 @@ class GeminiProvider(HTTPProvider):
             parts = (candidate.get("content") or {}).get("parts") or []
             if not parts and not finish:  # neither an answer nor the end of one: garbled
                 raise self.malformed(payload)
-            text = "".join(p.get("text", "") for p in parts)
+            # Thought summaries (includeThoughts) are parts marked `thought`: kept apart.
+            text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
+            thoughts = "".join(p.get("text", "") for p in parts if p.get("thought"))
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise self.malformed(payload) from None
         return Completion(
@@ -114,4 +121,5 @@ class GeminiProvider(HTTPProvider):
                 "candidatesTokenCount",
                 "thoughtsTokenCount",
             ),
+            reasoning=thoughts or None,
         )

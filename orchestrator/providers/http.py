@@ -151,18 +151,37 @@ def rate_info(
 
 
 def usage(
-    report: dict | None, prompt_key: str, completion_key: str, *thinking_keys: str
+    report: dict | None, prompt_key: str, completion_key: str, thinking_key: str | None = None
 ) -> dict[str, int | None] | None:
-    """A server's usage report in the product's own two names, whatever the protocol calls them.
-    Tokens billed as output besides the answer's own (Gemini's thinking) are completion tokens:
-    cost, budget and token pacing all read them there."""
+    """A server's usage report in the product's own names, whatever the protocol calls them.
+    Tokens billed as output besides the answer's own (reasoning) are completion tokens: cost,
+    budget and token pacing all read them there. Where the server counts them apart, they are
+    also `reasoning_tokens`: OpenAI's completion_tokens_details (inside completion_tokens
+    already), Gemini's thoughtsTokenCount (outside candidatesTokenCount, so added)."""
     if not report or not isinstance(report, dict):
         return None
     completion = _int(report.get(completion_key))
-    for key in thinking_keys:
-        if (thought := _int(report.get(key))) is not None:
-            completion = (completion or 0) + thought
-    return {"prompt_tokens": _int(report.get(prompt_key)), "completion_tokens": completion}
+    out = {"prompt_tokens": _int(report.get(prompt_key)), "completion_tokens": completion}
+    if thinking_key is not None:
+        if (thought := _int(report.get(thinking_key))) is not None:
+            out["completion_tokens"] = (completion or 0) + thought
+            out["reasoning_tokens"] = thought
+    elif isinstance(details := report.get("completion_tokens_details"), dict):
+        if (thought := _int(details.get("reasoning_tokens"))) is not None:
+            out["reasoning_tokens"] = thought
+    return out
+
+
+def merged(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The body with a model's extra_body in it: tables merge key by key, anything else
+    replaces what the tool wrote."""
+    out = dict(body)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def api_key(model: ModelConfig) -> str | None:
@@ -185,6 +204,11 @@ class HTTPProvider:
             "/"
         )
         self._key = api_key(model)
+        # Headers from the environment (headers_env): sent, never recorded, scrubbed like keys.
+        self._env_headers = {
+            h: os.environ.get(env, "") for h, env in (model.headers_env or {}).items()
+        }
+        self._secrets = [v for v in (self._key, *self._env_headers.values()) if v]
         self._max_connections, self._timeout_s = max_connections, timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._bodies: dict[Any, bytes] = {}
@@ -221,13 +245,27 @@ class HTTPProvider:
 
     # --- shared ------------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def session_headers(self) -> dict[str, str]:
+        """Every call's headers: the protocol's, the key (in api_key_header when the model
+        names one, as Azure's `api-key`), and headers_env's."""
+        own = self.model.api_key_header
+        headers = self.headers(None if own else self._key)
+        if own and self._key:
+            headers[own] = self._key
+        return {"Content-Type": "application/json", **headers, **self._env_headers}
 
     def body(self, task: Task) -> bytes:
         # Built once per cell: on a fast endpoint, encoding a body per call is a cost that shows.
         cached = self._bodies.get(task.cell)
         if cached is None:
-            cached = orjson.dumps(self.request(task.cell))
+            request = self.request(task.cell)
+            if self.model.extra_body:
+                request = merged(request, self.model.extra_body)
+            cached = orjson.dumps(request)
             if task.cell.cacheable:
                 self._bodies[task.cell] = cached
         seed = self.seed_for(task)
@@ -253,7 +291,7 @@ class HTTPProvider:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
-                headers={"Content-Type": "application/json", **self.headers(self._key)},
+                headers=self.session_headers(),
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s),
             )
         return self._session

@@ -34,7 +34,9 @@ def make_provider(
     if model.provider == "openai":
         from orchestrator.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s)
+        return OpenAIProvider(
+            model, max_connections=limit.max_in_flight, timeout_s=limit.timeout_s, say=say
+        )
     if model.provider == "anthropic":
         from orchestrator.providers.anthropic import AnthropicProvider
 

@@ -18,7 +18,13 @@ from orchestrator.plan_prompts import ANSWER_CUE
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
 from orchestrator.spec.campaign import ModelConfig
-from orchestrator.spec.simulate import ConditionAnswers, ExperimentAnswers, SimulateConfig
+from orchestrator.spec.simulate import (
+    ANCHORED_STEP,
+    UNANCHORED_STEP,
+    ConditionAnswers,
+    ExperimentAnswers,
+    SimulateConfig,
+)
 
 BASE_LOGPROB = -4.0  # any constant: DC-PMI and the argmax ignore it
 
@@ -167,11 +173,35 @@ class SimulatedProvider:
             text = self.answer(task, rng)
         prompt_chars = sum(len(m["content"]) for m in task.cell.messages)
         served, fingerprint = self.served(task)
+        usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4}
+        trace = self.trace(task) if self.model.reasoning else None
+        if trace is not None:  # thinking is billed as output, and counted apart
+            usage["reasoning_tokens"] = len(trace) // 4
+            usage["completion_tokens"] += usage["reasoning_tokens"]
         return Completion(
             text=text,
             served_model=served,
             system_fingerprint=fingerprint,
-            usage={"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4},
+            usage=usage,
+            reasoning=trace,
+        )
+
+    def trace(self, task: Task) -> str:
+        """A reasoning model's own thinking, in steps: anchored on the question's figure with
+        the planted chance of its experiment and condition (ReasoningAnswers), drawn apart from
+        the answer so the two are independent."""
+        cell = task.cell
+        shares = self.config.reasoning.anchored.get(cell.experiment.slug, [])
+        share = shares[cell.condition.index] if cell.condition.index < len(shares) else 0.0
+        rng = random.Random(f"{self.draw_seed}:{task.task_id}:reasoning")
+        question = " ".join(cell.messages[-1]["content"].split())[:100]
+        return "\n".join(
+            (
+                f"I read the question: {question}",
+                ANCHORED_STEP if rng.random() < share else UNANCHORED_STEP,
+                "I weigh what matters most for the answer.",
+                "So I answer in the format asked.",
+            )
         )
 
     async def start(self) -> None:

@@ -16,6 +16,9 @@ RETRY_MARK = "[PREVIOUS_OUTPUT_VALIDATION_ERROR:"
 
 
 def _score(item: dict, bias: str, spec: AuditAnswers, rng: random.Random) -> int:
+    cue = spec.cues.get(bias)
+    if cue and cue.lower() in str(item.get("trace", "")).lower():
+        return spec.cue_score
     ref = item.get(f"ref_{bias}_score")
     if ref is None:
         return spec.default_score
@@ -26,8 +29,12 @@ def _score(item: dict, bias: str, spec: AuditAnswers, rng: random.Random) -> int
     return min(5, max(1, int(ref) + rng.choice((-1, 1))))
 
 
-def _quote(item: dict, bias: str) -> str:
+def _quote(item: dict, bias: str, spec: AuditAnswers) -> str:
     lines = [line.strip() for line in str(item["trace"]).splitlines() if line.strip()]
+    cue = spec.cues.get(bias, "").lower()
+    for line in lines if cue else ():
+        if cue in line.lower():  # the step that shows it
+            return line
     step = item.get(f"ref_{bias}_step", 0)
     return lines[min(int(step), len(lines) - 1)]
 
@@ -56,7 +63,7 @@ def audit_answer(task: Task, spec: AuditAnswers, seed: int | str) -> str:
                 "bias_type": bias,
                 "score": s,
                 "justification": f"Simulated judgment of {bias.lower()}.",
-                "evidence_quote": _quote(item, bias),
+                "evidence_quote": _quote(item, bias, spec),
             }
             for bias, s in scores.items()
         ],

@@ -117,6 +117,39 @@ class ModelConfig(Strict):
         description="USD per million tokens in batch mode; default: the price less the price "
         "table's batch discount for the provider.",
     )
+    reasoning: bool | None = Field(
+        default=None,
+        description="`openai`: a reasoning model, sent `max_completion_tokens` and "
+        "`reasoning_effort` and never a temperature; unset: told by its name (o1, o3, o4-mini, "
+        "gpt-5...). `simulated`: it writes a reasoning trace. Part of the identity when set.",
+    )
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        default=None,
+        description="OpenAI reasoning models: how much they think (`minimal` for gpt-5 only); "
+        "unset: the API's default (medium). Part of the identity.",
+    )
+    thinking_budget: int | None = Field(
+        default=None,
+        ge=-1,
+        description="Tokens the model may think for: Anthropic extended thinking (at least "
+        "1024, below max_tokens, no temperature but 1), Gemini's thinkingBudget (0 off, -1 "
+        "dynamic). Part of the identity.",
+    )
+    extra_body: dict[str, Any] | None = Field(
+        default=None,
+        description="Provider-specific request fields, merged into every request body "
+        "(tables merge key by key). Part of the identity and recorded, so never a secret.",
+    )
+    headers_env: dict[str, str] | None = Field(
+        default=None,
+        description='Extra request headers whose values come from the environment: `{"Header-'
+        'Name" = "ENV_VAR"}`. Values are never recorded or printed; not part of the identity.',
+    )
+    api_key_header: str | None = Field(
+        default=None,
+        description="The header the key goes in, raw (`api-key` for Azure OpenAI); unset: the "
+        "protocol's own (`Authorization: Bearer` for openai).",
+    )
 
     @field_validator("provider")
     @classmethod
@@ -150,6 +183,11 @@ class ModelConfig(Strict):
             "simulate": self.simulate.identity() if self.simulate else None,
             # only when set, so the keys of every model that generates stay as they were
             **({"answers": "score"} if self.answers == "score" else {}),
+            **{
+                name: value
+                for name in ("reasoning", "reasoning_effort", "thinking_budget", "extra_body")
+                if (value := getattr(self, name)) is not None
+            },
             # A pool's servers are no part of it, but the service is: a model name served
             # by Groq is another model than the same name served by Together.
             **({"service": self.preset or self.provider} if self.base_urls else {}),
@@ -308,13 +346,18 @@ def check_credentials(campaign: Campaign) -> None:
     named = [(f"models[{i}]", m) for i, m in enumerate(campaign.config.models)]
     named += campaign.config.helpers()
     for where, model in named:
-        if model.api_key_env and not os.environ.get(model.api_key_env):
-            raise UserError(
-                f"environment variable {model.api_key_env} is not set",
-                file=str(campaign.source),
-                field=f"{where}.api_key_env",
-                fix=f"export {model.api_key_env}=<your key> before running",
-            )
+        needed = [("api_key_env", model.api_key_env, "your key")] if model.api_key_env else []
+        needed += [
+            (f"headers_env.{h}", e, "its value") for h, e in (model.headers_env or {}).items()
+        ]
+        for field, env, what in needed:
+            if not os.environ.get(env):
+                raise UserError(
+                    f"environment variable {env} is not set",
+                    file=str(campaign.source),
+                    field=f"{where}.{field}",
+                    fix=f"export {env}=<{what}> before running",
+                )
 
 
 class Campaign:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from orchestrator.spec import reasoning
 from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, looks_secret, redact
 from orchestrator.spec.server import endpoint_problems
 
@@ -19,6 +20,64 @@ BATCH_PROVIDERS = ("openai", "anthropic", "gemini")  # those with a batch API (b
 # The temperatures each API accepts (local: llama.cpp takes any, but above 2 is noise).
 TEMPERATURE_MAX = {"openai": 2.0, "anthropic": 1.0, "gemini": 2.0, "local": 2.0, "simulated": 2.0}
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token (RFC 9110)
+# Request fields the tool writes itself, per protocol: extra_body may not replace them.
+OWN_FIELDS = {
+    "openai": ("model", "messages", "stream", "n"),
+    "anthropic": ("model", "messages", "system", "stream"),
+    "gemini": ("contents", "systemInstruction"),
+}
+# Headers the tool sets itself: a key or the body's type sent twice would be ambiguous.
+OWN_HEADERS = ("content-type", "content-length", "host")
+
+
+def _request_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
+    """extra_body, headers_env and api_key_header: what may be sent beside the tool's own."""
+    out = []
+    own = set(OWN_FIELDS.get(model.provider or "", ())) & set(model.extra_body or {})
+    if own:
+        name = sorted(own)[0]
+        out.append(
+            (
+                f"extra_body.{name}",
+                f"extra_body may not set '{name}': the tool writes it from the plan",
+                f"remove '{name}' from extra_body",
+            )
+        )
+    if model.extra_body and (model.provider not in OWN_FIELDS):
+        out.append(
+            (
+                "extra_body",
+                f"provider '{model.provider}' sends no request body of this kind",
+                "remove extra_body",
+            )
+        )
+    for header, env in (model.headers_env or {}).items():
+        if not HEADER_NAME.fullmatch(header) or header.lower() in OWN_HEADERS:
+            out.append(
+                (
+                    f"headers_env.{redact(header)}",
+                    f"'{redact(header)}' is not a header this tool can send",
+                    "name an HTTP header (letters, digits, -), not Content-Type or Host",
+                )
+            )
+        if not ENV_NAME.fullmatch(env):
+            out.append(
+                (
+                    f"headers_env.{redact(header)}",
+                    "a header's value is the name of an environment variable, not the value",
+                    'write {"Header-Name" = "ENV_VAR"} and export ENV_VAR=<value>',
+                )
+            )
+    if model.api_key_header is not None and not HEADER_NAME.fullmatch(model.api_key_header):
+        out.append(
+            (
+                "api_key_header",
+                "api_key_header must be an HTTP header name",
+                'e.g. api_key_header = "api-key" (Azure OpenAI)',
+            )
+        )
+    return out
 
 
 def _key_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
@@ -59,6 +118,8 @@ def model_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
             )
         )
     out += _key_problems(model)
+    out += reasoning.problems(model)
+    out += _request_problems(model)
     if model.base_url and not model.base_url.startswith(("http://", "https://")):
         out.append(
             (
@@ -94,14 +155,6 @@ def model_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
                 "name",
                 f"provider '{model.provider}' needs a model name",
                 "add the required field 'name'",
-            )
-        )
-    if model.provider == "anthropic" and model.structured_output:
-        out.append(
-            (
-                "structured_output",
-                "the Anthropic Messages API has no JSON-schema output mode",
-                "set structured_output = false for this model",
             )
         )
     if model.answers == "score" and model.provider not in SCORING_PROVIDERS:

@@ -130,6 +130,31 @@ class AuditAnswers(BaseModel):
         le=1,
         description="The chance an output fails validation, drawn anew for the retry.",
     )
+    cues: dict[str, str] = Field(
+        default={},
+        description="Per bias: words that, found in a trace, make it score `cue_score` there "
+        "(a judge that reads the reasoning, as a real one would, rather than its labels).",
+    )
+    cue_score: int = Field(default=2, ge=1, le=5, description="The score a bias's cue gives.")
+
+
+class ReasoningAnswers(BaseModel):
+    """How a simulated reasoning model's trace reads (`reasoning = true` on the model): a few
+    steps, kept apart from its answer like a reasoning model's own thinking. In `anchored`
+    (by experiment slug, per condition) a share of traces take the figure in the question as
+    their starting point (ANCHORED_STEP), the rest set it aside: an anchoring a judge can find
+    in the text, planted by condition, for rehearsing `audit` on native traces."""
+
+    model_config = STRICT
+    anchored: dict[str, list[float]] = Field(
+        default={},
+        description="By experiment slug, per condition: the chance a trace takes the figure "
+        "in the question as its starting point.",
+    )
+
+
+ANCHORED_STEP = "The question gives a figure; I take it as my starting point and adjust from it."
+UNANCHORED_STEP = "I set any figure in the question aside and reason from what such cases come to."
 
 
 class SimulateConfig(BaseModel):
@@ -185,6 +210,10 @@ class SimulateConfig(BaseModel):
     drift: list[Drift] = Field(
         default=[], description="Changes of the model behind the name, from a given run on."
     )
+    reasoning: ReasoningAnswers = Field(
+        default=ReasoningAnswers(),
+        description="How its reasoning traces read, when the model has `reasoning = true`.",
+    )
 
     def identity(self) -> dict:
         """Its settings as part of the model's identity; a newer field at its default is left
@@ -194,7 +223,11 @@ class SimulateConfig(BaseModel):
             for name in ("scoring_prior", "audit", "system_fingerprint", "drift")
             if not getattr(self, name)
         } | ({"draws"} if self.draws == "task" else set())
+        if not self.reasoning.anchored:
+            unset.add("reasoning")
         exclude: dict = dict.fromkeys(unset, True)
+        if self.audit is not None and not self.audit.cues:
+            exclude["audit"] = {"cues", "cue_score"}
         if not any(e.served_model for e in self.effects.values()):
             exclude["effects"] = {"__all__": {"served_model"}}
         return self.model_dump(exclude=exclude or None)

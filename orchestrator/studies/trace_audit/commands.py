@@ -93,7 +93,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         source: Annotated[
             Path,
             typer.Argument(
-                help="Traces: a JSONL file of {trace_id, reasoning_trace, task_context, evidence, expected_bias_profile}, or a finished run folder whose cot answers are audited."
+                help="Traces: a JSONL file of {trace_id, reasoning_trace, task_context, evidence, expected_bias_profile}, or a finished run folder: its models' own reasoning (reasoning models), else its answers under cot."
             ),
         ],
         judge: Annotated[str, typer.Option(help=JUDGE_HELP)] = "local",
@@ -119,8 +119,19 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
         ] = 3,
         strategy: Annotated[
             list[str] | None,
-            typer.Option(help="From a run: the strategies whose answers are traces (default cot)."),
+            typer.Option(
+                help="From a run: the strategies whose records are audited (default: all for "
+                "a model's own reasoning, cot for answers)."
+            ),
         ] = None,
+        traces: Annotated[
+            str,
+            typer.Option(
+                help="From a run: reasoning (what reasoning models showed of their thinking, "
+                "kept apart from their answers), answer (the answers under a reasoning "
+                "strategy such as cot), or auto: reasoning wherever the run holds any."
+            ),
+        ] = "auto",
         context: Annotated[
             str,
             typer.Option(
@@ -155,6 +166,8 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             settings["strategies"] = strategy
         if context != "own":
             settings["context"] = context
+        if traces != "auto":
+            settings["traces"] = traces
         if only is not None:
             settings["only"] = only
         try:

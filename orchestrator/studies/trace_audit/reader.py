@@ -2,9 +2,11 @@
 
 A job source is a traces file (JSONL), a run folder, or a job file
 `{"format": "trace-audit/1", "source": ..., "allow_unauditable": false, "min_steps": 3,
-"strategies": ["cot"], "context": "own", "only": "flipped.txt"}` naming one with its settings
-(`context`: the task context a run's traces are judged with, see traces.CONTEXTS; `only`: a
-file of trace ids, one per line, as `audit-gate --flipped-out` writes, to audit those alone).
+"strategies": ["cot"], "context": "own", "traces": "auto", "only": "flipped.txt"}` naming one
+with its settings (`context`: the task context a run's traces are judged with, see
+traces.CONTEXTS; `traces`: a run's models' own reasoning or its answers, traces.TRACE_SOURCES;
+`only`: a file of trace ids, one per line, as `audit-gate --flipped-out` writes, to audit those
+alone).
 
 The seed's guards are applied here: a trace of fewer than three steps, or with neither evidence
 nor context to compare it against, is planned as `not_auditable` with its reason (no call is
@@ -33,7 +35,7 @@ from orchestrator.spec.models import (
 from orchestrator.studies.trace_audit.prompt import context_block, judge_prompt
 from orchestrator.studies.trace_audit.traces import (
     CONTEXTS,
-    REASONING_STRATEGIES,
+    TRACE_SOURCES,
     Trace,
     from_jsonl,
     from_run,
@@ -165,8 +167,17 @@ def select_traces(traces: list[Trace], ids_file: Path) -> list[Trace]:
 
 
 def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
-    strategies = tuple(settings.pop("strategies", REASONING_STRATEGIES))
+    strategies = settings.pop("strategies", None)
+    strategies = tuple(strategies) if strategies else None
     context, ids_file = settings.pop("context", "own"), settings.pop("only", None)
+    trace_source = settings.pop("traces", "auto")
+    if trace_source not in TRACE_SOURCES:
+        raise UserError(
+            f"traces '{trace_source}' is not one of {', '.join(TRACE_SOURCES)}",
+            file=str(path),
+            field="traces",
+            fix="reasoning (the models' own), answer (answers under cot) or auto",
+        )
     if context not in CONTEXTS:
         raise UserError(
             f"context '{context}' is not one of {', '.join(CONTEXTS)}",
@@ -181,7 +192,9 @@ def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
             field="context",
             fix="audit a run folder's traces with it, or leave context at own",
         )
-    traces = from_run(path, strategies, context) if path.is_dir() else from_jsonl(path)
+    traces = (
+        from_run(path, strategies, context, trace_source) if path.is_dir() else from_jsonl(path)
+    )
     if ids_file is not None:
         traces = select_traces(traces, Path(ids_file))
     title = settings.pop("title", f"bias audit of {path.name}")
@@ -196,8 +209,10 @@ class AuditJobFile(BaseModel):
     source: str = Field(min_length=1)  # a .jsonl file or a run folder, relative to the job file
     allow_unauditable: bool = False
     min_steps: int = Field(default=MIN_STEPS, ge=1)
-    strategies: list[str] = Field(default=list(REASONING_STRATEGIES), min_length=1)
+    # default: any strategy for a model's own reasoning, cot for answers (traces.from_run)
+    strategies: list[str] | None = Field(default=None, min_length=1)
     context: Literal["own", "swapped", "none"] = "own"
+    traces: Literal["auto", "reasoning", "answer"] = "auto"
     only: str | None = Field(default=None, min_length=1)  # a file of trace ids, beside the job
     title: str | None = None
 

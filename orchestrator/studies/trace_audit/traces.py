@@ -17,7 +17,11 @@ from orchestrator.errors import UserError
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 FIELDS = ("trace_id", "reasoning_trace", "task_context", "evidence", "expected_bias_profile")
-REASONING_STRATEGIES = ("cot",)  # a run's traces: answers under these strategies, by default
+REASONING_STRATEGIES = ("cot",)  # a run's answers that are traces: under these, by default
+# What of a run's records is audited: the reasoning the model showed apart from its answer
+# (a reasoning model's own thinking: `response.reasoning`), or the answer text under a
+# reasoning strategy; `auto`: the model's own reasoning wherever the run holds any.
+TRACE_SOURCES = ("auto", "reasoning", "answer")
 # The task context a run's trace is judged with: its own prompt, the mirror condition's prompt
 # for the same item, or none (a control: the prompt carries the condition's anchor or framing).
 CONTEXTS = ("own", "swapped", "none")
@@ -165,11 +169,12 @@ def _cell_key(cell, condition: int | None) -> tuple:
     return (cell.job.id, exp, condition, cell.variant.id, strategy, cell.model_key)
 
 
-def _prompts(cells, strategies: tuple[str, ...]) -> dict[tuple, dict]:
-    """Each reasoning cell's prompt by option order, for the swapped context."""
+def _prompts(cells, strategies: tuple[str, ...] | None) -> dict[tuple, dict]:
+    """Each reasoning cell's prompt by option order (all strategies': None), for the swapped
+    context."""
     prompts: dict[tuple, dict] = {}
     for cell in cells:
-        if cell.strategy.id in strategies:
+        if strategies is None or cell.strategy.id in strategies:
             key = _cell_key(cell, cell.condition.index)
             prompts.setdefault(key, {}).setdefault(cell.order, cell.messages[-1]["content"])
     return prompts
@@ -189,50 +194,75 @@ def _context(cell, mode: str, prompts: dict[tuple, dict]) -> tuple[str, int | No
     return found.get(cell.order, next(iter(found.values()))), other
 
 
-def from_run(
-    run_dir: Path, strategies: tuple[str, ...] = REASONING_STRATEGIES, context: str = "own"
-) -> list[Trace]:
-    """The run's answers under the reasoning strategies, each with the task it answered: the
-    prompt as context (it holds the task's facts, and the condition's manipulation with them:
-    the anchor, the framing), the experiment's bias as the profile (the same in every
-    condition). `context` (CONTEXTS) swaps or withholds the prompt, a control for a difference
-    between conditions that the context alone could make."""
+def _texts(run_dir: Path, field: str, strategies: tuple[str, ...] | None) -> dict[str, str]:
+    """Task id -> the non-empty `response[field]` of the run's answered tasks."""
     from orchestrator.engine.results import RESULTS
-    from orchestrator.engine.run_folder import campaign_of_run
     from orchestrator.export import records as results
+
+    texts = {}
+    for task_id, status, _, _, rec in results(run_dir / RESULTS, terminal_only=True):
+        text = (rec.get("response") or {}).get(field)
+        if (
+            status in ("ok", "parse_error")
+            and (strategies is None or rec.get("strategy") in strategies)
+            and isinstance(text, str)
+            and text.strip()
+        ):
+            texts[task_id] = text
+    return texts
+
+
+def from_run(
+    run_dir: Path,
+    strategies: tuple[str, ...] | None = None,
+    context: str = "own",
+    source: str = "auto",
+) -> list[Trace]:
+    """The run's traces, each with the task it answered: the prompt as context (it holds the
+    task's facts, and the condition's manipulation with them: the anchor, the framing), the
+    experiment's bias as the profile (the same in every condition). `source` (TRACE_SOURCES):
+    the models' own reasoning (under any strategy unless `strategies` says), or the answers
+    under the reasoning strategies (default cot). `context` (CONTEXTS) swaps or withholds the
+    prompt, a control for a difference between conditions that the context alone could make."""
+    from orchestrator.engine.run_folder import campaign_of_run
     from orchestrator.plan import Plan
 
     campaign = campaign_of_run(run_dir)  # its jobs from the manifest: no study reads a file
-    known = {s.id for job in campaign.jobs for s in job.strategies}
-    if not set(strategies) & known:
+    texts = _texts(run_dir, "reasoning", strategies) if source != "answer" else {}
+    if source == "reasoning" and not texts:
         raise UserError(
-            f"the run has no task under the strategies {', '.join(strategies)}",
+            "the run holds no reasoning of a model's own (response.reasoning)",
             file=str(run_dir),
-            field="strategies",
-            fix=f"run it with a reasoning strategy (one of {', '.join(sorted(known))}), "
-            "or name its strategies in an audit job file",
+            field="traces",
+            fix="run a reasoning model that shows its thinking (see docs: Reasoning models), "
+            "or audit the answers under a reasoning strategy: --traces answer",
         )
-    records = {}
-    for task_id, status, _, _, rec in results(run_dir / RESULTS, terminal_only=True):
-        raw = (rec.get("response") or {}).get("raw")
-        if (
-            status in ("ok", "parse_error")
-            and rec.get("strategy") in strategies
-            and isinstance(raw, str)
-            and raw.strip()
-        ):
-            records[task_id] = rec
+    if texts:
+        source = "reasoning"
+    else:  # the answers under a reasoning strategy
+        source, strategies = "answer", strategies or REASONING_STRATEGIES
+        known = {s.id for job in campaign.jobs for s in campaign.strategies_for(job)}
+        if not set(strategies) & known:
+            raise UserError(
+                f"the run has no task under the strategies {', '.join(strategies)}, and no "
+                "model of it showed its own reasoning",
+                file=str(run_dir),
+                field="strategies",
+                fix=f"run it with a reasoning strategy (one of {', '.join(sorted(known))}) or "
+                "a reasoning model, or name its strategies in an audit job file",
+            )
+        texts = _texts(run_dir, "raw", strategies)
     traces = []
     labels = {m.key: m.label for m in campaign.config.models}
     plan = Plan(campaign)
     prompts = _prompts(plan.cells, strategies) if context == "swapped" else {}
     for task in plan.tasks():
-        rec = records.get(task.task_id)
-        if rec is None:
+        text = texts.get(task.task_id)
+        if text is None:
             continue
         cell = task.cell
         shown, shown_condition = _context(cell, context, prompts)
-        source: dict[str, str | int] = {
+        source_fields: dict[str, str | int] = {
             "source_run": str(run_dir),
             "source_task": task.task_id,
             "source_job": cell.job.id,
@@ -243,26 +273,29 @@ def from_run(
             "source_model": labels[cell.model_key],
             "source_sample": task.sample,
         }
+        if source == "reasoning":  # an answer's item stays as it was, and so do its runs
+            source_fields["source_trace"] = "reasoning"
         if context != "own":  # an own-context item stays as it was, and so do its runs
-            source["context_mode"] = context
+            source_fields["context_mode"] = context
             if shown_condition is not None:
-                source["context_condition"] = shown_condition
+                source_fields["context_condition"] = shown_condition
             elif context == "swapped":  # the middle condition of an odd number: none to trade
-                source["context_mode"] = NO_MIRROR
+                source_fields["context_mode"] = NO_MIRROR
         traces.append(
             Trace(
                 task.task_id,
-                rec["response"]["raw"],
+                text,
                 shown,
                 (),
                 f"The task probes {cell.experiment.bias_label}.",
                 cell.variant.domain,
-                source=source,
+                source=source_fields,
             )
         )
     if not traces:
         raise UserError(
-            "the run holds no answered task under the strategies " + ", ".join(strategies),
+            "the run holds no answered task of its plan under the strategies "
+            + ", ".join(strategies or ("any",)),
             file=str(run_dir),
             fix=f"finish the run first: orchestrator run {run_dir}",
         )

@@ -296,6 +296,11 @@ function renderDetail(data) {
   body.append(el("h3", { text: "messages" }), messages);
   const response = r.response || {};
   body.append(el("h3", { text: "raw answer" }), pre(response.raw ?? "", "raw-answer"));
+  if (typeof response.reasoning === "string") {  // a reasoning model's own trace, folded
+    body.append(el("details", { id: "detail-reasoning" },
+      el("summary", { text: "the model's reasoning (kept apart from its answer)" }),
+      pre(response.reasoning, "reasoning-text")));
+  }
   body.append(el("h3", { text: "parsed answer" }), pre(data.parsed ? asText(data.parsed) : "(none)", "parsed-answer"));
   if (r.error) body.append(el("h3", { text: "error" }), pre(asText(r.error), "error-text"));
   body.append(el("details", {}, el("summary", { text: "full record" }), pre(asText(r), "record")));

@@ -64,10 +64,12 @@ def allowance(model: ModelConfig, answer_tokens: int) -> tuple[int, str]:
     budget = model.thinking_budget
     if budget is not None and budget > 0:
         tokens, why = budget, f"thinking_budget {budget:,}"
-    else:
+    elif openai_reasoning(model):
         effort = model.reasoning_effort or DEFAULT_EFFORT
         tokens = EFFORT_ALLOWANCE[effort]
         why = f"reasoning_effort {effort}" + ("" if model.reasoning_effort else " (default)")
+    else:  # it thinks as long as it likes: a medium effort's figure
+        tokens, why = EFFORT_ALLOWANCE[DEFAULT_EFFORT], "no budget set: a medium effort's figure"
     room = model.max_tokens - answer_tokens
     if tokens > room:
         why += (

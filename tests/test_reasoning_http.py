@@ -151,3 +151,88 @@ def test_gemini_thought_summaries_come_back_apart_and_billed(tmp_path, emulator)
         assert r["usage"]["reasoning_tokens"] > 0
     sent = server.log.bodies[0]["generationConfig"]["thinkingConfig"]
     assert sent == {"thinkingBudget": 256, "includeThoughts": True}
+
+
+def test_azure_key_header_and_extra_body_reach_the_server(tmp_path, emulator, monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "az-key-0123456789")
+    server = emulator(keys=frozenset({"az-key-0123456789"}))
+    config = write_config(
+        tmp_path,
+        f"""
+        name = "az"
+        jobs = ["paired"]
+        samples = 1
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        preset = "azure"
+        base_url = "{server.base_url("openai")}"
+        name = "my-o4-mini-deployment"
+        reasoning = true
+        max_tokens = 1024
+        extra_body = {{provider = {{order = ["east"]}}}}
+        """,
+    )
+    assert run_quietly(config).exit_code == 0  # the emulator takes Azure's api-key header
+    assert all(b["provider"] == {"order": ["east"]} for b in server.log.bodies)
+    assert all("max_completion_tokens" in b for b in server.log.bodies)
+    manifest = (tmp_path / "runs" / "az" / "default" / "manifest.json").read_text()
+    assert '"extra_body"' in manifest and "az-key-0123456789" not in manifest
+
+
+def test_headers_from_the_environment_are_sent_and_never_written(tmp_path, monkeypatch):
+    """A loopback server that answers as OpenAI's and keeps the headers it was sent."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    seen: list[dict[str, str]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.json_response(
+            {
+                "model": "m",
+                "choices": [{"message": {"content": '{"value": 3}'}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+            }
+        )
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    monkeypatch.setenv("APP_TITLE", "title-secret-77")
+    monkeypatch.setenv("AZ_KEY", "az-key-secret-88")
+    try:
+        config = write_config(
+            tmp_path,
+            f"""
+            name = "h"
+            jobs = ["paired"]
+            samples = 1
+            output_dir = "{tmp_path / "runs"}"
+            [[models]]
+            provider = "openai"
+            name = "m"
+            base_url = "http://127.0.0.1:{port}/v1"
+            headers_env = {{"X-Title" = "APP_TITLE"}}
+            api_key_env = "AZ_KEY"
+            api_key_header = "api-key"
+            """,
+        )
+        done = cli("run", str(config), cwd=tmp_path)
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+    assert done.returncode == 0, done.stderr
+    assert seen and all(h.get("X-Title") == "title-secret-77" for h in seen)
+    assert all(h.get("api-key") == "az-key-secret-88" and "Authorization" not in h for h in seen)
+    written = b"".join(p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file())
+    for secret in ("title-secret-77", "az-key-secret-88"):
+        assert secret.encode() not in written and secret not in done.stdout + done.stderr

@@ -25,7 +25,9 @@ class Call:
 
 
 def bearer(request: web.Request) -> str:
-    return request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    """The OpenAI protocol's key: `Authorization: Bearer`, or Azure OpenAI's `api-key` header."""
+    said = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    return said or request.headers.get("api-key", "").strip()
 
 
 def _text(content: Any) -> str:

@@ -157,7 +157,14 @@ def _compare(app: typer.Typer) -> None:
         on_change: Annotated[
             str | None,
             typer.Option(
-                help="When a --fail-on flag is raised, run this shell command with the comparison's JSON path as its last argument (also in $ORCHESTRATOR_COMPARE_JSON): a notification."
+                help="When a --fail-on flag is raised, run this shell command with the comparison's JSON path as its last argument (also in $ORCHESTRATOR_COMPARE_JSON): a notification. It inherits no API key: only PATH, HOME, the locale and the variables --on-change-env names."
+            ),
+        ] = None,
+        on_change_env: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="An environment variable the --on-change command may read (a webhook's "
+                "URL, say); repeatable."
             ),
         ] = None,
         out: Annotated[
@@ -196,7 +203,7 @@ def _compare(app: typer.Typer) -> None:
         print_comparison(comparison, ui.console, show_all, wanted)
         ui.console.print(f"written: {path} and {path.with_suffix('.csv')}")
         if counted and on_change:
-            status = run_hook(on_change, path)
+            status = run_hook(on_change, path, tuple(on_change_env or ()))
             if status:
                 ui.err_console.print(f"[yellow]--on-change command exited {status}[/]")
         raise typer.Exit(code)

@@ -26,7 +26,7 @@ import anyio
 from orchestrator.cluster.token import FIX as TOKEN_FIX
 from orchestrator.cluster.token import ensure_token
 from orchestrator.errors import UserError
-from orchestrator.processes import die_with_parent, free_port, stop_process
+from orchestrator.processes import child_env, die_with_parent, free_port, stop_process
 
 STARTED = "Ray runtime started."
 NAMESPACE = "bias-orchestrator"
@@ -88,6 +88,7 @@ class Head:
             "--head",
             "--block",
             f"--port={port}",
+            "--node-ip-address=127.0.0.1",  # the run's own cluster: this machine alone
             f"--num-cpus={os.cpu_count() or 1}",
             "--include-dashboard=false",
             "--disable-usage-stats",
@@ -97,7 +98,7 @@ class Head:
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **_OWN_CLUSTER_ENV},
+            env=child_env(_OWN_CLUSTER_ENV, keep=("RAY_",)),
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         self.joined = f"127.0.0.1:{port}"

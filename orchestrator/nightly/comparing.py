@@ -10,6 +10,7 @@ from pathlib import Path
 
 from orchestrator.errors import UserError
 from orchestrator.nightly.flags import FLAGS
+from orchestrator.processes import child_env
 
 EXIT_HELP = (
     "Exit codes: 0 nothing flagged; 1 something flagged (of the --fail-on kinds); "
@@ -56,10 +57,12 @@ def fail_on_set(text: str) -> set[str]:
     return wanted
 
 
-def run_hook(command: str, path: Path) -> int:
+def run_hook(command: str, path: Path, names: tuple[str, ...] = ()) -> int:
     """The --on-change command, through the shell, with the JSON path as its last argument and
-    in ORCHESTRATOR_COMPARE_JSON."""
-    env = os.environ | {"ORCHESTRATOR_COMPARE_JSON": str(path)}
+    in ORCHESTRATOR_COMPARE_JSON. It inherits the allow-list of processes.child_env and the
+    variables `names` gives (--on-change-env), never the provider keys of the runs."""
+    given = {name: os.environ[name] for name in names if name in os.environ}
+    env = child_env({**given, "ORCHESTRATOR_COMPARE_JSON": str(path)})
     return subprocess.run(f"{command} {shlex.quote(str(path))}", shell=True, env=env).returncode
 
 

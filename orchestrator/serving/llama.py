@@ -13,7 +13,7 @@ import aiohttp
 import anyio
 
 from orchestrator.errors import UserError
-from orchestrator.processes import die_with_parent, free_port, stop_process
+from orchestrator.processes import child_env, die_with_parent, free_port, stop_process
 from orchestrator.spec.server import LocalServerConfig
 
 
@@ -69,6 +69,8 @@ class LlamaServer:
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
+            # the server reads HOST, PORT and CONFIG_FILE ahead of its arguments: none reach it
+            env=child_env(),
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
 

@@ -78,7 +78,7 @@ def estimate(plan: Plan) -> dict[str, ModelEstimate]:
         else:
             answer = min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
             # A reasoning model bills its thinking as output: often ten times the answer.
-            if e.calls == calls:  # the model's first cell: its allowance, found once
+            if not e.reasoning_basis:  # found once per model (a scored cell has none)
                 e.reasoning_tokens, e.reasoning_basis = reasoning.allowance(m, answer)
             e.output_typical += calls * (answer + e.reasoning_tokens)
             e.output_max += calls * m.max_tokens

@@ -4,6 +4,8 @@ Over HTTP against the emulator: tests/test_reasoning_http.py."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import orjson
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -83,6 +85,27 @@ GEMINI = 'provider = "gemini"\nname = "gemini-2.5-flash"\nbase_url = "http://127
         (f"{GEMINI}\nthinking_budget = -2", "models[0].thinking_budget", "-1"),
         (f"{O4}\nextra_body = {{messages = []}}", "models[0].extra_body.messages", "writes it"),
         (
+            f"{O4}\nextra_body = {{temperature = 0}}",
+            "models[0].extra_body.temperature",
+            "writes it",
+        ),
+        (
+            f'{O4}\nextra_body = {{provider = {{api_key = "x"}}}}',
+            "models[0].extra_body.provider.api_key",
+            "credential",
+        ),
+        (
+            f'{O4}\nextra_body = {{note = "sk-proj-abcdefghijklmnop"}}',
+            "models[0].extra_body.note",
+            "credential",
+        ),
+        (
+            CLAUDE.replace("claude-sonnet-4-5", "claude-3-5-haiku-latest")
+            + "\nstructured_output = true",
+            "models[0].structured_output",
+            "JSON outputs",
+        ),
+        (
             f'{O4}\nheaders_env = {{"X-Title" = "not a name!"}}',
             "models[0].headers_env.X-Title",
             "environment",
@@ -139,6 +162,40 @@ def test_o_series_request_max_completion_tokens_and_effort_no_temperature(tmp_pa
     body = OpenAIProvider(cell.model).request(cell)
     assert body["max_completion_tokens"] == 2048 and "max_tokens" not in body
     assert body["reasoning_effort"] == "high" and "temperature" not in body
+
+
+def test_temperature_1_on_a_reasoning_model_is_left_out(tmp_path):
+    cell = _cell(tmp_path, f"{O4}\ntemperature = 1.0\ntop_p = 1.0")
+    body = OpenAIProvider(cell.model).request(cell)
+    assert "temperature" not in body and "top_p" not in body  # o3-mini refuses even 1
+
+
+def test_a_refused_max_tokens_in_a_batch_names_the_fix(tmp_path):
+    provider = OpenAIProvider(
+        _campaign(tmp_path, O4.replace("o4-mini", "house-7")).config.models[0]
+    )
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                "model. Use 'max_completion_tokens' instead.",
+                "type": "invalid_request_error",
+                "param": "max_tokens",
+                "code": "unsupported_parameter",
+            }
+        }
+    )
+    assert "set reasoning = true on the model" in str(provider.error(400, NO_HEADERS, body))
+
+
+def test_claude_json_outputs_drop_string_length_limits(tmp_path):
+    from orchestrator.providers.anthropic import anthropic_schema
+    from orchestrator.spec.models import ResponseContract
+
+    judged = ResponseContract(kind="judgment", minimum=1, maximum=5, options=("pass", "fail"))
+    schema = anthropic_schema(judged)
+    assert "maxLength" not in schema["properties"]["reason"]
+    assert schema["properties"]["verdict"]["enum"] == ["pass", "fail"]
 
 
 def test_a_chat_model_request_is_unchanged(tmp_path):
@@ -352,23 +409,20 @@ def test_a_reasoning_trace_survives_the_response_cache(tmp_path):
     assert again.get(b"k" * 16).reasoning == "Step 1"
 
 
-def test_a_cache_file_from_before_reasoning_is_upgraded_in_place(tmp_path):
-    import sqlite3
-
+def test_a_cache_file_stays_usable_by_a_release_from_before_traces(tmp_path):
+    """Traces live in a table of their own: the old release's 10-column insert and select
+    still work on a file the new one wrote, and the new one reads the old one's rows."""
     from orchestrator.cache.store import ResponseCache
 
-    path = tmp_path / "old.sqlite"
-    old = sqlite3.connect(path)
-    old.execute(
-        "CREATE TABLE responses (key BLOB PRIMARY KEY, text TEXT NOT NULL, usage TEXT, "
-        "served_model TEXT, system_fingerprint TEXT, finish_reason TEXT, logprob REAL, "
-        "run_id TEXT NOT NULL, model TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID"
-    )
-    old.execute(
-        "INSERT INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (b"a", "t", None, None, None, None, None, "r0", "m", 0.0),
-    )
-    old.commit()
-    old.close()
-    cache = ResponseCache(path, "r1", read=True, warn=pytest.fail)
-    assert cache.get(b"a").text == "t" and cache.get(b"a").reasoning is None
+    path = tmp_path / "shared.sqlite"
+    new = ResponseCache(path, "r-new", read=True, warn=pytest.fail)
+    new.put(b"n" * 16, Completion("{}", usage={"prompt_tokens": 1}, reasoning="Step"), "m")
+    new.close()
+    old_put = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    conn = sqlite3.connect(path)
+    conn.execute(old_put, (b"o" * 16, "t", None, None, None, None, None, "r-old", "m", 0.0))
+    conn.commit()
+    conn.close()
+    again = ResponseCache(path, "r-3", read=True, warn=pytest.fail)
+    assert again.get(b"o" * 16).text == "t" and again.get(b"o" * 16).reasoning is None
+    assert again.get(b"n" * 16).reasoning == "Step"

@@ -46,7 +46,7 @@ class AnthropicProvider(HTTPProvider):
             body["thinking"] = {"type": "enabled", "budget_tokens": m.thinking_budget}
         if m.structured_output:  # JSON outputs, generally available since January 2026
             body["output_config"] = {
-                "format": {"type": "json_schema", "schema": json_schema(cell.contract)}
+                "format": {"type": "json_schema", "schema": anthropic_schema(cell.contract)}
             }
         return body
 
@@ -89,3 +89,14 @@ def _usage(report: object) -> dict[str, int | None] | None:
         if isinstance(thinking, int) and not isinstance(thinking, bool) and thinking >= 0:
             counted["reasoning_tokens"] = thinking
     return counted
+
+
+def anthropic_schema(contract) -> dict[str, Any]:
+    """The task's JSON schema as JSON outputs take it: without string length limits, which
+    they do not support (the judge's reason is bounded by the prompt's words instead)."""
+    schema = json_schema(contract)
+    props = {
+        name: {k: v for k, v in spec.items() if k not in ("maxLength", "minLength")}
+        for name, spec in schema["properties"].items()
+    }
+    return {**schema, "properties": props}

@@ -79,7 +79,9 @@ class OpenAIProvider(HTTPProvider):
             self.token_param: m.max_tokens,
         }
         for key, value in (("temperature", m.temperature), ("top_p", m.top_p)):
-            if value is not None:
+            # A reasoning model samples at 1 (load refuses another value), and some refuse
+            # the parameter even at 1 (o3-mini): it is left out.
+            if value is not None and not (self._reasoning and value == 1):
                 body[key] = value
         if m.reasoning_effort is not None:
             body["reasoning_effort"] = m.reasoning_effort
@@ -139,6 +141,11 @@ class OpenAIProvider(HTTPProvider):
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
         exc = super().error(status, headers, payload)
+        if status == 400 and refuses_max_tokens(payload):  # in a batch, where no switch is
+            return Fatal(
+                f"{exc}\n  (a reasoning model: set reasoning = true on the model, so that "
+                "max_tokens is sent as max_completion_tokens)"
+            )
         if status == 400 and _TEMPERATURE_REFUSED.search(payload[:4096]):
             return Fatal(
                 f"{exc}\n  (a reasoning model takes no temperature but 1: set reasoning = true "

@@ -26,7 +26,10 @@ def make_provider(
         return EndpointPool(
             model.label,
             [
-                (url, make_provider(single.model_copy(update={"base_url": url}), limit, run_id))
+                (
+                    url,
+                    make_provider(single.model_copy(update={"base_url": url}), limit, run_id, say),
+                )
                 for url in model.base_urls
             ],
             say,

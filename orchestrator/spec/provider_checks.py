@@ -8,7 +8,13 @@ import re
 from typing import TYPE_CHECKING
 
 from orchestrator.spec import reasoning
-from orchestrator.spec.secrets import HOW_TO_PASS_A_KEY, credential_in_url, looks_secret, redact
+from orchestrator.spec.secrets import (
+    HOW_TO_PASS_A_KEY,
+    SECRET_NAME,
+    credential_in_url,
+    looks_secret,
+    redact,
+)
 from orchestrator.spec.server import endpoint_problems
 
 if TYPE_CHECKING:
@@ -23,10 +29,40 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token (RFC 9110)
 # Request fields the tool writes itself, per protocol: extra_body may not replace them.
 OWN_FIELDS = {
-    "openai": ("model", "messages", "stream", "n"),
-    "anthropic": ("model", "messages", "system", "stream"),
+    "openai": (
+        "model", "messages", "stream", "n", "max_tokens", "max_completion_tokens",
+        "temperature", "top_p", "seed", "reasoning_effort", "response_format",
+    ),
+    "anthropic": (
+        "model", "messages", "system", "stream", "max_tokens", "temperature", "top_p",
+        "thinking", "output_config",
+    ),
     "gemini": ("contents", "systemInstruction"),
-}
+}  # fmt: skip
+# Claude models with JSON outputs (output_config.format), as Anthropic's docs list them.
+ANTHROPIC_JSON_OUTPUTS = re.compile(
+    r"^claude-(?:(?:opus|sonnet|haiku)-4-[5-9]|(?:opus|sonnet|haiku)-[5-9])"
+)
+
+
+def _secret_in(value: object, path: str = "extra_body") -> str | None:
+    """Where in a table a key-like name or value stands (never the value itself)."""
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            where = f"{path}.{redact(str(name))}"
+            if SECRET_NAME.search(str(name)) or looks_secret(name):
+                return where
+            if (found := _secret_in(inner, where)) is not None:
+                return found
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            if (found := _secret_in(inner, f"{path}[{i}]")) is not None:
+                return found
+    elif looks_secret(value):
+        return path
+    return None
+
+
 # Headers the tool sets itself: a key or the body's type sent twice would be ambiguous.
 OWN_HEADERS = ("content-type", "content-length", "host")
 
@@ -42,6 +78,16 @@ def _request_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
                 f"extra_body.{name}",
                 f"extra_body may not set '{name}': the tool writes it from the plan",
                 f"remove '{name}' from extra_body",
+            )
+        )
+    if (where := _secret_in(model.extra_body)) is not None:
+        out.append(
+            (
+                where,
+                f"{where} looks like a credential; extra_body is recorded in the manifest "
+                "and is part of task ids",
+                "send secrets as headers from the environment: headers_env = "
+                '{"Header-Name" = "ENV_VAR"}, or the key through api_key_env',
             )
         )
     if model.extra_body and (model.provider not in OWN_FIELDS):
@@ -120,6 +166,19 @@ def model_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
     out += _key_problems(model)
     out += reasoning.problems(model)
     out += _request_problems(model)
+    if (
+        model.provider == "anthropic"
+        and model.structured_output
+        and not ANTHROPIC_JSON_OUTPUTS.match(model.name or "")
+    ):
+        out.append(
+            (
+                "structured_output",
+                f"'{model.name}' is not among the Claude models with JSON outputs (Opus and "
+                "Sonnet 4.5 and later, Haiku 4.5 and later)",
+                "set structured_output = false for this model, or use a newer Claude",
+            )
+        )
     if model.base_url and not model.base_url.startswith(("http://", "https://")):
         out.append(
             (

@@ -260,8 +260,7 @@ def test_two_processes_writing_one_cache_at_once_both_finish(tmp_path, emulator)
     while any(p.poll() is None for p in procs):
         hammer.execute("BEGIN IMMEDIATE")
         hammer.execute(
-            store._PUT,
-            (os.urandom(16), "x", None, None, None, None, None, "hammer", "h", 0.0, None),
+            store._PUT, (os.urandom(16), "x", None, None, None, None, None, "hammer", "h", 0.0)
         )
         time.sleep(0.01)  # holding the write lock a while, as a batch of a large run does
         hammer.execute("COMMIT")

@@ -173,6 +173,9 @@ def prune_older(path: Path, seconds: float) -> tuple[int, int, str | None]:
             deleted = conn.execute(
                 "DELETE FROM responses WHERE created < ?", (time.time() - seconds,)
             ).rowcount
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "reasoning" in tables:  # the traces of the answers gone with them
+                conn.execute("DELETE FROM reasoning WHERE key NOT IN (SELECT key FROM responses)")
         except sqlite3.Error as exc:
             raise UserError(
                 f"cannot prune {path} now ({exc})",

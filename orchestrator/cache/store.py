@@ -38,21 +38,25 @@ CREATE TABLE IF NOT EXISTS responses (
     logprob REAL,
     run_id TEXT NOT NULL,
     model TEXT NOT NULL,
-    created REAL NOT NULL,
-    reasoning TEXT
+    created REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
+CREATE TABLE IF NOT EXISTS reasoning (
+    key BLOB PRIMARY KEY,
+    text TEXT NOT NULL
+) WITHOUT ROWID;
 """
-# A cache file made before reasoning traces were kept gets the column (NULL for its rows).
-_ADD_REASONING = "ALTER TABLE responses ADD COLUMN reasoning TEXT"
+# A reasoning model's trace lives in a table of its own, so that a cache file stays readable
+# and writable by releases from before traces were kept (they neither read nor fill it).
+_GET_REASONING = "SELECT text FROM reasoning WHERE key = ?"
+_PUT_REASONING = "INSERT OR IGNORE INTO reasoning VALUES (?, ?)"
 _GET = (
-    "SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id, "
-    "reasoning FROM responses WHERE key = ?"
+    "SELECT text, usage, served_model, system_fingerprint, finish_reason, logprob, run_id "
+    "FROM responses WHERE key = ?"
 )
-_PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-# (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created, reasoning)
-Row = tuple
+Row = tuple  # (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created)
 
 
 def default_path() -> Path:
@@ -71,9 +75,6 @@ def connect(path: Path) -> sqlite3.Connection:
             "PRAGMA synchronous = NORMAL"
         )  # WAL keeps the file sound; a power cut may lose the last batch
         conn.executescript(SCHEMA)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
-        if "reasoning" not in columns:
-            conn.execute(_ADD_REASONING)
     except BaseException:
         conn.close()
         raise
@@ -101,6 +102,7 @@ class ResponseCache:
         self.hits = self.lookups = self.stored = 0
         self.failed = False  # turned off by an error (said once)
         self._pending: dict[bytes, Row] = {}
+        self._pending_reasoning: dict[bytes, str] = {}
         self._last_commit = time.monotonic()
         self._conn: sqlite3.Connection | None = None
         try:
@@ -122,6 +124,7 @@ class ResponseCache:
             f"  fix: {_fix(exc, self.path)}"
         )
         self._pending.clear()
+        self._pending_reasoning.clear()
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -135,16 +138,18 @@ class ResponseCache:
         self.lookups += 1
         row = self._pending.get(key)
         if row is not None:
-            found = (*row[1:8], row[10])
+            found, reasoning = row[1:8], self._pending_reasoning.get(key)
         else:
             try:
                 found = self._conn.execute(_GET, (key,)).fetchone()
+                trace = self._conn.execute(_GET_REASONING, (key,)).fetchone() if found else None
             except sqlite3.Error as exc:
                 self._fail(exc, "read")
                 return None
             if found is None:
                 return None
-        text, usage, served, fingerprint, finish, logprob, run_id, reasoning = found
+            reasoning = trace[0] if trace else None
+        text, usage, served, fingerprint, finish, logprob, run_id = found
         try:
             usage = orjson.loads(usage) if usage else None
             if not isinstance(text, str) or not isinstance(usage, dict | None):
@@ -179,8 +184,9 @@ class ResponseCache:
             self.run_id,
             model,
             now,
-            completion.reasoning,
         )
+        if completion.reasoning is not None:
+            self._pending_reasoning[key] = completion.reasoning
         if len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._last_commit >= FLUSH_S:
             self.flush()
 
@@ -193,6 +199,7 @@ class ResponseCache:
             self._conn.execute("BEGIN IMMEDIATE")  # takes the write lock now, waiting its turn
             try:
                 self._conn.executemany(_PUT, rows)
+                self._conn.executemany(_PUT_REASONING, self._pending_reasoning.items())
                 self._conn.execute("COMMIT")
             except BaseException:
                 if self._conn.in_transaction:
@@ -202,6 +209,7 @@ class ResponseCache:
             self._fail(exc, "written")
             return
         self._pending.clear()
+        self._pending_reasoning.clear()
         self.stored += (
             self._conn.total_changes - before
         )  # an answer another run kept first is not counted

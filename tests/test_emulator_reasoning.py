@@ -281,8 +281,9 @@ ENABLED = {"type": "enabled", "budget_tokens": 1024}
         ),
         (
             {"thinking": ENABLED, "temperature": 0.5},
-            "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
-            f"documentation at {DOCS}#feature-compatibility",
+            "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. "
+            "Please consult our documentation at "
+            "https://platform.claude.com/docs/en/build-with-claude/extended-thinking",
         ),
         (
             {"thinking": ENABLED, "top_p": 0.9},

@@ -61,6 +61,8 @@ def test_three_reasoning_models_run_keep_their_traces_and_are_audited(tmp_path, 
     claude = [b for b in server.log.bodies if b.get("model") == "claude-sonnet-4-5"]
     assert all(b["thinking"] == {"type": "enabled", "budget_tokens": 1024} for b in claude)
     assert all(r["model"]["thinkingBudget"] == 1024 for r in by_model["claude-sonnet-4-5"])
+    for r in by_model["claude-sonnet-4-5"]:  # counted apart, billed inside completion tokens
+        assert 0 < r["usage"]["reasoning_tokens"] < r["usage"]["completion_tokens"]
 
     audited = cli("audit", "runs/reasoning-emulated/default", "--judge", "simulated", cwd=tmp_path)
     assert audited.returncode == 0, audited.stdout + audited.stderr

@@ -145,8 +145,9 @@ def _refuse_anthropic(call: Call, body: dict[str, Any]):
         )
     if _set(body, "temperature") and body["temperature"] != 1:
         return _anthropic_error(
-            "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
-            f"documentation at {DOCS}#feature-compatibility"
+            "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. "
+            "Please consult our documentation at "
+            "https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
         )
     top_p = body.get("top_p")
     if isinstance(top_p, int | float) and top_p < 0.95:
@@ -287,6 +288,8 @@ def dress(
         else:
             body["content"].insert(0, block)
         body["usage"]["output_tokens"] = used
+        # newer answers count the thinking apart too (it stays inside output_tokens)
+        body["usage"]["output_tokens_details"] = {"thinking_tokens": min(shown, used)}
         return used
     # gemini: the thoughts are counted already (Emulator.answer); shown as a part if asked
     parts = ((body["candidates"][0].get("content") or {}).get("parts")) or []

@@ -17,8 +17,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from orchestrator.batch.api import BatchLimits, Item, Unconfirmed
-from orchestrator.providers.errors import RateLimited, Transient
-from orchestrator.providers.http import HTTPProvider
+from orchestrator.providers.errors import Fatal, RateLimited, Transient
+from orchestrator.providers.http import MAX_ANSWER_BYTES, HTTPProvider, origin
 
 MB = 2**20
 T = TypeVar("T")
@@ -166,6 +166,11 @@ class BatchClient:
             async for chunk in resp.content.iter_chunked(1 << 16):
                 parts = (tail + chunk).split(b"\n")
                 tail = parts.pop()
+                if len(tail) > MAX_ANSWER_BYTES:  # one result line: no answer is that long
+                    raise Fatal(
+                        f"a line of the batch results at {origin(url)} is over "
+                        f"{MAX_ANSWER_BYTES >> 20} MB: not a batch result\n  fix: check base_url"
+                    )
                 for line in parts:
                     if line.strip():
                         yield line

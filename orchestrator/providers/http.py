@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -38,6 +39,9 @@ from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SCAN = 1 << 16  # what is read of an error body: enough for any message, bounded for any page
+# The most of an answer that is read, counted after decompression: far above any answer a
+# max_tokens allows, far below what a gzip bomb would expand to.
+MAX_ANSWER_BYTES = 32 << 20
 _DETAIL = 300  # what of it a message quotes
 
 # How servers say that one request's prompt is too long for the model (OpenAI and compatible
@@ -184,6 +188,20 @@ def merged(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def origin(url: str) -> str:
+    """scheme://host:port of a URL, without its path, query or user part (for messages)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # a port that is no number
+        return "(an unusable address)"
+    return f"{parts.scheme}://{parts.hostname}:{port}" if parts.hostname else "(no host)"
+
+
+def same_origin(url: str, base: str) -> bool:
+    return not urlsplit(url).scheme or origin(url) == origin(base)
+
+
 def api_key(model: ModelConfig) -> str | None:
     """The key, from the environment only (check_credentials made sure it is set)."""
     return os.environ.get(model.api_key_env) if model.api_key_env else None
@@ -300,10 +318,30 @@ class HTTPProvider:
         """One request: the answer's status, headers and body, or a classified error."""
         session = self._session or self._client()
         try:
-            async with session.post(url, data=body) as resp:
-                return resp.status, resp.headers, await resp.read()
+            # No redirect is followed: a key in x-api-key or x-goog-api-key would go along to
+            # whatever host the answer names (aiohttp drops only Authorization).
+            async with session.post(url, data=body, allow_redirects=False) as resp:
+                return resp.status, resp.headers, await self.read(resp)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise self.failure(exc) from None
+
+    async def read(self, resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> bytes:
+        """The body, decompressed, of at most `limit` bytes (an error body: of _SCAN, which is
+        all a message quotes); a longer answer is refused as the broken server's it is."""
+        if resp.status >= 300:
+            limit = min(limit, _SCAN)
+        out = bytearray()
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            out += chunk
+            if len(out) > limit:
+                if resp.status >= 300:  # enough to say what went wrong
+                    return bytes(out[:limit])
+                raise Fatal(
+                    f"the answer from {self.base_url} is over {limit >> 20} MB (decompressed): "
+                    "no model answer is that long\n  fix: check base_url points at the model's "
+                    "API, not at a proxy or a page"
+                )
+        return bytes(out)
 
     async def send(
         self, method: str, url: str, data: Any = None, headers: dict[str, str] | None = None
@@ -311,7 +349,7 @@ class HTTPProvider:
         """Any request (a GET, an upload) on the same session, its failures classified as
         post()'s are."""
         async with self.stream(method, url, data, headers) as resp:
-            return resp.status, resp.headers, await resp.read()
+            return resp.status, resp.headers, await self.read(resp)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -324,8 +362,13 @@ class HTTPProvider:
             total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s
         )
         try:
+            if not same_origin(url, self.base_url):  # a batch's results_url, say
+                raise Fatal(
+                    f"refused to send this model's key to {origin(url)}, another origin than "
+                    f"base_url {origin(self.base_url)}\n  fix: check base_url"
+                )
             async with self._client().request(
-                method, url, data=data, headers=headers, timeout=timeout
+                method, url, data=data, headers=headers, timeout=timeout, allow_redirects=False
             ) as resp:
                 yield resp
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -350,6 +393,13 @@ class HTTPProvider:
         )
 
     def error(self, status: int, headers: CIMultiDictProxy, payload: bytes) -> Exception:
+        if 300 <= status < 400:
+            return Fatal(
+                f"{status} from {self.model.label}: a redirect to "
+                f"{origin(headers.get('Location', '') or '(nowhere)')}, which API calls do not "
+                "follow (the key would go along)\n  fix: set base_url to the address the "
+                "server redirects to, if you trust it"
+            )
         label, key_env = self.model.label, self.model.api_key_env or "api_key_env"
         # Scrubbed before it is cut: a key cut in two at the edge would escape the scrub.
         text = self.scrub(payload[:_SCAN].decode("utf-8", "replace"))

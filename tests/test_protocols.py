@@ -12,8 +12,8 @@ import pytest
 from orchestrator.emulator.server import Faults
 from orchestrator.plan import Plan
 from orchestrator.providers.errors import Fatal, RateLimited, Refused
-from orchestrator.providers.http import seconds_until
 from orchestrator.providers.registry import make_provider
+from orchestrator.providers.replies import seconds_until
 from orchestrator.session import build_campaign
 from orchestrator.spec.campaign import CampaignConfig
 from orchestrator.spec.limits import LimitConfig

@@ -13,9 +13,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from orchestrator.providers import http
+from orchestrator.providers import replies as http
 from orchestrator.providers.errors import RateInfo
-from orchestrator.providers.http import _int, rate_info, seconds_until
+from orchestrator.providers.replies import _int, rate_info, seconds_until
 
 NOW = 1_800_000_000.0  # the wall clock, frozen: resets given as times of day depend on it
 PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")

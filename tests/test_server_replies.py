@@ -32,14 +32,14 @@ from orchestrator.spec.limits import LimitConfig
     ],
 )
 def test_a_hint_that_is_no_finite_wait_is_no_hint(hint):
-    from orchestrator.providers.http import _int, seconds_until
+    from orchestrator.providers.replies import _int, seconds_until
 
     assert seconds_until(hint) is None
     assert _int(hint) is None
 
 
 def test_a_huge_but_finite_hint_is_kept_for_the_engine_to_bound():
-    from orchestrator.providers.http import seconds_until
+    from orchestrator.providers.replies import seconds_until
 
     assert seconds_until("1e300") == 1e300 and seconds_until("86400") == 86400.0
     assert LimitConfig().max_pause_s == 300

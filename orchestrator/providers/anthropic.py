@@ -10,7 +10,8 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import RateInfo, Refused
-from orchestrator.providers.http import HTTPProvider, rate_info, usage
+from orchestrator.providers.http import HTTPProvider
+from orchestrator.providers.replies import rate_info, usage
 from orchestrator.providers.structured import json_schema
 
 API_VERSION = "2023-06-01"

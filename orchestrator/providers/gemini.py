@@ -11,7 +11,8 @@ from multidict import CIMultiDictProxy
 from orchestrator.plan import Cell, Task
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Refused
-from orchestrator.providers.http import HTTPProvider, seconds_until, usage
+from orchestrator.providers.http import HTTPProvider
+from orchestrator.providers.replies import seconds_until, usage
 from orchestrator.spec.models import ResponseContract
 
 BLOCKED = {"SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}

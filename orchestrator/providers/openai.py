@@ -13,7 +13,8 @@ from orchestrator.plan import Cell, Task
 from orchestrator.providers import logprobs
 from orchestrator.providers.base import Completion
 from orchestrator.providers.errors import Fatal, RateInfo, Refused
-from orchestrator.providers.http import HTTPProvider, rate_info, usage
+from orchestrator.providers.http import HTTPProvider
+from orchestrator.providers.replies import rate_info, usage
 from orchestrator.providers.structured import response_format
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.reasoning import openai_reasoning

@@ -298,3 +298,17 @@ def test_the_command_is_the_venv_script_else_python_dash_m(tmp_path, monkeypatch
     (venv / "orchestrator").write_text("#!/bin/sh\n")
     (venv / "orchestrator").chmod(0o755)
     assert orchestrator_argv() == [str(venv / "orchestrator")]
+
+
+@pytest.mark.parametrize("folder", ["runs\nExecStartPre=touch pwned\n", "tab\there", "esc\x1b[2J"])
+def test_a_folder_name_cannot_write_directives_into_the_unit(tmp_path, monkeypatch, folder):
+    work = tmp_path / folder
+    work.mkdir(parents=True)
+    config = write_config(work, SIMULATED)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("PATH", f"{fake_systemctl(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    made = schedule(str(config), "--install", cwd=work)
+    said = " ".join(made.stderr.split())
+    assert made.returncode == 2 and "control character" in said, made.stdout + made.stderr
+    assert "ExecStartPre" not in made.stdout  # nothing printed, nothing installed
+    assert not (tmp_path / "xdg").exists() and not calls(tmp_path)

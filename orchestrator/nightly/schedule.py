@@ -97,6 +97,9 @@ def make_schedule(
         )
     campaign = load_campaign(config)
     name, workdir = campaign.config.name, Path.cwd()
+    _no_control_characters(workdir, "the current folder", None)
+    _no_control_characters(config.resolve(), "the config's path", "CONFIG")
+    _no_control_characters(Path(sys.executable), "this install's python", "CONFIG")
     argv = [*orchestrator_argv(), "run", str(config.resolve()), "--run-id", "auto", "--log", "auto"]
     if budget is not None:
         argv += ["--budget", repr(budget)]
@@ -110,6 +113,23 @@ def make_schedule(
         Path.home() / ".config" / "orchestrator" / f"{name}.env",
         workdir / campaign.config.output_dir / name / "logs",
     )
+
+
+# What a systemd unit or a crontab line cannot hold safely: a newline would start a directive or
+# a job of its own (an ExecStartPre= of the folder name's choosing), and no other control
+# character has any business in a path. (`%` is escaped where each format needs it.)
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control_characters(path: Path, what: str, field: str | None) -> None:
+    if _UNSAFE.search(str(path)):
+        raise UserError(
+            f"{what} holds a newline or another control character "
+            f"({str(path)!r}): a systemd unit or crontab line made from it would run more "
+            "than the nightly command",
+            field=field,
+            fix="run schedule from, and with a config in, a folder whose path has none",
+        )
 
 
 def cron_command(s: Schedule) -> str:

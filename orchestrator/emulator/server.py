@@ -79,20 +79,37 @@ class EmulatorConfig:
     batch: BatchBehaviour = field(default_factory=BatchBehaviour)
 
 
+LOG_LIMIT = 20_000  # entries each of the Log's lists keeps: the newest, so a long soak's
+#                    memory stays bounded (its counters count everything)
+
+
+class Recent(list):
+    """A list that keeps its newest LOG_LIMIT entries (trimmed by a tenth at a time)."""
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        if len(self) > LOG_LIMIT:
+            del self[: len(self) - LOG_LIMIT + LOG_LIMIT // 10]
+
+
 @dataclass
 class Log:
-    arrivals: list[tuple[float, str, str]] = field(default_factory=list)  # (time, protocol, model)
+    arrivals: list[tuple[float, str, str]] = field(
+        default_factory=Recent
+    )  # (time, protocol, model)
     statuses: Counter = field(default_factory=Counter)  # (protocol, status) -> answers
-    replies: list[tuple[float, str, int]] = field(default_factory=list)  # (time, protocol, status)
+    replies: list[tuple[float, str, int]] = field(
+        default_factory=Recent
+    )  # (time, protocol, status)
     served: Counter = field(default_factory=Counter)  # fault kind or "ok" -> answers
-    bodies: list[dict[str, Any]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=Recent)
     malformed_texts: set[str] = field(default_factory=set)
-    admitted_tokens: list[tuple[float, str, float]] = field(default_factory=list)
+    admitted_tokens: list[tuple[float, str, float]] = field(default_factory=Recent)
     scripted: Counter = field(default_factory=Counter)  # script marker -> requests answered
     # Batch APIs: uploaded files (id, bytes); batches created per protocol; how often each custom
     # id was in a created batch and was processed (answered or errored: never twice, if the
     # client submits nothing twice); answers per (protocol, route, status).
-    uploads: list[tuple[str, int]] = field(default_factory=list)
+    uploads: list[tuple[str, int]] = field(default_factory=Recent)
     batches: Counter = field(default_factory=Counter)
     batch_submitted: Counter = field(default_factory=Counter)
     batch_items: Counter = field(default_factory=Counter)

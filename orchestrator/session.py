@@ -21,6 +21,7 @@ from orchestrator.batch.setup import batch_everything, batch_side, check_batchab
 from orchestrator.cache.session import run_cache
 from orchestrator.engine.caller import Helper
 from orchestrator.engine.extract import Extractor
+from orchestrator.engine.files import private_folder
 from orchestrator.engine.lock import RunLock
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.run_folder import campaign_of_run as _campaign_of_run
@@ -185,7 +186,7 @@ def run_campaign(
     store.check(manifest, hint)  # a changed plan is refused before anything is written
     if budget is not None and not store.path.exists():  # a new run: refused before it exists
         check_budget(campaign, plan, {}, 0.0, budget)
-    store.path.mkdir(parents=True, exist_ok=True)
+    private_folder(store.path)
     if campaign.named_by_date:
         point_latest(store.path.parent, store.path.name)
     # From here until the writer closes, this process owns the run: two runs of one folder

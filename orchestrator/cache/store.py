@@ -106,8 +106,11 @@ class ResponseCache:
         self._last_commit = time.monotonic()
         self._conn: sqlite3.Connection | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fresh = not path.exists()
             self._conn = connect(path)
+            if fresh:  # every paid answer, with its prompt: the user's alone
+                os.chmod(path, 0o600)
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc, "open")
 

@@ -44,7 +44,7 @@ class RunLock:
         """Take the lock, or raise RunLockedError naming the holder; with `wait`, wait for it
         (calling `on_wait(holder)` once first)."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise UserError(
                 f"cannot open the run's lock file: {exc.strerror}",

@@ -11,6 +11,7 @@ same rejected lines again.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,9 @@ def repair_results(path: Path) -> Repair:
         )
     if not path.exists():
         return done
-    tmp = path.with_name(RESULTS + ".repair.tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{RESULTS}.", suffix=".repair.tmp")
+    os.close(fd)  # made exclusively, 0600: no link someone placed at a fixed name is followed
+    tmp = Path(name)
     out = None  # results.rejected.ndjson, opened at the first bad line
     try:
         with open(path, "rb") as src, open(tmp, "wb") as good:

@@ -78,6 +78,13 @@ def why_not(line: bytes) -> str:
 
 
 def check_results_path(path: Path) -> None:
+    if path.is_symlink():  # a run writes only into its own folder, never where a link points
+        raise UserError(
+            f"{path.name} is a symbolic link: a run reads and writes its results only in its "
+            "own folder",
+            file=str(path),
+            fix="replace the link by the file it points to (or remove it), then run again",
+        )
     if path.exists() and not path.is_file():
         raise UserError(
             f"{path.name} is a folder (or another non-file), not the results file",

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import orjson
 
+from orchestrator.engine.files import open_append, private_folder, replace_whole
 from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.errors import PlanChangedError, UserError
 from orchestrator.formats import FIELD, RUN_FORMAT
@@ -227,10 +228,8 @@ class RunStore:
         """Create the run, or check that an existing one has the same plan; True if it existed."""
         if self.check(manifest, resume_hint):
             return True
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.manifest_path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        os.replace(tmp, self.manifest_path)
+        private_folder(self.path)
+        replace_whole(self.manifest_path, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         return False
 
     def writer(self, on_record: Callable[[dict[str, Any]], None]) -> ResultWriter:
@@ -243,7 +242,7 @@ class ResultWriter:
     buffer to the OS a few times a second, which is what a crash can lose (those tasks rerun)."""
 
     def __init__(self, path: Path, on_record: Callable[[dict[str, Any]], None]) -> None:
-        self._file = open(path, "ab")
+        self._file = open_append(path)
         self._on_record = on_record
 
     def append(self, record: dict[str, Any]) -> None:

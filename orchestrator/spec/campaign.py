@@ -324,6 +324,13 @@ class CampaignConfig(Strict):
             )
         return value
 
+    @field_validator("name", "run_id")
+    @classmethod
+    def _not_a_path(cls, value: str) -> str:
+        if value.strip(".") == "":  # ".", "..": a folder's name would lead out of output_dir
+            raise ValueError(f"'{value}' names a folder above or at this one; give a name")
+        return value
+
     @field_validator("run_id")
     @classmethod
     def _not_the_link(cls, value: str) -> str:
@@ -351,12 +358,22 @@ def check_credentials(campaign: Campaign) -> None:
             (f"headers_env.{h}", e, "its value") for h, e in (model.headers_env or {}).items()
         ]
         for field, env, what in needed:
-            if not os.environ.get(env):
+            value = os.environ.get(env)
+            if not value:
                 raise UserError(
                     f"environment variable {env} is not set",
                     file=str(campaign.source),
                     field=f"{where}.{field}",
                     fix=f"export {env}=<{what}> before running",
+                )
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):  # never the value itself
+                raise UserError(
+                    f"environment variable {env} holds a control character (a line end from "
+                    "a file with CRLF lines, say): no server would take it",
+                    file=str(campaign.source),
+                    field=f"{where}.{field}",
+                    fix=f"export {env} again without it (e.g. strip the file's \\r: "
+                    "sed -i 's/\\r$//' FILE)",
                 )
 
 

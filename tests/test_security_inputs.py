@@ -1,0 +1,100 @@
+"""Bad input a careful user's security team would try (issue 31): a key with a control character
+(a CRLF env file), run names that are paths, and the modes of what a run writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import cli, write_config
+
+
+def _config(tmp_path, model: str, extra: str = ""):
+    return write_config(
+        tmp_path,
+        f"""
+        name = "s"
+        jobs = ["paired"]
+        samples = 1
+        output_dir = "{tmp_path / "runs"}"
+        {extra}
+        [[models]]
+        {model}
+        """,
+    )
+
+
+@pytest.mark.parametrize("value", ["sk-abc123\r", "sk-abc\n123"])
+def test_a_key_with_a_control_character_is_refused_naming_the_variable(
+    tmp_path, monkeypatch, value
+):
+    monkeypatch.setenv("MY_KEY", value)
+    config = _config(
+        tmp_path,
+        'provider = "openai"\nname = "gpt-4o"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "MY_KEY"',
+    )
+    done = cli("run", str(config), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "MY_KEY holds a control character" in said
+    assert "models[0].api_key_env" in said and "abc" not in said  # never the value
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
+SIM = 'provider = "simulated"\nname = "sim"\ntemperature = 1.0'
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"), [('run_id = ".."', "run_id"), ('run_id = "."', "run_id")]
+)
+def test_a_run_id_that_is_a_path_is_refused(tmp_path, extra, field):
+    done = cli("run", str(_config(tmp_path, SIM, extra)), cwd=tmp_path)
+    assert done.returncode == 2 and field in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_campaign_name_that_is_a_path_is_refused(tmp_path):
+    config = _config(tmp_path, SIM)
+    config.write_text(config.read_text().replace('name = "s"', 'name = ".."', 1))
+    done = cli("run", str(config), cwd=tmp_path)
+    assert done.returncode == 2 and "name" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_what_a_run_writes_is_the_users_alone(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        assert cli("run", str(_config(tmp_path, SIM)), cwd=tmp_path).returncode == 0
+    finally:
+        os.umask(old)
+    run = tmp_path / "runs" / "s" / "default"
+    assert (run.stat().st_mode & 0o777) == 0o700
+    assert ((tmp_path / "runs" / "s").stat().st_mode & 0o777) == 0o700
+    for name in ("manifest.json", "results.ndjson"):
+        assert ((run / name).stat().st_mode & 0o777) == 0o600, name
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_symlinked_results_file_is_refused_and_its_target_untouched(tmp_path):
+    config = _config(tmp_path, SIM)
+    assert cli("run", str(config), cwd=tmp_path).returncode == 0
+    run = tmp_path / "runs" / "s" / "default"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run / "results.ndjson").unlink()
+    (run / "results.ndjson").symlink_to(victim)
+    done = cli("run", str(config), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "symbolic link" in said
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_link_at_the_old_fixed_temporary_name_is_not_followed(tmp_path):
+    config = _config(tmp_path, SIM)
+    run = tmp_path / "runs" / "s" / "default"
+    run.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run / "manifest.tmp").symlink_to(victim)
+    assert cli("run", str(config), cwd=tmp_path).returncode == 0
+    assert victim.read_text() == "precious\n"

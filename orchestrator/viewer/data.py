@@ -86,6 +86,10 @@ def file_state(path: Path) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
+LIST_RAW_CHARS = 4096  # what of an answer the lists hold (and search): its start
+DETAIL_CHARS = 1 << 20  # what of one text a result's page sends at a time (?part=N)
+
+
 def _read(path: Path) -> pl.DataFrame:
     return (
         pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
@@ -98,7 +102,8 @@ def _read(path: Path) -> pl.DataFrame:
             .struct.field("choice")
             .fill_null(pl.col("response").struct.field("value").cast(pl.String))
             .alias("answer"),
-            pl.col("response").struct.field("raw").alias("raw"),
+            # lists show the start of an answer: a 100 MB one is not kept whole in the frame
+            pl.col("response").struct.field("raw").str.slice(0, LIST_RAW_CHARS).alias("raw"),
         )
         .collect()
     )
@@ -271,7 +276,7 @@ class RunData:
         return out
 
     def answers(self, params: dict[str, str]) -> dict[str, Any]:
-        page = _int(params.get("page") or "1", "page", low=1)
+        page = _int(params.get("page") or "1", "page", low=1, high=10**9)
         size = _int(params.get("size") or "50", "size", low=1, high=MAX_SIZE)
         df = self.where(params)
         return {
@@ -314,7 +319,8 @@ class RunData:
 
     # --- one record ----------------------------------------------------------------------
 
-    def record(self, task_id: str) -> dict[str, Any]:
+    def record(self, task_id: str, part: str = "1") -> dict[str, Any]:
+        number = _int(part or "1", "part", low=1, high=1 << 20)
         loaded = self.loaded()
         hit = loaded.frame.filter(pl.col("taskId") == task_id)["line"]
         if not hit.len():
@@ -327,9 +333,17 @@ class RunData:
             record = orjson.loads(f.readline())
         cell = self.cells.of(record)
         response = record.get("response") or {}
-        parsed = {k: v for k, v in response.items() if k != "raw"} or None
+        parsed = {k: v for k, v in response.items() if k not in ("raw", "reasoning")} or None
+        parts = {}
+        for name in ("raw", "reasoning"):  # a long text is sent a part at a time
+            text = response.get(name)
+            if isinstance(text, str) and len(text) > DETAIL_CHARS:
+                parts[name] = {"part": number, "parts": -(-len(text) // DETAIL_CHARS)}
+                cut = text[(number - 1) * DETAIL_CHARS : number * DETAIL_CHARS]
+                response[name] = cut
         return {
             "record": record,
+            "parts": parts,
             "messages": list(cell.messages) if cell is not None else [],
             "parsed": parsed,
             "study": self.study_of.get(record.get("job")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -47,14 +48,29 @@ def _error(status: int, message: str, fix: str | None) -> web.Response:
 async def local_only(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Only a page addressed to this machine: a web page elsewhere whose host name a DNS trick
     points at 127.0.0.1 (DNS rebinding) names its own host, and is refused."""
-    host = (request.host or "").rsplit(":", 1)[0].strip("[]")
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    host = request.headers.get("Host", "")
+    if not _LOCAL_HOST.fullmatch(host):  # exactly a loopback name and a port, nothing after
         return _error(
             403,
             f"the viewer answers pages of 127.0.0.1 only, not of {host[:80]!r}",
             "open the address orchestrator view printed",
         )
     return await handler(request)
+
+
+_LOCAL_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::\d{1,5})?")
+# The page loads only its own files and asks only its own API: no inline script, no other
+# origin, no framing, and no sniffing a JSON answer (which quotes model text) into a page.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+async def _secure(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(SECURITY_HEADERS)
 
 
 @web.middleware
@@ -103,7 +119,8 @@ def make_app(data: RunData, campaign_dir: Path | None = None) -> web.Application
         return _json(await off(data.answers, params(request)))
 
     async def api_answer(request: web.Request) -> web.Response:
-        return _json(await off(data.record, request.match_info["task_id"]))
+        part = request.query.get("part", "1")
+        return _json(await off(data.record, request.match_info["task_id"], part))
 
     async def api_effect(request: web.Request) -> web.Response:
         return _json(await off(effect, data, params(request)))
@@ -117,6 +134,7 @@ def make_app(data: RunData, campaign_dir: Path | None = None) -> web.Application
         return _json(await off(history.get))
 
     app = web.Application(middlewares=[local_only, errors])
+    app.on_response_prepare.append(_secure)
     app.add_routes(
         [
             web.get("/", index),

@@ -306,10 +306,19 @@ function renderDetail(data) {
   body.append(el("details", {}, el("summary", { text: "full record" }), pre(asText(r), "record")));
 }
 
-async function loadDetail(taskId, serial) {
-  const data = await api("/api/answer/" + encodeURIComponent(taskId));
+async function loadDetail(taskId, serial, part) {
+  const data = await api("/api/answer/" + encodeURIComponent(taskId) + (part ? "?part=" + part : ""));
   if (serial !== routeSerial) return;
   renderDetail(data);
+  // A text over a megabyte comes a part at a time: say so, and offer the next and previous.
+  for (const [name, p] of Object.entries(data.parts || {})) {
+    const note = el("p", { class: "parts-note", id: `parts-${name}`,
+      text: `${name}: part ${p.part} of ${p.parts} (a megabyte each) `});
+    const go = (n) => () => loadDetail(taskId, routeSerial, n);
+    if (p.part > 1) note.append(el("button", { text: "previous part", onclick: go(p.part - 1) }));
+    if (p.part < p.parts) note.append(el("button", { text: "next part", onclick: go(p.part + 1) }));
+    $("#detail-body").append(note);
+  }
 }
 
 // --- an effect's answers, side by side ---------------------------------------------------

@@ -72,4 +72,5 @@ def listening(pids: set[int]) -> set[tuple[str, int]]:
 
 
 def off_loopback(addresses: set[tuple[str, int]]) -> set[tuple[str, int]]:
-    return {(a, p) for a, p in addresses if not (a.startswith("127.") or a == "::1")}
+    loopback = ("127.", "::ffff:127.")
+    return {(a, p) for a, p in addresses if not (a.startswith(loopback) or a == "::1")}

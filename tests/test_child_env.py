@@ -91,3 +91,38 @@ def test_an_inherited_host_and_port_do_not_move_the_local_model(monkeypatch):
         server.stop()
     done = subprocess.run(["true"], env=child_env())
     assert done.returncode == 0 and os.environ["HOST"] == "0.0.0.0"  # ours is left as it was
+
+
+@pytest.mark.local_model
+@pytest.mark.skipif(
+    default_model_path() is None or not default_model_path().exists(),
+    reason="the [local] extra is not installed (make test installs it)",
+)
+def test_the_local_server_answers_its_own_run_only():
+    import urllib.error
+    import urllib.request
+
+    from orchestrator.serving.llama import LlamaServer
+
+    key = "run-key-abcdefghijklmnop"
+    server = LlamaServer(
+        LocalServerConfig(model_path=str(default_model_path()), n_ctx=512), 1, key=key
+    )
+    server.spawn()
+    try:
+
+        async def ready() -> None:
+            async with aiohttp.ClientSession() as session:
+                await server.wait_ready(session)
+
+        anyio.run(ready)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(server.url + "/models", timeout=30)
+        assert refused.value.code == 401
+        request = urllib.request.Request(server.url + "/models", headers=server.auth)
+        assert urllib.request.urlopen(request, timeout=30).status == 200
+        assert server.proc is not None
+        argv = open(f"/proc/{server.proc.pid}/cmdline", "rb").read()
+        assert key.encode() not in argv  # by environment: argv is every user's to read
+    finally:
+        server.stop()

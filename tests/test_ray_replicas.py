@@ -20,6 +20,7 @@ from orchestrator.plan import Plan
 from orchestrator.session import load_campaign
 from orchestrator.spec.localmodel import default_model_path
 from tests.conftest import ROOT, write_config
+from tests.listeners import listening, off_loopback
 from tests.ray_cluster import (
     ENV,
     alive,
@@ -291,10 +292,20 @@ def test_without_an_address_the_run_starts_its_own_cluster_and_leaves_nothing(tm
         )
         assert head, "no Ray cluster was started"
         ray_processes = wait_until(lambda: servers_under(head[0]) and descendants(head[0]), 300)
+        # The run's own cluster and its replicas' servers listen on loopback alone, and the
+        # servers' key reaches them by environment, not argv (issue 31, item 2).
+        open_now = listening(set(ray_processes) | set(head) | {engine.pid})
+        servers = servers_under(head[0])
+        argvs = [Path(f"/proc/{p}/cmdline").read_bytes() for p in servers]
+        environs = [Path(f"/proc/{p}/environ").read_bytes().split(b"\0") for p in servers]
         out, _ = engine.communicate(timeout=600)
     finally:
         engine.kill()
     assert engine.returncode == 0, out
+    assert open_now and not off_loopback(open_now), open_now
+    keys = [e[len(b"API_KEY=") :] for env in environs for e in env if e.startswith(b"API_KEY=")]
+    assert len(keys) == len(servers) and all(len(k) >= 24 for k in keys)
+    assert not any(k in argv for k in keys for argv in argvs)
     assert "this machine's own Ray cluster" in out
     token = home / ".ray" / "auth_token"  # made where Ray looks, for this user alone, said once
     assert len(token.read_text()) == 64 and token.stat().st_mode & 0o777 == 0o600

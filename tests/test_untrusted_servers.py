@@ -131,6 +131,7 @@ def test_a_gzip_bomb_is_refused_and_memory_stays_bounded(tmp_path):
     results = (tmp_path / "runs/u/default/results.ndjson").read_bytes().splitlines()
     assert results and all(orjson.loads(x)["status"] == "failed" for x in results)
     peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    print(f"peak RSS {peak_mb:.0f} MB")
     assert peak_mb < 400, f"peak RSS {peak_mb:.0f} MB"
 
 

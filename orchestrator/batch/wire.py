@@ -18,7 +18,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from orchestrator.batch.api import BatchLimits, Item, Unconfirmed
 from orchestrator.providers.errors import Fatal, RateLimited, Transient
-from orchestrator.providers.http import MAX_ANSWER_BYTES, HTTPProvider, origin
+from orchestrator.providers.http import MAX_ANSWER_BYTES, HTTPProvider, decoded, origin
 
 MB = 2**20
 T = TypeVar("T")
@@ -163,7 +163,7 @@ class BatchClient:
         stack, resp = await self.retrying(lambda: self._open(url))
         async with stack:
             tail = b""
-            async for chunk in resp.content.iter_chunked(1 << 16):
+            async for chunk in decoded(resp):
                 parts = (tail + chunk).split(b"\n")
                 tail = parts.pop()
                 if len(tail) > MAX_ANSWER_BYTES:  # one result line: no answer is that long
@@ -182,7 +182,7 @@ class BatchClient:
         try:
             resp = await stack.enter_async_context(self.provider.stream("GET", url))
             if resp.status != 200:
-                raise self.provider.error(resp.status, resp.headers, await resp.read())
+                raise self.provider.error(resp.status, resp.headers, await self.provider.read(resp))
         except BaseException:
             await stack.aclose()
             raise

@@ -32,7 +32,14 @@ STARTED = "Ray runtime started."
 NAMESPACE = "bias-orchestrator"
 # No usage report (no internet here, and none wanted); token authentication on the run's own
 # cluster, which listens on this machine's address: its token is where Ray looks (token.py).
-_OWN_CLUSTER_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+# The own cluster is this machine alone, so it is told so: Ray otherwise replaces a loopback
+# node address by the machine's own and listens there (what it does on macOS and Windows,
+# where clusters are off by default, is what this switch asks for).
+_OWN_CLUSTER_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "token",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+}
 
 
 def needs_ray() -> None:

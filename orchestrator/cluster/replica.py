@@ -18,6 +18,8 @@ from orchestrator.serving.llama import LlamaServer
 from orchestrator.spec.localmodel import check_gguf
 from orchestrator.spec.server import LocalServerConfig
 
+KEY_VARIABLE = "ORCHESTRATOR_REPLICA_KEY"  # the run's key to its replicas, set by Ray
+
 
 class LlamaReplica:
     def __init__(self, server: dict, model_sha256: str, threads: int, gpu: bool) -> None:
@@ -37,7 +39,13 @@ class LlamaReplica:
                 f"another file than the run's model (sha256 {sha[:16]}..., the run's "
                 f"{model_sha256[:16]}...): copy the same file to every node"
             )
-        self.server = LlamaServer(config, threads, host=ray.util.get_node_ip_address(), gpu=gpu)
+        self.server = LlamaServer(
+            config,
+            threads,
+            host=ray.util.get_node_ip_address(),
+            gpu=gpu,
+            key=os.environ.get(KEY_VARIABLE),
+        )
         self.server.spawn()
         # Ray's worker has an event loop of its own on this thread: wait on another one.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:

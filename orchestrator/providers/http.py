@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import re
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -79,6 +80,33 @@ def same_origin(url: str, base: str) -> bool:
     return not urlsplit(url).scheme or origin(url) == origin(base)
 
 
+_PIECE = 1 << 20  # the most one decompression step makes
+
+
+async def decoded(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The body's bytes as they arrive, decompressed (gzip, deflate) in pieces of at most
+    _PIECE, so a reader that stops early never holds more than it asked for and one piece."""
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+    inflate = (
+        zlib.decompressobj(wbits=47 if encoding == "gzip" else 15)
+        if encoding in ("gzip", "x-gzip", "deflate")
+        else None
+    )
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        if inflate is None:
+            yield chunk
+            continue
+        data = chunk
+        while data:
+            try:
+                piece = inflate.decompress(data, _PIECE)
+            except zlib.error as exc:
+                raise aiohttp.ClientPayloadError(f"cannot decompress the answer: {exc}") from None
+            if piece:
+                yield piece
+            data = inflate.unconsumed_tail
+
+
 def api_key(model: ModelConfig) -> str | None:
     """The key, from the environment only (check_credentials made sure it is set)."""
     return os.environ.get(model.api_key_env) if model.api_key_env else None
@@ -93,12 +121,13 @@ class HTTPProvider:
         max_connections: int = 64,
         timeout_s: float = 120.0,
         base_url: str | None = None,
+        key: str | None = None,
     ) -> None:
         self.model = model
         self.base_url = (base_url or model.base_url or DEFAULT_URLS.get(model.provider, "")).rstrip(
             "/"
         )
-        self._key = api_key(model)
+        self._key = key if key is not None else api_key(model)  # a replica's: its run's own
         # Headers from the environment (headers_env): sent, never recorded, scrubbed like keys.
         self._env_headers = {
             h: os.environ.get(env, "") for h, env in (model.headers_env or {}).items()
@@ -151,7 +180,12 @@ class HTTPProvider:
         headers = self.headers(None if own else self._key)
         if own and self._key:
             headers[own] = self._key
-        return {"Content-Type": "application/json", **headers, **self._env_headers}
+        return {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "gzip, deflate",  # what decoded() reads
+            **headers,
+            **self._env_headers,
+        }
 
     def body(self, task: Task) -> bytes:
         # Built once per cell: on a fast endpoint, encoding a body per call is a cost that shows.
@@ -188,6 +222,9 @@ class HTTPProvider:
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 headers=self.session_headers(),
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                # decompressed here, a bounded piece at a time (decoded): aiohttp's own
+                # inflates a whole network read at once, 64 MB from 64 KB of a gzip bomb
+                auto_decompress=False,
             )
         return self._session
 
@@ -208,7 +245,7 @@ class HTTPProvider:
         if resp.status >= 300:
             limit = min(limit, _SCAN)
         out = bytearray()
-        async for chunk in resp.content.iter_chunked(1 << 16):
+        async for chunk in decoded(resp):
             out += chunk
             if len(out) > limit:
                 if resp.status >= 300:  # enough to say what went wrong

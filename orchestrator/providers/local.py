@@ -14,6 +14,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import os
+import secrets
 from collections.abc import Callable
 
 import aiohttp
@@ -43,15 +44,20 @@ class LocalProvider:
         self.model, self.limit, self.say = model, limit, say or (lambda _: None)
         self.build = importlib.metadata.version("llama_cpp_python")
         config = model.server
+        # This run's key to its servers: a server on a shared machine (or a replica on a
+        # cluster's node) answers this process only.
+        self.server_key = secrets.token_urlsafe(24)
         self.replicas = None
         self.servers: list[LlamaServer] = []
         if config.backend == "ray":
             from orchestrator.providers.replicas import RayReplicas
 
-            self.replicas = RayReplicas(model, self.say)
+            self.replicas = RayReplicas(model, self.say, self.server_key)
         else:
             threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
-            self.servers = [LlamaServer(config, threads) for _ in range(config.slots)]
+            self.servers = [
+                LlamaServer(config, threads, key=self.server_key) for _ in range(config.slots)
+            ]
         self.pool: EndpointPool | None = None
         self.score_prefix = ""
 
@@ -62,6 +68,7 @@ class LocalProvider:
             timeout_s=self.limit.timeout_s,
             base_url=url,
             structured_form="json_object_schema",
+            key=self.server_key,
         )
         client.score_prefix = self.score_prefix
         return client

@@ -55,8 +55,9 @@ class OpenAIProvider(HTTPProvider):
         base_url: str | None = None,
         structured_form: str | None = None,
         say: Callable[[str], None] | None = None,
+        key: str | None = None,
     ) -> None:
-        super().__init__(model, max_connections, timeout_s, base_url)
+        super().__init__(model, max_connections, timeout_s, base_url, key)
         self._url = self.base_url + "/chat/completions"
         self._form = structured_form or model.structured_output_form
         self.score_prefix = ""  # sent before a scored text, outside its offsets (local.py)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import anyio
 
 from orchestrator.cluster.head import Head, join, leave, needs_ray
+from orchestrator.cluster.replica import KEY_VARIABLE
 from orchestrator.errors import UserError
 from orchestrator.providers.base import Provider
 from orchestrator.providers.pool import EndpointPool
@@ -36,8 +37,11 @@ def _cause(exc: BaseException) -> str:
 
 
 class RayReplicas:
-    def __init__(self, model: ModelConfig, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, model: ModelConfig, say: Callable[[str], None], key: str | None = None
+    ) -> None:
         needs_ray()
+        self.key = key  # the replicas' server key: through Ray's runtime environment, not argv
         assert model.server is not None  # a local model's server is filled in at load
         self.model, self.config, self.say = model, model.server, say
         self.head: Head | None = None
@@ -92,6 +96,7 @@ class RayReplicas:
                     max_restarts=-1,
                     max_task_retries=0,
                     scheduling_strategy="SPREAD",
+                    runtime_env={"env_vars": {KEY_VARIABLE: self.key}} if self.key else None,
                 ).remote(server, self.model.model_sha256, threads, cfg.num_gpus > 0)
             )
 

@@ -25,9 +25,17 @@ class LlamaServer:
     """One llama.cpp server process."""
 
     def __init__(
-        self, config: LocalServerConfig, threads: int, host: str = "127.0.0.1", gpu: bool = False
+        self,
+        config: LocalServerConfig,
+        threads: int,
+        host: str = "127.0.0.1",
+        gpu: bool = False,
+        key: str | None = None,
     ) -> None:
         self.config, self.threads, self.host, self.gpu = config, threads, host, gpu
+        # The server's own key, given by environment (API_KEY), never on its command line,
+        # which every user of the machine can read: only this run's clients may call it.
+        self.key = key
         self.port = 0
         self.proc: subprocess.Popen | None = None
         # An unnamed file (unlinked at once): the server writes its log there, we read it back
@@ -70,9 +78,13 @@ class LlamaServer:
             stdout=self.log,
             stderr=self.log,
             # the server reads HOST, PORT and CONFIG_FILE ahead of its arguments: none reach it
-            env=child_env(),
+            env=child_env({"API_KEY": self.key} if self.key else None),
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
 
     def log_tail(self, lines: int = 8) -> str:
         self.log.seek(0)
@@ -92,7 +104,7 @@ class LlamaServer:
                     "(reinstall it if it is corrupt) and that n_ctx fits in memory",
                 )
             try:
-                async with session.get(self.url + "/models") as resp:
+                async with session.get(self.url + "/models", headers=self.auth) as resp:
                     if resp.status == 200:
                         return
             except aiohttp.ClientError:

@@ -251,12 +251,13 @@ def check_size(campaign: Campaign) -> None:
     for job in campaign.jobs:
         n = max(campaign.samples_for(job, m) for m in campaign.config.models)
         if n > MAX_SAMPLES:
+            flag = campaign.flags.get("samples")  # given on the command line, not in the file
             raise UserError(
-                f"samples = {n:,} is more than task ids can number (at most "
+                f"{flag or 'samples ='} {n:,} is more than task ids can number (at most "
                 f"{MAX_SAMPLES:,} per condition)",
-                file=_source(campaign),
-                field="samples",
-                fix=f"set samples to at most {MAX_SAMPLES:,}",
+                file=None if flag else _source(campaign),
+                field=flag or "samples",
+                fix=f"{'give' if flag else 'set'} {flag or 'samples'} at most {MAX_SAMPLES:,}",
             )
 
 

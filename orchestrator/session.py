@@ -186,7 +186,15 @@ def run_campaign(
     store.check(manifest, hint)  # a changed plan is refused before anything is written
     if budget is not None and not store.path.exists():  # a new run: refused before it exists
         check_budget(campaign, plan, {}, 0.0, budget)
-    private_folder(store.path)
+    try:
+        private_folder(store.path)
+    except OSError as exc:  # a read-only disk, a folder of another user, a file in the way
+        raise UserError(
+            f"cannot create the run folder {store.path}: {exc.strerror or exc}",
+            file=str(campaign.source) if campaign.source else None,
+            field="output_dir",
+            fix="set output_dir to a folder you can write to, or make this one writable",
+        ) from None
     if campaign.named_by_date:
         point_latest(store.path.parent, store.path.name)
     # From here until the writer closes, this process owns the run: two runs of one folder

@@ -11,7 +11,12 @@ from orchestrator.errors import UserError
 from orchestrator.pricing import Price
 from orchestrator.spec import localmodel
 from orchestrator.spec.campaign import Campaign, CampaignConfig, LocalServerConfig, ModelConfig
-from orchestrator.spec.catalog import load_batch_discounts, load_presets, load_prices
+from orchestrator.spec.catalog import (
+    catalogue_path,
+    load_batch_discounts,
+    load_presets,
+    load_prices,
+)
 from orchestrator.spec.checks import check_campaign
 from orchestrator.spec.jobs import FORMER_NAMES, JobReader, load_job, resolve_job_path
 from orchestrator.spec.loading import field_path, load_toml, validate
@@ -35,6 +40,7 @@ def load_campaign(
         CampaignConfig, raw, path, flags={k: FLAGS.get(k, f"--{k}") for k in given}
     )
     campaign = build_campaign(config, path, studies=studies)
+    campaign.flags = {k: FLAGS.get(k, f"--{k}") for k in given}  # a bad value names its flag
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
     return campaign
 
@@ -93,6 +99,15 @@ def _with_catalogues(
 
 def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> CampaignConfig:
     """The models with their presets' fields and prices (a run's snapshot already has them)."""
+    for field, ref in (("presets", config.presets), ("prices", config.prices)):
+        if ref is not None and not (found := catalogue_path(ref, base)).is_file():
+            raise UserError(
+                f"{field} = {ref!r}: there is no file {found}",
+                file=str(path) if path else None,
+                field=field,
+                fix=f"give the path of a TOML file, relative to the config's folder ({base}), "
+                f"or remove {field} to use the built-in one",
+            )
     presets = load_presets(config.presets, base)
     prices, discounts = load_prices(config.prices, base), load_batch_discounts(config.prices, base)
     models = [

@@ -387,6 +387,7 @@ class Campaign:
         # A nightly re-run (named by date, now or when it started: the manifest's namedByDate):
         # it never reads the response cache, since it exists to see today's model.
         self.nightly = False
+        self.flags: dict[str, str] = {}  # fields given as command-line flags -> the flag
 
     def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model

@@ -11,11 +11,14 @@ from orchestrator.spec.builtin import builtin_dir
 from orchestrator.spec.loading import load_toml, validate
 
 
-def _path(ref: str | None, default: str, base: Path) -> Path:
-    if ref is None:
-        return builtin_dir("configs") / default
+def catalogue_path(ref: str, base: Path) -> Path:
+    """A config's presets or prices file: absolute, or relative to the config's folder."""
     path = Path(ref).expanduser()
     return path if path.is_absolute() else base / path
+
+
+def _path(ref: str | None, default: str, base: Path) -> Path:
+    return builtin_dir("configs") / default if ref is None else catalogue_path(ref, base)
 
 
 def load_presets(ref: str | None, base: Path) -> dict[str, dict[str, Any]]:

@@ -98,3 +98,19 @@ def test_a_link_at_the_old_fixed_temporary_name_is_not_followed(tmp_path):
     (run / "manifest.tmp").symlink_to(victim)
     assert cli("run", str(config), cwd=tmp_path).returncode == 0
     assert victim.read_text() == "precious\n"
+
+
+def test_a_short_key_is_not_masked_inside_words_and_a_real_one_is():
+    """Issue 32, item 2: local servers are given keys like x, EMPTY or none."""
+    from orchestrator.providers.http import secret_pattern
+
+    message = "Maximum request body size exceeded for key x (EMPTY)"
+    for short in ("x", "EMPTY", "none"):
+        pattern = secret_pattern([short])
+        assert pattern is None  # not a secret: nothing masked, the message stays readable
+    key = "sk-proj-abcdef0123456789"
+    masked = secret_pattern([key, "x"]).sub("***", f"{message}; sent {key}, again '{key}'")
+    assert masked == f"{message}; sent ***, again '***'"
+    assert secret_pattern([key]).sub("***", f"xx{key}yy") == "xx***yy"  # a long one anywhere
+    mid = "abcd1234"  # 8 to 19 characters: a whole token only
+    assert secret_pattern([mid]).sub("***", f"{mid} and xx{mid}") == f"*** and xx{mid}"

@@ -107,6 +107,26 @@ async def decoded(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
             data = inflate.unconsumed_tail
 
 
+MIN_SECRET = 8  # shorter values are not secrets: local servers are given keys like x or EMPTY
+
+
+LONG_SECRET = 20  # no word holds a run this long by chance: masked wherever it stands
+
+
+def secret_pattern(values: list[str | None]) -> re.Pattern[str] | None:
+    """What scrub() masks: each secret long enough to be one, a shorter one as a whole token
+    only (not inside a longer run of letters and digits), so that a key `x` never turns
+    "exceeded" into "e***ceeded"; a long one wherever it stands."""
+    secrets = sorted({v for v in values if v and len(v) >= MIN_SECRET}, key=len, reverse=True)
+    if not secrets:
+        return None
+    forms = [
+        re.escape(s) if len(s) >= LONG_SECRET else rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])"
+        for s in secrets
+    ]
+    return re.compile("|".join(forms))
+
+
 def api_key(model: ModelConfig) -> str | None:
     """The key, from the environment only (check_credentials made sure it is set)."""
     return os.environ.get(model.api_key_env) if model.api_key_env else None
@@ -132,7 +152,7 @@ class HTTPProvider:
         self._env_headers = {
             h: os.environ.get(env, "") for h, env in (model.headers_env or {}).items()
         }
-        self._secrets = [v for v in (self._key, *self._env_headers.values()) if v]
+        self._mask = secret_pattern([self._key, *self._env_headers.values()])
         self._max_connections, self._timeout_s = max_connections, timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._bodies: dict[Any, bytes] = {}
@@ -169,9 +189,7 @@ class HTTPProvider:
 
     # --- shared ------------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self._mask.sub("***", text) if self._mask is not None else text
 
     def session_headers(self) -> dict[str, str]:
         """Every call's headers: the protocol's, the key (in api_key_header when the model

@@ -8,7 +8,6 @@ is its first terminal one (ok, parse_error, refused, too_long); `failed` lines a
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from orchestrator.engine.files import replace_whole
 from orchestrator.engine.results import ResultLines, unparsable
 from orchestrator.errors import UserError
 from orchestrator.formats import EXPORT_FORMAT, FIELD
@@ -63,9 +63,7 @@ def write_info(
         "",
     ]
     path = target / INFO
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_whole(path, "\n".join(lines).encode())
     return path
 
 

@@ -36,7 +36,8 @@ from orchestrator.pricing import FREE_PROVIDERS
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
 from orchestrator.spec import build, jobs
-from orchestrator.spec.campaign import Campaign, check_credentials
+from orchestrator.spec.campaign import Campaign
+from orchestrator.spec.credentials import check_credentials
 from orchestrator.studies import registered
 
 

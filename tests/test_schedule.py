@@ -300,7 +300,9 @@ def test_the_command_is_the_venv_script_else_python_dash_m(tmp_path, monkeypatch
     assert orchestrator_argv() == [str(venv / "orchestrator")]
 
 
-@pytest.mark.parametrize("folder", ["runs\nExecStartPre=touch pwned\n", "tab\there", "esc\x1b[2J"])
+@pytest.mark.parametrize(
+    "folder", ["runs\nExecStartPre=touch pwned\n", "tab\there", "esc\x1b[2J", "ends-in\\"]
+)
 def test_a_folder_name_cannot_write_directives_into_the_unit(tmp_path, monkeypatch, folder):
     work = tmp_path / folder
     work.mkdir(parents=True)

@@ -102,7 +102,7 @@ def test_a_link_at_the_old_fixed_temporary_name_is_not_followed(tmp_path):
 
 def test_a_short_key_is_not_masked_inside_words_and_a_real_one_is():
     """Issue 32, item 2: local servers are given keys like x, EMPTY or none."""
-    from orchestrator.providers.http import secret_pattern
+    from orchestrator.providers.safety import secret_pattern
 
     message = "Maximum request body size exceeded for key x (EMPTY)"
     for short in ("x", "EMPTY", "none"):
@@ -114,3 +114,40 @@ def test_a_short_key_is_not_masked_inside_words_and_a_real_one_is():
     assert secret_pattern([key]).sub("***", f"xx{key}yy") == "xx***yy"  # a long one anywhere
     mid = "abcd1234"  # 8 to 19 characters: a whole token only
     assert secret_pattern([mid]).sub("***", f"{mid} and xx{mid}") == f"*** and xx{mid}"
+
+
+def test_the_cache_and_its_wal_are_the_users_alone(tmp_path):
+    import os
+
+    from orchestrator.cache.store import ResponseCache
+    from orchestrator.providers.base import Completion
+
+    old = os.umask(0o022)
+    try:
+        cache = ResponseCache(tmp_path / "c" / "r.sqlite", "run", read=True, warn=pytest.fail)
+        cache.put(b"k" * 16, Completion("{}", usage={"prompt_tokens": 1}), "m")
+        cache.flush()
+        made = [p for p in (tmp_path / "c").iterdir()]
+        assert {p.name for p in made} >= {"r.sqlite", "r.sqlite-wal"}
+        assert all(p.stat().st_mode & 0o777 == 0o600 for p in made), [
+            (p.name, oct(p.stat().st_mode)) for p in made
+        ]
+        assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
+        cache.close()
+    finally:
+        os.umask(old)
+
+
+def test_a_nightly_log_and_its_folders_are_private(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        done = cli("run", str(_config(tmp_path, SIM)), "--log", "auto", cwd=tmp_path)
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr
+    logs = tmp_path / "runs" / "s" / "logs"
+    assert (logs.stat().st_mode & 0o777) == 0o700
+    assert ((tmp_path / "runs" / "s").stat().st_mode & 0o777) == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in logs.iterdir())

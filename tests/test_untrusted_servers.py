@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import threading
 import zlib
@@ -111,26 +112,30 @@ def test_a_gzip_bomb_is_refused_and_memory_stays_bounded(tmp_path):
     server = Loopback(explode)
     config = _config(tmp_path, "openai", server.url + "/v1", in_flight=4)
     env = {**os.environ, "SECRET_KEY_FOR_TEST": "k" * 20, "PYTHONPATH": str(ROOT)}
-    log = tmp_path / "out.txt"
+    log, measured = tmp_path / "out.txt", tmp_path / "peak.txt"
+    # Linux carries a process's peak RSS across exec, and a child forked from this (large)
+    # test process would report ours: a small launcher starts the run and reads its peak.
+    launcher = (
+        "import os, sys; pid = os.posix_spawn(sys.executable, sys.argv[2:], os.environ); "
+        "_, status, usage = os.wait4(pid, 0); "
+        "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')"
+    )
     try:
-        pid = os.posix_spawn(
-            sys.executable,
-            [sys.executable, "-m", "orchestrator", "run", str(config)],
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT, 0o600),
-                (os.POSIX_SPAWN_DUP2, 1, 2),
-            ],
-        )
-        _, status, usage = os.wait4(pid, 0)
+        with open(log, "w") as out:
+            subprocess.run(
+                [sys.executable, "-c", launcher, str(measured), sys.executable, "-m",
+                 "orchestrator", "run", str(config)],
+                env=env, stdout=out, stderr=subprocess.STDOUT, timeout=300, check=False,
+            )  # fmt: skip
     finally:
         server.stop()
     said = " ".join(log.read_text().split())
-    assert os.waitstatus_to_exitcode(status) == 1, said
+    code, peak_kb = map(int, measured.read_text().split())
+    assert code == 1, said
     assert "over 32 MB (decompressed)" in said
     results = (tmp_path / "runs/u/default/results.ndjson").read_bytes().splitlines()
     assert results and all(orjson.loads(x)["status"] == "failed" for x in results)
-    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    peak_mb = peak_kb / 1024  # kilobytes on Linux
     print(f"peak RSS {peak_mb:.0f} MB")
     assert peak_mb < 400, f"peak RSS {peak_mb:.0f} MB"
 
@@ -158,16 +163,79 @@ def test_a_batch_results_url_on_another_origin_is_not_fetched(monkeypatch):
     )
     provider = AnthropicProvider(model)
 
-    async def fetch() -> None:
+    async def fetch(url: str) -> None:
         try:
-            async with provider.stream("GET", other.url + "/results"):
+            async with provider.stream("GET", url):
                 seen.append("opened")
         finally:
             await provider.aclose()
 
     try:
-        with pytest.raises(Fatal, match="another origin"):
-            anyio.run(fetch)
+        # absolute, and without a scheme ("//host/path": a client resolves it to that host)
+        for url in (other.url + "/results", other.url.removeprefix("http:") + "/results"):
+            with pytest.raises(Fatal, match="another origin"):
+                anyio.run(fetch, url)
     finally:
         other.stop()
     assert not seen and not other.seen
+
+
+def _answered_by(tmp_path, handler, provider: str = "openai"):
+    server = Loopback(handler)
+    config = _config(tmp_path, provider, server.url + ("/v1" if provider == "openai" else ""))
+    try:
+        done = cli("run", str(config), cwd=tmp_path)
+    finally:
+        server.stop()
+    return done, " ".join((done.stdout + done.stderr).split())
+
+
+ANSWER = orjson.dumps(
+    {
+        "model": "m",
+        "choices": [{"message": {"content": '{"value": 3}'}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }
+)
+
+
+def test_deflate_raw_or_wrapped_is_read_and_an_unasked_encoding_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY_FOR_TEST", "k" * 20)
+    for name, body in (("zlib", zlib.compress(ANSWER)), ("raw", zlib.compress(ANSWER, wbits=-15))):
+
+        async def deflated(request: web.Request, body=body) -> web.Response:
+            return web.Response(body=body, headers={"Content-Encoding": "deflate"})
+
+        (tmp_path / name).mkdir()
+        done, said = _answered_by(tmp_path / name, deflated)
+        assert done.returncode == 0, said
+
+    async def brotli(request: web.Request) -> web.Response:
+        return web.Response(body=b"\x1b\x00\x00", headers={"Content-Encoding": "br"})
+
+    (tmp_path / "br").mkdir()
+    done, said = _answered_by(tmp_path / "br", brotli)
+    assert done.returncode == 1 and "Content-Encoding 'br'" in said
+
+
+def test_an_error_body_is_read_to_64_kb_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY_FOR_TEST", "k" * 20)
+    huge = b'{"error": {"message": "' + b"e" * (8 << 20) + b'"}}'
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(
+            status=400, body=zlib.compress(huge), headers={"Content-Encoding": "deflate"}
+        )
+
+    from orchestrator.providers.http import HTTPProvider
+
+    seen: list[int] = []
+    real = HTTPProvider.error
+
+    def error(self, status, headers, payload):
+        seen.append(len(payload))
+        return real(self, status, headers, payload)
+
+    monkeypatch.setattr(HTTPProvider, "error", error)
+    done, said = _answered_by(tmp_path, refuse)
+    assert done.returncode == 1 and seen and max(seen) <= 1 << 16

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from orchestrator.engine.files import open_append
 from orchestrator.errors import UserError
 
 JOURNAL = "batches.ndjson"
@@ -121,7 +122,7 @@ class Journal:
     def _append(self, event: dict[str, Any]) -> None:
         event = {**event, "at": event.get("at") or _now()}
         self._cut_torn_tail()
-        with open(self.path, "ab") as f:
+        with open_append(self.path) as f:
             f.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
             f.flush()
             os.fsync(f.fileno())

@@ -164,7 +164,7 @@ class BatchSide:
         tasks = self.plan.tasks([self._index[key]], skip)
         limits = api.limits
         folder = self.run_dir / INPUTS
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
         next_task = lambda: self._next_uncached(key, tasks, writer, done)  # noqa: E731
         pending = await next_task()
         while pending is not None and self._may_send(key):
@@ -172,7 +172,8 @@ class BatchSide:
             path = folder / f"{name}.jsonl"
             ids: list[str] = []
             size = 0
-            with open(path, "wb") as f:
+            # made exclusively, 0600: a batch input holds every prompt it sends
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
                 while pending is not None:
                     line = api.line(pending)
                     if ids and (

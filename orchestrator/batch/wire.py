@@ -18,7 +18,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from orchestrator.batch.api import BatchLimits, Item, Unconfirmed
 from orchestrator.providers.errors import Fatal, RateLimited, Transient
-from orchestrator.providers.http import MAX_ANSWER_BYTES, HTTPProvider, decoded, origin
+from orchestrator.providers.http import MAX_ANSWER_BYTES, HTTPProvider
+from orchestrator.providers.safety import decoded, origin
 
 MB = 2**20
 T = TypeVar("T")

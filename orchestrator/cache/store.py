@@ -13,6 +13,7 @@ for the rest of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -107,10 +108,11 @@ class ResponseCache:
         self._conn: sqlite3.Connection | None = None
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fresh = not path.exists()
+            # Made 0600 before SQLite opens it: every paid answer, with its prompt, is the
+            # user's alone, and SQLite gives its -wal and -shm files the database's mode.
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             self._conn = connect(path)
-            if fresh:  # every paid answer, with its prompt: the user's alone
-                os.chmod(path, 0o600)
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc, "open")
 

@@ -27,8 +27,9 @@ def private_folder(path: Path) -> Path:
     return path
 
 
-def open_append(path: Path):
-    """The file opened to append (made 0600 if new), refusing a symbolic link in its place."""
+def open_append(path: Path, text: bool = False):
+    """The file opened to append (made 0600 if new), refusing a symbolic link in its place;
+    `text`: as UTF-8 text, a line at a time (a log)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     except OSError as exc:
@@ -40,6 +41,8 @@ def open_append(path: Path):
                 fix="replace the link by the file it points to (or remove it), then run again",
             ) from None
         raise
+    if text:
+        return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
     return os.fdopen(fd, "ab")
 
 

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.engine.files import open_append
 from orchestrator.engine.results import REJECTED, RESULTS, check_results_path, json_fields, why_not
 from orchestrator.errors import UserError
 
@@ -54,7 +55,7 @@ def repair_results(path: Path) -> Repair:
                 done.moved_count += 1
                 if len(done.moved) < _SHOWN:
                     done.moved.append((number, why_not(line)))
-                out = out or open(done.rejected, "ab")
+                out = out or open_append(done.rejected)
                 out.write(line if line.endswith(b"\n") else line + b"\n")
             good.flush()
             os.fsync(good.fileno())

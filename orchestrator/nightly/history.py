@@ -10,6 +10,7 @@ Nothing is written into a run folder (a finished night stays as it was).
 from __future__ import annotations
 
 import os
+import tempfile
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -179,9 +180,14 @@ def write_history(frame: pl.DataFrame, out: Path) -> tuple[Path, Path]:
     lists = [c for c, t in SCHEMA.items() if isinstance(t, pl.List)]
     flat = frame.with_columns(pl.col(c).list.join("; ") for c in lists)
     for path, write in ((csv, flat.write_csv), (parquet, frame.write_parquet)):
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        write(tmp)
-        os.replace(tmp, path)
+        fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)  # made exclusively: no link placed at a known name is written through
+        try:
+            write(name)
+            os.replace(name, path)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
     return csv, parquet
 
 

@@ -17,6 +17,7 @@ from typing import IO
 
 from rich.console import Console
 
+from orchestrator.engine.files import open_append, private_folder
 from orchestrator.errors import UserError
 
 AUTO = "auto"
@@ -80,11 +81,11 @@ def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
 @contextmanager
 def logging_to(path: Path, command: str) -> Iterator[tuple[Console, Console]]:
     """(console, err_console) that also append to `path`, between a start and an end line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)  # a log quotes the run's errors and its campaign's names
     # a log is read in an editor or a mail, not a terminal: no message is wrapped (soft_wrap),
     # and tables are drawn at least 160 wide
     width = max(160, int(os.environ.get("COLUMNS") or 0))
-    with open(path, "a", encoding="utf-8", buffering=1) as log:
+    with open_append(path, text=True) as log:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         log.write(f"== {stamp} {command}\n")
         code = "1"

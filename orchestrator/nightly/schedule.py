@@ -100,6 +100,7 @@ def make_schedule(
     _no_control_characters(workdir, "the current folder", None)
     _no_control_characters(config.resolve(), "the config's path", "CONFIG")
     _no_control_characters(Path(sys.executable), "this install's python", "CONFIG")
+    _no_control_characters(Path.home(), "the home folder (where the key file goes)", None)
     argv = [*orchestrator_argv(), "run", str(config.resolve()), "--run-id", "auto", "--log", "auto"]
     if budget is not None:
         argv += ["--budget", repr(budget)]
@@ -118,13 +119,14 @@ def make_schedule(
 # What a systemd unit or a crontab line cannot hold safely: a newline would start a directive or
 # a job of its own (an ExecStartPre= of the folder name's choosing), and no other control
 # character has any business in a path. (`%` is escaped where each format needs it.)
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
+# A backslash at a line's end continues a systemd line into the next: refused too.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 def _no_control_characters(path: Path, what: str, field: str | None) -> None:
     if _UNSAFE.search(str(path)):
         raise UserError(
-            f"{what} holds a newline or another control character "
+            f"{what} holds a newline, another control character or a backslash "
             f"({str(path)!r}): a systemd unit or crontab line made from it would run more "
             "than the nightly command",
             field=field,

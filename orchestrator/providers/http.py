@@ -11,10 +11,9 @@ import asyncio
 import contextlib
 import os
 import re
-import zlib
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin
 
 import aiohttp
 import orjson
@@ -32,12 +31,14 @@ from orchestrator.providers.errors import (
     Unreachable,
 )
 from orchestrator.providers.replies import _number, seconds_until
+from orchestrator.providers.safety import decoded, origin, same_origin, secret_pattern
 from orchestrator.spec.campaign import DEFAULT_URLS, ModelConfig
 
 _SCAN = 1 << 16  # what is read of an error body: enough for any message, bounded for any page
 # The most of an answer that is read, counted after decompression: far above any answer a
 # max_tokens allows, far below what a gzip bomb would expand to.
 MAX_ANSWER_BYTES = 32 << 20
+MAX_BATCH_JSON_BYTES = 4 << 30  # a batch's own JSON: 100,000 answers inline, still bounded
 _DETAIL = 300  # what of it a message quotes
 
 # How servers say that one request's prompt is too long for the model (OpenAI and compatible
@@ -64,67 +65,6 @@ def merged(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def origin(url: str) -> str:
-    """scheme://host:port of a URL, without its path, query or user part (for messages)."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:  # a port that is no number
-        return "(an unusable address)"
-    return f"{parts.scheme}://{parts.hostname}:{port}" if parts.hostname else "(no host)"
-
-
-def same_origin(url: str, base: str) -> bool:
-    return not urlsplit(url).scheme or origin(url) == origin(base)
-
-
-_PIECE = 1 << 20  # the most one decompression step makes
-
-
-async def decoded(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """The body's bytes as they arrive, decompressed (gzip, deflate) in pieces of at most
-    _PIECE, so a reader that stops early never holds more than it asked for and one piece."""
-    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
-    inflate = (
-        zlib.decompressobj(wbits=47 if encoding == "gzip" else 15)
-        if encoding in ("gzip", "x-gzip", "deflate")
-        else None
-    )
-    async for chunk in resp.content.iter_chunked(1 << 16):
-        if inflate is None:
-            yield chunk
-            continue
-        data = chunk
-        while data:
-            try:
-                piece = inflate.decompress(data, _PIECE)
-            except zlib.error as exc:
-                raise aiohttp.ClientPayloadError(f"cannot decompress the answer: {exc}") from None
-            if piece:
-                yield piece
-            data = inflate.unconsumed_tail
-
-
-MIN_SECRET = 8  # shorter values are not secrets: local servers are given keys like x or EMPTY
-
-
-LONG_SECRET = 20  # no word holds a run this long by chance: masked wherever it stands
-
-
-def secret_pattern(values: list[str | None]) -> re.Pattern[str] | None:
-    """What scrub() masks: each secret long enough to be one, a shorter one as a whole token
-    only (not inside a longer run of letters and digits), so that a key `x` never turns
-    "exceeded" into "e***ceeded"; a long one wherever it stands."""
-    secrets = sorted({v for v in values if v and len(v) >= MIN_SECRET}, key=len, reverse=True)
-    if not secrets:
-        return None
-    forms = [
-        re.escape(s) if len(s) >= LONG_SECRET else rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])"
-        for s in secrets
-    ]
-    return re.compile("|".join(forms))
 
 
 def api_key(model: ModelConfig) -> str | None:
@@ -281,7 +221,8 @@ class HTTPProvider:
         """Any request (a GET, an upload) on the same session, its failures classified as
         post()'s are."""
         async with self.stream(method, url, data, headers) as resp:
-            return resp.status, resp.headers, await self.read(resp)
+            # a batch's JSON (Gemini's holds every answer inline) is far larger than one answer
+            return resp.status, resp.headers, await self.read(resp, MAX_BATCH_JSON_BYTES)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -294,6 +235,7 @@ class HTTPProvider:
             total=None, sock_connect=self._timeout_s, sock_read=self._timeout_s
         )
         try:
+            url = urljoin(self.base_url + "/", url)  # "//host/path" is another host's
             if not same_origin(url, self.base_url):  # a batch's results_url, say
                 raise Fatal(
                     f"refused to send this model's key to {origin(url)}, another origin than "

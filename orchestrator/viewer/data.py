@@ -339,8 +339,14 @@ class RunData:
             text = response.get(name)
             if isinstance(text, str) and len(text) > DETAIL_CHARS:
                 parts[name] = {"part": number, "parts": -(-len(text) // DETAIL_CHARS)}
-                cut = text[(number - 1) * DETAIL_CHARS : number * DETAIL_CHARS]
-                response[name] = cut
+                response[name] = text[(number - 1) * DETAIL_CHARS : number * DETAIL_CHARS]
+        last = max((p["parts"] for p in parts.values()), default=1)
+        if number > last:
+            raise UserError(
+                f"part {number} is past the last, {last}",
+                field="part",
+                fix=f"give part between 1 and {last}",
+            )
         return {
             "record": record,
             "parts": parts,

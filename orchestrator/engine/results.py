@@ -22,6 +22,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # polars is for readers: the run path never imports it
+    import polars as pl
 
 import orjson
 
@@ -244,3 +248,32 @@ def unparsable(path: Path) -> UserError | None:
                 if len(bad) < _SHOWN:
                     bad.append((number, why_not(line)))
     return bad_lines_error(path, bad, count) if count else None
+
+
+def first_of_task(ids: str = "taskId") -> pl.Expr:
+    """True on each task's first record among those it is applied to (as u64 hashes: a
+    million task ids cost 8 MB)."""
+    import polars as pl
+
+    return pl.col(ids).hash().is_first_distinct()
+
+
+def final_mask(df: pl.DataFrame, ids: str = "taskId") -> pl.Expr:
+    """The one rule for which line of a results file is a task's final record, used by every
+    reader (status, export, the viewer, analysis): its first terminal record, or else, for a
+    task with none, its last `failed` one. Later terminal records of a task (two runs of one
+    folder before the run lock could write them) are duplicates, counted once. `ids`: a
+    column of task ids or of their hashes."""
+    import polars as pl
+
+    failed = pl.col("status") == "failed"
+    task = pl.col(ids)
+    # a failed record and a terminal one of the same task get different keys
+    key = pl.when(failed).then(~task.hash()).otherwise(task.hash())
+    retried = df.filter(failed)[ids]  # usually few; only these are looked up among the rest
+    finished = df.filter(~failed & task.is_in(retried.implode()))[ids] if retried.len() else retried
+    return (
+        pl.when(failed)
+        .then(key.is_last_distinct() & ~task.is_in(finished.implode()))
+        .otherwise(key.is_first_distinct())
+    )

@@ -16,7 +16,7 @@ import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.engine.results import ResultLines
+from orchestrator.engine.results import ResultLines, final_mask
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 
@@ -32,20 +32,7 @@ _SCHEMA = {
 def _counts(df: pl.DataFrame) -> pl.DataFrame:
     """Tasks per model and final status: each task counted by its first terminal record, or
     else its last failed one (ids as hashes; see tally)."""
-    failed = pl.col("status") == "failed"
-    # a failed record and a terminal one of the same task get different keys
-    key = pl.when(failed).then(~pl.col("id")).otherwise(pl.col("id"))
-    retried = df.filter(failed)["id"]  # usually few; only these are looked up among the rest
-    finished = (
-        df.filter(~failed & pl.col("id").is_in(retried.implode()))["id"]
-        if retried.len()
-        else retried
-    )
-    final = (
-        pl.when(failed)
-        .then(key.is_last_distinct() & ~pl.col("id").is_in(finished.implode()))
-        .otherwise(key.is_first_distinct())
-    )
+    final = final_mask(df, "id")
     return df.lazy().filter(final).group_by("modelKey", "status").agg(pl.len()).collect()
 
 

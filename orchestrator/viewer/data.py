@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
+from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, final_mask
 from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
@@ -110,17 +110,8 @@ def _read(path: Path) -> pl.DataFrame:
 
 
 def final_lines(df: pl.DataFrame) -> pl.Series:
-    """A mask of each task's final line, as engine/status.py counts them: its first terminal
-    record, or else its last `failed` one."""
-    failed = pl.col("status") == "failed"
-    retried = df.filter(failed)["taskId"]
-    finished = df.filter(~failed & pl.col("taskId").is_in(retried.implode()))["taskId"]
-    key = pl.when(failed).then(pl.lit("f") + pl.col("taskId")).otherwise(pl.col("taskId"))
-    return df.select(
-        pl.when(failed)
-        .then(key.is_last_distinct() & ~pl.col("taskId").is_in(finished.implode()))
-        .otherwise(key.is_first_distinct())
-    ).to_series()
+    """A mask of each task's final line (engine/results.final_mask: the rule every reader uses)."""
+    return df.select(final_mask(df)).to_series()
 
 
 def line_starts(path: Path, size: int) -> np.ndarray:
@@ -203,10 +194,7 @@ class RunData:
             return Loaded(state, _empty(), {}, np.zeros(0, dtype=np.int64), None)
         lines, df = check_and_parse(self.results, _read)
         spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
-        if (
-            df["status"] == "failed"
-        ).any():  # else every line is a final record (as analysis reads)
-            df = df.filter(final_lines(df))
+        df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
         df = df.with_columns(
             study=pl.col("job").replace_strict(self.study_of, default=None, return_dtype=pl.String)
         )

@@ -10,8 +10,9 @@ report and export all read through here. Two things pass differently:
 - a torn last line with no newline (a write cut short, or one still being written): readers
   skip it and say so, and `run` cuts it before it appends (store.scan_results);
 - a torn line with a whole record glued to it (two writers at once, before runs were locked)
-  has our layout at its start, so the cheap check passes it; the readers that parse every line
-  (polars, export) fail on it, and `unparsable()` then finds it by a full parse, as `repair` does.
+  has our layout at its start and end: the cheap check also looks for a second record's start
+  in it, which no record holds (JSON escapes every quote inside a string), so every verb,
+  `run` included, names it by a full parse.
 
 snapshot.py hands a checked file to polars.
 """
@@ -129,6 +130,7 @@ class ResultLines:
                     line[:_ID_START] == _PREFIX
                     and line[_ID_END:_STATUS_AT] == _STATUS_KEY
                     and line[-2:] == b"}\n"
+                    and line.find(_PREFIX, _ID_START) == -1  # not two records glued
                 ):
                     end = line.find(b'"', _STATUS_AT)
                     k = end + len(_MODEL_KEY)
@@ -169,6 +171,7 @@ class ResultLines:
                         line[:_ID_START] != _PREFIX
                         or line[_ID_END:_STATUS_AT] != _STATUS_KEY
                         or line[-2:] != b"}\n"
+                        or line.find(_PREFIX, _ID_START) != -1
                     ) and json_fields(line) is None:
                         self._reject(number, line)
                     else:

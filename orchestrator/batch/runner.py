@@ -235,7 +235,16 @@ class BatchSide:
     async def _poll_round(
         self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
     ) -> None:
-        """Poll each open batch of the model once; collect those that ended."""
+        """Poll each open batch of the model once; collect those that ended; tell the progress
+        display what the rest are doing."""
+        try:
+            await self._poll_each(key, api, writer, done, final)
+        finally:
+            self.state.batches_now(key, batches_summary(self.journal.open_batches(key)))
+
+    async def _poll_each(
+        self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
+    ) -> None:
         for batch in self.journal.open_batches(key):
             if batch.batch_id is None:
                 continue  # its creation is unconfirmed yet (settle.py)
@@ -358,3 +367,21 @@ class BatchSide:
 def _latency_ms(started: datetime) -> float:
     """From submission to collection: what a batch answer took."""
     return max(0.0, (time.time() - started.timestamp()) * 1000)
+
+
+def batches_summary(batches) -> str | None:
+    """ "2 batches: 1 in_progress, 1 validating; 120 completed, 3 failed": their states, and
+    the provider's own request counts summed (None when there are none)."""
+    batches = list(batches)
+    if not batches:
+        return None
+    states = Counter(b.state for b in batches)
+    counts: Counter = Counter()
+    for b in batches:
+        counts.update({k: v for k, v in b.counts.items() if isinstance(v, int) and k != "total"})
+    tasks = sum(len(b.tasks) for b in batches)
+    said = ", ".join(f"{n} {s}" for s, n in states.most_common())
+    shown = ", ".join(f"{n:,} {k}" for k, n in counts.items() if n)
+    return f"{len(batches)} batch{'es' * (len(batches) != 1)} of {tasks:,} tasks: {said}" + (
+        f"; {shown}" if shown else ""
+    )

@@ -55,6 +55,7 @@ class RunProgress:
         self.models = models
         self.done = {key: done for key, (_, _, done) in models.items()}
         self._started = self._last_log = time.monotonic()
+        state.on_batches = self.on_batches
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
@@ -80,8 +81,22 @@ class RunProgress:
             for line in self.lines():
                 self.console.print(line, highlight=False)
 
+    def on_batches(self) -> None:
+        """A model's batches changed state: shown at once (they change seldom), in place of a
+        rate that means nothing while the answers wait at the provider."""
+        for key, (label, _, _) in self.models.items():
+            batches = self.state.batches.get(key)
+            self.progress.update(
+                self.ids[key], description=f"{label} ({batches})" if batches else label
+            )
+        if not self.live:
+            self._last_log = time.monotonic()
+            for line in self.lines():
+                self.console.print(line, highlight=False)
+
     def lines(self) -> list[str]:
-        """One plain line per model: done/total, this session's rate, and the time left at it."""
+        """One plain line per model: done/total, this session's rate, and the time left at it;
+        for a model whose tasks are in batches, what its batches are doing instead."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
         out = []
         for key, (label, total, done_before) in self.models.items():
@@ -91,8 +106,10 @@ class RunProgress:
             eta = (
                 "done" if left <= 0 else f"ETA {_clock(left / rate)}" if rate > 0 else "ETA unknown"
             )
+            batches = self.state.batches.get(key)
+            pace = f"in batch: {batches}" if batches else f"{rate:,.1f}/s, {eta}"
             out.append(
-                f"progress {label}: {done:,}/{total:,} done, {rate:,.1f}/s, {eta}, "
+                f"progress {label}: {done:,}/{total:,} done, {pace}, "
                 f"retries {self.state.retries[key]:,}, failed {self.failed[key]:,}"
             )
         return out

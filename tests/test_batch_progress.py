@@ -7,8 +7,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from orchestrator.batch.journal import Batch
-from orchestrator.batch.runner import batches_summary
+from orchestrator.batch.journal import Batch, batches_summary
 from orchestrator.emulator.batch import BatchBehaviour
 from orchestrator.engine.progress import RunProgress
 from orchestrator.engine.state import RunState

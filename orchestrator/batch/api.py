@@ -98,4 +98,9 @@ class BatchAPI(Protocol):
 
     async def cancel(self, batch_id: str) -> None: ...
 
+    async def forget_input(self, file_id: str | None) -> None:
+        """Delete the batch's uploaded input file at the provider, once its batch is collected
+        (OpenAI keeps it, and every prompt in it, until it is deleted)."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -18,6 +18,7 @@ decides. A torn last line (kill -9 mid-write) is skipped: an intent cut short wa
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -238,3 +239,21 @@ def describe_in_flight(run_dir: Path, labels: dict[str, str]) -> list[str]:
             + f", submitted {b.submitted_at:%Y-%m-%d %H:%M} UTC"
         )
     return lines
+
+
+def batches_summary(batches) -> str | None:
+    """ "2 batches: 1 in_progress, 1 validating; 120 completed, 3 failed": their states, and
+    the provider's own request counts summed (None when there are none)."""
+    batches = list(batches)
+    if not batches:
+        return None
+    states = Counter(b.state for b in batches)
+    counts: Counter = Counter()
+    for b in batches:
+        counts.update({k: v for k, v in b.counts.items() if isinstance(v, int) and k != "total"})
+    tasks = sum(len(b.tasks) for b in batches)
+    said = ", ".join(f"{n} {s}" for s, n in states.most_common())
+    shown = ", ".join(f"{n:,} {k}" for k, n in counts.items() if n)
+    return f"{len(batches)} batch{'es' * (len(batches) != 1)} of {tasks:,} tasks: {said}" + (
+        f"; {shown}" if shown else ""
+    )

@@ -156,5 +156,9 @@ class OpenAIBatch(BatchClient):
         what = "expired" if code == "batch_expired" else f"not processed ({code})"
         return self.unanswered(custom_id, f"{what}: {(error or {}).get('message', '')}")
 
+    async def forget_input(self, file_id: str | None) -> None:
+        if file_id:  # the prompts it holds stay at OpenAI until it is deleted
+            await self.json("DELETE", f"{self.base}/files/{file_id}")
+
     async def cancel(self, batch_id: str) -> None:
         await self.json("POST", f"{self.base}/batches/{batch_id}/cancel")

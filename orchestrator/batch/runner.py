@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from orchestrator.batch.api import BatchAPI, Item, Unconfirmed
-from orchestrator.batch.journal import INPUTS, Batch, Journal
+from orchestrator.batch.journal import INPUTS, Batch, Journal, batches_summary
 from orchestrator.batch.settle import settle
 from orchestrator.cache.provider import CachedProvider
 from orchestrator.engine.calls import safe_parse
@@ -47,6 +47,9 @@ PASSES = 3  # submissions of a task per run before it is recorded as failed
 # Some room under the provider's byte limit for what wraps the lines (Anthropic's and Gemini's
 # request body around them).
 _BYTES_MARGIN = 64 * 1024
+# OpenAI's word for a batch refused because the model's queue (its enqueued tokens) is full: a
+# rate limit, not a fault of the batch; its tasks wait for the batches in flight, then go again.
+QUEUE_FULL = "token_limit_exceeded"
 # Polls in a row that may fail (network, provider) before the model stops for this run: a
 # batch takes hours, and a few minutes without network must not end the wait.
 POLL_FAILURES = 20
@@ -256,10 +259,28 @@ class BatchSide:
                     + (f" ({counts})" if counts else "")
                 )
             self.journal.state(batch, progress.state, progress.counts)
-            if progress.error:  # the whole batch was refused (e.g. validation): no item will do
+            if progress.error and QUEUE_FULL in progress.error:  # a rate limit of the queue
+                self.say(
+                    f"{self._labels[key]}: batch {batch.batch_id} was not queued, the "
+                    f"provider's queue for the model is full ({progress.error}); its tasks are "
+                    "sent again once the batches in flight have ended"
+                )
+            elif progress.error:  # the whole batch was refused (e.g. validation): no item will
                 self.state.fatal.setdefault(key, f"batch {batch.batch_id} failed: {progress.error}")
             if progress.ended:
                 self._requeued[key] += await self._collect(batch, api, writer, done, final)
+                await self._forget_input(key, api, batch)
+
+    async def _forget_input(self, key: str, api: BatchAPI, batch: Batch) -> None:
+        """The uploaded input of a collected batch is deleted at the provider; a failure to do
+        so is said, never a reason to stop (the batch's answers are on disk)."""
+        try:
+            await api.forget_input(batch.file_id)
+        except ProviderError as exc:
+            self.say(
+                f"{self._labels[key]}: could not delete batch {batch.batch_id}'s input file "
+                f"{batch.file_id} at the provider ({exc}); delete it there by hand"
+            )
 
     # --- collecting --------------------------------------------------------------------------
     async def _collect(
@@ -367,21 +388,3 @@ class BatchSide:
 def _latency_ms(started: datetime) -> float:
     """From submission to collection: what a batch answer took."""
     return max(0.0, (time.time() - started.timestamp()) * 1000)
-
-
-def batches_summary(batches) -> str | None:
-    """ "2 batches: 1 in_progress, 1 validating; 120 completed, 3 failed": their states, and
-    the provider's own request counts summed (None when there are none)."""
-    batches = list(batches)
-    if not batches:
-        return None
-    states = Counter(b.state for b in batches)
-    counts: Counter = Counter()
-    for b in batches:
-        counts.update({k: v for k, v in b.counts.items() if isinstance(v, int) and k != "total"})
-    tasks = sum(len(b.tasks) for b in batches)
-    said = ", ".join(f"{n} {s}" for s, n in states.most_common())
-    shown = ", ".join(f"{n:,} {k}" for k, n in counts.items() if n)
-    return f"{len(batches)} batch{'es' * (len(batches) != 1)} of {tasks:,} tasks: {said}" + (
-        f"; {shown}" if shown else ""
-    )

@@ -49,6 +49,9 @@ class BatchBehaviour:
     # Route name -> how many of its next answers are lost (the connection closes) after the work
     # is done: the client never hears that its batch was created.
     drop_replies: dict[str, int] = field(default_factory=dict)
+    # OpenAI's queue of enqueued tokens, counted here in batches: a batch created while this
+    # many of the key's are in progress fails with `token_limit_exceeded`, as OpenAI's does.
+    queue_limit: int | None = None
 
 
 @dataclass

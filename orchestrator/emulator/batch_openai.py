@@ -117,6 +117,17 @@ class OpenAIRoutes:
         metadata = body.get("metadata") or {}
         job_id, items = f"batch_{hex_id()}", self.jobs.path(f"{hex_id()}.in")
         errors, count = self._validate(source["_path"], endpoint, items)
+        if not errors and self._queue_full(credential):
+            errors = [
+                {
+                    "code": "token_limit_exceeded",
+                    "message": "Enqueued token limit reached for the model in organization "
+                    "org-emulator. Please try again once some in_progress batches have been "
+                    "completed.",
+                    "param": None,
+                    "line": None,
+                }
+            ]
         extra = {"endpoint": endpoint, "input_file_id": file_id, "metadata": metadata}
         if errors:
             items.unlink(missing_ok=True)
@@ -132,6 +143,32 @@ class OpenAIRoutes:
                 **extra,
             )
         return answer(self._openai_view(job, status="failed" if errors else "validating"))
+
+    def _queue_full(self, credential: str) -> bool:
+        limit = self.jobs.behaviour.queue_limit
+        if limit is None:
+            return False
+        now = time.time()
+        queued = [
+            j
+            for j in self.jobs.jobs.values()
+            if j.protocol == "openai"
+            and j.credential == credential
+            and j.failed is None
+            and j.cancelled_at is None
+            and not j.ended
+            and now < j.deadline
+        ]
+        return len(queued) >= limit
+
+    async def delete_file(self, request: web.Request, credential: str) -> web.Response:
+        file_id = request.match_info["id"]
+        found = self.jobs.files.get(file_id)
+        if found is None or found["_owner"] != credential:
+            raise Problem(404, f"No such File object: {file_id}")
+        del self.jobs.files[file_id]
+        self.emulator.log.deleted_files.append(file_id)
+        return answer({"id": file_id, "object": "file", "deleted": True})
 
     @staticmethod
     def _validate(source: Path, endpoint: str, items: Path) -> tuple[list[dict[str, Any]], int]:

@@ -37,6 +37,7 @@ class BatchRoutes(OpenAIRoutes, AnthropicRoutes, GeminiRoutes):
         r.add_post("/v1/files", self._route(o, "upload", self.upload))
         r.add_get("/v1/files/{id}", self._route(o, "file", self.file))
         r.add_get("/v1/files/{id}/content", self._route(o, "content", self.content))
+        r.add_delete("/v1/files/{id}", self._route(o, "delete", self.delete_file))
         r.add_post("/v1/batches", self._route(o, "create", self.openai_create))
         r.add_get("/v1/batches", self._route(o, "list", self.openai_list))
         r.add_get("/v1/batches/{id}", self._route(o, "poll", self.openai_get))

@@ -110,6 +110,7 @@ class Log:
     # id was in a created batch and was processed (answered or errored: never twice, if the
     # client submits nothing twice); answers per (protocol, route, status).
     uploads: list[tuple[str, int]] = field(default_factory=Recent)
+    deleted_files: list[str] = field(default_factory=Recent)  # OpenAI files deleted by clients
     batches: Counter = field(default_factory=Counter)
     batch_submitted: Counter = field(default_factory=Counter)
     batch_items: Counter = field(default_factory=Counter)

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.batch.api import BatchAPI, Item, Unconfirmed
+from orchestrator.batch.api import BatchAPI, BatchLimits, Item, Unconfirmed
 from orchestrator.batch.journal import INPUTS, Batch, Journal, batches_summary
 from orchestrator.batch.settle import settle
 from orchestrator.cache.provider import CachedProvider
@@ -80,6 +80,8 @@ class BatchSide:
         self._labels = {m.key: m.label for m in self.plan.campaign.config.models}
         self._poll_failures: Counter = Counter()  # rounds in a row that failed, per model
         self._requeued: Counter = Counter()  # tasks given back to pending in this pass, per model
+        # per model, smaller limits than the API's, once a server in the way refused a batch
+        self._limits: dict[str, BatchLimits] = {}
 
     async def run(self, writer: ResultWriter) -> None:
         """Every batch model side by side."""
@@ -163,12 +165,14 @@ class BatchSide:
     async def _submit_pending(
         self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str]
     ) -> None:
-        skip = done | self.journal.in_flight_tasks()
-        tasks = self.plan.tasks([self._index[key]], skip)
-        limits = api.limits
+        def unsent() -> Iterator[Task]:
+            return self.plan.tasks([self._index[key]], done | self.journal.in_flight_tasks())
+
+        source = [unsent()]
+        limits = self._limits.get(key, api.limits)
         folder = self.run_dir / INPUTS
         folder.mkdir(mode=0o700, exist_ok=True)
-        next_task = lambda: self._next_uncached(key, tasks, writer, done)  # noqa: E731
+        next_task = lambda: self._next_uncached(key, source[0], writer, done)  # noqa: E731
         pending = await next_task()
         while pending is not None and self._may_send(key):
             name = f"bo-{key}-{secrets.token_hex(4)}"
@@ -203,6 +207,23 @@ class BatchSide:
                 self.say(
                     f"{self._labels[key]}: {exc}; waiting for their results to tell which is {name}"
                 )
+                continue
+            except TooLong as exc:  # a server in the way takes less than the API's limits
+                if len(ids) == 1:
+                    raise
+                self.journal.abandoned(batch)  # never sent: its tasks are pending again
+                await self._forget_input(key, api, batch)
+                limits = self._limits[key] = BatchLimits(
+                    max(1, len(ids) // 2), max(1024, size // 2 + _BYTES_MARGIN)
+                )
+                self.say(
+                    f"{self._labels[key]}: a batch of {len(ids):,} task(s) ({size / 1e6:,.2f} MB) "
+                    f"was refused as too large ({str(exc).splitlines()[0][:80]}); sending "
+                    f"batches of at most {limits.max_requests:,} tasks and "
+                    f"{(limits.max_bytes - _BYTES_MARGIN) / 1e6:,.2f} MB from now on"
+                )
+                source[0] = unsent()  # its tasks again, in smaller batches
+                pending = await next_task()
                 continue
             self.journal.created(batch, submitted.batch_id)
             self.say(

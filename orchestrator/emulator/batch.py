@@ -52,6 +52,9 @@ class BatchBehaviour:
     # OpenAI's queue of enqueued tokens, counted here in batches: a batch created while this
     # many of the key's are in progress fails with `token_limit_exceeded`, as OpenAI's does.
     queue_limit: int | None = None
+    # A gateway in front of the batch APIs that takes at most this many bytes a request: a
+    # larger one gets its 413 page, whatever the API's own limits.
+    body_cap: int | None = None
 
 
 @dataclass

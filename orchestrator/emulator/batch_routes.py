@@ -69,6 +69,15 @@ class BatchRoutes(OpenAIRoutes, AnthropicRoutes, GeminiRoutes):
                 "gemini": google_key,
             }[protocol](request)
             keys = self.emulator.config.keys
+            cap = self.emulator.config.batch.body_cap
+            if cap is not None and (request.content_length or 0) > cap:
+                self.emulator.log.batch_calls[(protocol, name, 413)] += 1
+                return web.Response(
+                    status=413,
+                    text="<html><head><title>413 Request Entity Too Large</title></head>"
+                    "<body><center><h1>413 Request Entity Too Large</h1></center></body></html>",
+                    content_type="text/html",
+                )
             try:
                 if keys is not None and credential not in keys:
                     raise Problem(401, "invalid api key")

@@ -28,7 +28,7 @@ from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
-from orchestrator.engine.scoring import Premises, score_task
+from orchestrator.engine.scoring import Premises, Scoring, paid_scores, score_task
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed
@@ -73,6 +73,8 @@ class Shared:
     screener: Helper | None = None
     premises: Premises = field(default_factory=Premises)
     routines: dict[str, Routine] = field(default_factory=dict)
+    # scored options that failed attempts of pending tasks paid for (scoring.paid_scores)
+    paid_scores: dict[str, dict[str, dict]] = field(default_factory=dict)
 
 
 async def _answer(
@@ -82,10 +84,13 @@ async def _answer(
     shared: Shared,
     on_retry: Callable[[], None],
     started: datetime,
+    scoring: Scoring | None,
 ) -> Outcome:
     """A generated or scored answer, parsed (and stated by the extractor when its JSON is lost)."""
-    if task.cell.scored:
-        completion, attempts = await score_task(provider, gate, task, shared.premises, on_retry)
+    if scoring is not None:
+        completion, attempts = await score_task(
+            provider, gate, task, shared.premises, on_retry, scoring
+        )
         parsed = Parsed(True, choice=completion.text)
     else:
         completion, attempts = await call_with_retries(provider, gate, task, on_retry)
@@ -144,10 +149,17 @@ async def run_one(
     caller = (
         Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
     )
+    scoring = Scoring(paid=shared.paid_scores.pop(task.task_id, {})) if task.cell.scored else None
 
     def errored(status: str, error: str) -> Outcome:
         """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
-        record counts them (a resumed task pays again, and the spend says so)."""
+        record counts them (a resumed task pays again, and the spend says so); a scored one
+        keeps the options it paid for, which its resume reuses."""
+        if scoring is not None and scoring.scores:
+            partial = scoring.completion("")
+            return Outcome(
+                status, scoring.attempts + 1, 0.0, started, started, partial, error=error
+            )
         if caller is None:
             return Outcome(status, retries + 1, 0.0, started, started, error=error)
         return Outcome(
@@ -166,7 +178,7 @@ async def run_one(
         if caller is not None:
             outcome = await _routine(routine, caller, started)
         else:
-            outcome = await _answer(provider, gate, task, shared, on_retry, started)
+            outcome = await _answer(provider, gate, task, shared, on_retry, started, scoring)
     except Refused as exc:
         outcome = errored("refused", str(exc))
     except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
@@ -285,7 +297,17 @@ async def execute(
 
     helpers = [h for h in (extractor, screener) if h is not None]
     gates = _gates(plan, groups, helpers)
-    shared = Shared(extractor, screener, routines=routines or {})
+    scored = {m.key for m in config.models if m.answers == "score" and m.key in providers}
+    shared = Shared(
+        extractor,
+        screener,
+        routines=routines or {},
+        paid_scores={
+            task_id: found
+            for task_id, found in paid_scores(store.results, scored).items()
+            if task_id not in skip
+        },
+    )
     writer = store.writer(count)
     everyone = [*providers.values(), *(h.provider for h in helpers)]
     try:

@@ -52,3 +52,14 @@ def test_a_batch_run_reports_its_batches_as_they_change(tmp_path, emulator):
     waiting = [x for x in lines if "in batch: 1 batch of" in x]
     assert waiting, out.getvalue()
     assert all("0.0/s" not in x and "ETA" not in x for x in waiting)
+
+
+def test_the_live_display_shows_no_rate_or_time_left_for_a_model_in_batch():
+    from types import SimpleNamespace
+
+    from orchestrator.engine.progress import LeftColumn, RateColumn
+
+    waiting = SimpleNamespace(fields={"in_batch": True}, finished_speed=None, speed=0.0)
+    assert RateColumn().render(waiting).plain == "" and LeftColumn().render(waiting).plain == ""
+    online = SimpleNamespace(fields={"in_batch": False}, finished_speed=None, speed=3.0)
+    assert RateColumn().render(online).plain == "3.0/s"

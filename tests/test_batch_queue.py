@@ -40,6 +40,20 @@ def test_a_full_queue_waits_and_sends_again_and_no_task_fails(tmp_path, emulator
     assert max(server.log.batch_items.values()) == 1  # no request answered twice
 
 
+def test_a_queue_full_for_longer_than_the_passes_still_finishes(tmp_path, emulator, monkeypatch):
+    """Ten batches against a queue of two: more refusals than a run has passes. Waiting for room
+    costs no pass, so no task is recorded failed."""
+    _small_batches(monkeypatch, 12)
+    server = emulator()
+    server.config.batch = BatchBehaviour(processing_s=0.2, queue_limit=2)
+    cfg = batch_config(tmp_path, server, samples=10)  # 120 tasks: ten batches
+    outcome = run(cfg)
+    assert outcome.exit_code == 0, outcome
+    recs = records(outcome.run_dir)
+    assert len(recs) == 120 and {r["status"] for r in recs} == {"ok"}
+    assert max(server.log.batch_items.values()) == 1
+
+
 def test_collected_inputs_are_deleted_at_the_provider(tmp_path, emulator):
     server = emulator()
     outcome = run(batch_config(tmp_path, server))

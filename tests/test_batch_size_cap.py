@@ -40,7 +40,17 @@ def test_a_2400_task_batch_behind_a_1_mib_gateway_finishes_each_task_once(tmp_pa
     assert sum(server.log.batch_submitted.values()) == 2400  # and submitted once
     batches = Journal(outcome.run_dir).batches.values()
     assert any(b.state == "abandoned" for b in batches)
-    assert all(size <= MiB for _, size in server.log.uploads)
+
+
+def test_one_request_over_the_cap_is_that_tasks_final_outcome(tmp_path, emulator):
+    server = emulator()
+    server.config.batch = BatchBehaviour(body_cap=600)  # no single request fits
+    cfg = batch_config(tmp_path, server, samples=1)
+    outcome = run(cfg)
+    recs = records(outcome.run_dir)
+    assert len(recs) == 12 and {r["status"] for r in recs} == {"too_long"}
+    assert all("413" in r["error"] for r in recs)
+    assert not any(b.in_flight for b in Journal(outcome.run_dir).batches.values())
 
 
 @pytest.mark.slow

@@ -47,3 +47,28 @@ def test_duplicates_count_once_for_status_analysis_and_the_viewer(tmp_path):
     page = data.answers({"size": "500"})
     assert page["total"] == tasks
     assert all(r["raw"] != "a duplicate" for r in page["rows"])
+
+
+def test_instructed_answers_count_a_duplicate_once(tmp_path):
+    from orchestrator.studies.instructed.answers import answers
+    from tests.test_scoring import small_job
+
+    config = write_config(
+        tmp_path,
+        f"""
+        name = "i"
+        jobs = ["{small_job(tmp_path)}"]
+        samples = 2
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        temperature = 1.0
+        """,
+    )
+    run_dir = run_quietly(config).run_dir
+    before = answers(open_run(run_dir), "instructed").collect().height
+    path = run_dir / "results.ndjson"
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(b"\n".join(lines + lines[:7]) + b"\n")  # seven tasks written twice
+    assert answers(open_run(run_dir), "instructed").collect().height == before

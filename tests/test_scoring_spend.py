@@ -54,3 +54,30 @@ def test_a_half_scored_task_records_its_spend_and_its_resume_pays_only_the_rest(
         again = [option for t, option in calls if t == task_id]
         assert paid["option"] not in again  # not paid twice
         assert len(again) == len(done["response"]["scores"]) - 1  # only the rest
+
+
+def test_a_task_whose_first_option_fails_still_records_its_paid_premises(
+    tmp_path, emulator, monkeypatch
+):
+    server = emulator()
+    config = emulator_config(tmp_path, server.base_url("openai"), "r2", limits="max_attempts = 1")
+    config.write_text(
+        config.read_text().replace(
+            'answers = "score"', 'answers = "score"\nprice = {input = 1.0, output = 1.0}'
+        )
+    )
+    from orchestrator.providers import openai as openai_provider
+
+    real = openai_provider.OpenAIProvider.score
+
+    async def score(self, task, text, continuation):
+        if text != ANSWER_CUE:  # every option after a prompt fails: only premises are paid
+            raise Transient("500 from the server")
+        return await real(self, task, text, continuation)
+
+    monkeypatch.setattr(openai_provider.OpenAIProvider, "score", score)
+    run_quietly(config)
+    recs = records(tmp_path, "r2")
+    paid = [r for r in recs if r["costUsd"]]
+    # each premise is asked once per run, by the first task that needs it: those tasks pay it
+    assert paid and all(r["status"] == "failed" and r["usage"]["prompt_tokens"] for r in paid)

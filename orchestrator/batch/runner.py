@@ -11,11 +11,9 @@ what has already ended: a later run polls and collects the rest.
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +21,10 @@ from typing import Any
 
 import anyio
 
-from orchestrator.batch.api import BatchAPI, BatchLimits, Item, Unconfirmed
+from orchestrator.batch.api import BatchAPI, BatchLimits, Item
 from orchestrator.batch.journal import INPUTS, Batch, Journal, batches_summary
 from orchestrator.batch.settle import settle
+from orchestrator.batch.submit import Submitting
 from orchestrator.cache.provider import CachedProvider
 from orchestrator.engine.calls import safe_parse
 from orchestrator.engine.extract import Extractor
@@ -44,9 +43,10 @@ from orchestrator.providers.errors import (
 )
 
 PASSES = 3  # submissions of a task per run before it is recorded as failed
+QUEUE_WAITS = 20  # waits for room in a full batch queue per run (no pass is counted for them)
+QUEUE_PAUSE_MAX_S = 600.0
 # Some room under the provider's byte limit for what wraps the lines (Anthropic's and Gemini's
 # request body around them).
-_BYTES_MARGIN = 64 * 1024
 # OpenAI's word for a batch refused because the model's queue (its enqueued tokens) is full: a
 # rate limit, not a fault of the batch; its tasks wait for the batches in flight, then go again.
 QUEUE_FULL = "token_limit_exceeded"
@@ -56,7 +56,7 @@ POLL_FAILURES = 20
 
 
 @dataclass
-class BatchSide:
+class BatchSide(Submitting):
     """The batch models of a run and what they need."""
 
     plan: Plan
@@ -80,6 +80,7 @@ class BatchSide:
         self._labels = {m.key: m.label for m in self.plan.campaign.config.models}
         self._poll_failures: Counter = Counter()  # rounds in a row that failed, per model
         self._requeued: Counter = Counter()  # tasks given back to pending in this pass, per model
+        self._queue_refused: Counter = Counter()  # of them, those a full batch queue refused
         # per model, smaller limits than the API's, once a server in the way refused a batch
         self._limits: dict[str, BatchLimits] = {}
 
@@ -118,10 +119,11 @@ class BatchSide:
         config = self.plan.campaign.config
         poll_s = config.limit_for(config.models[self._index[key]].limit_key).batch_poll_s
         submits = key in self.submit  # else it only collects what is in flight (now online)
+        number = waits = 0
         try:
-            for number in range(PASSES):
+            while number < PASSES:
                 final = number == PASSES - 1 or not submits
-                self._requeued[key] = 0
+                self._requeued[key] = self._queue_refused[key] = 0
                 if submits:
                     await self._submit_pending(key, api, writer, done)
                 await self._round(key, api, writer, done, final)
@@ -131,8 +133,19 @@ class BatchSide:
                 while self.journal.open_batches(key):
                     await anyio.sleep(poll_s)
                     await self._round(key, api, writer, done, final)
+                if self._queue_refused[key] and self._may_send(key) and waits < QUEUE_WAITS:
+                    # the queue was full: a rate limit, which costs no pass; wait, then again
+                    pause = min(QUEUE_PAUSE_MAX_S, max(poll_s, 0.05) * 2**waits)
+                    waits += 1
+                    self.say(
+                        f"{self._labels[key]}: {self._queue_refused[key]:,} task(s) wait for "
+                        f"room in the provider's batch queue; sending them again in {pause:g} s"
+                    )
+                    await anyio.sleep(pause)
+                    continue
                 if not self._requeued[key] or final or not self._may_send(key):
                     return
+                number += 1
                 self.say(
                     f"{self._labels[key]}: {self._requeued[key]:,} task(s) failed or expired "
                     "in batch; sending them again"
@@ -162,100 +175,6 @@ class BatchSide:
             return
         self._poll_failures[key] = 0
 
-    async def _submit_pending(
-        self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str]
-    ) -> None:
-        def unsent() -> Iterator[Task]:
-            return self.plan.tasks([self._index[key]], done | self.journal.in_flight_tasks())
-
-        source = [unsent()]
-        limits = self._limits.get(key, api.limits)
-        folder = self.run_dir / INPUTS
-        folder.mkdir(mode=0o700, exist_ok=True)
-        next_task = lambda: self._next_uncached(key, source[0], writer, done)  # noqa: E731
-        pending = await next_task()
-        while pending is not None and self._may_send(key):
-            name = f"bo-{key}-{secrets.token_hex(4)}"
-            path = folder / f"{name}.jsonl"
-            ids: list[str] = []
-            size = 0
-            # made exclusively, 0600: a batch input holds every prompt it sends
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-                while pending is not None:
-                    line = api.line(pending)
-                    if ids and (
-                        len(ids) >= limits.max_requests
-                        or size + len(line) + 1 > limits.max_bytes - _BYTES_MARGIN
-                    ):
-                        break
-                    f.write(line + b"\n")
-                    size += len(line) + 1
-                    ids.append(pending.task_id)
-                    pending = await next_task()
-                f.flush()
-                os.fsync(f.fileno())
-            batch = self.journal.intent(name, key, ids, path)
-            try:
-                submitted = await api.submit(
-                    name,
-                    path,
-                    len(ids),
-                    lambda file_id, batch=batch: self.journal.uploaded(batch, file_id),
-                    self.journal.known_ids(),
-                )
-            except Unconfirmed as exc:  # in flight until its results tell (settle.py)
-                self.say(
-                    f"{self._labels[key]}: {exc}; waiting for their results to tell which is {name}"
-                )
-                continue
-            except TooLong as exc:  # a server in the way takes less than the API's limits
-                if len(ids) == 1:
-                    raise
-                self.journal.abandoned(batch)  # never sent: its tasks are pending again
-                await self._forget_input(key, api, batch)
-                limits = self._limits[key] = BatchLimits(
-                    max(1, len(ids) // 2), max(1024, size // 2 + _BYTES_MARGIN)
-                )
-                self.say(
-                    f"{self._labels[key]}: a batch of {len(ids):,} task(s) ({size / 1e6:,.2f} MB) "
-                    f"was refused as too large ({str(exc).splitlines()[0][:80]}); sending "
-                    f"batches of at most {limits.max_requests:,} tasks and "
-                    f"{(limits.max_bytes - _BYTES_MARGIN) / 1e6:,.2f} MB from now on"
-                )
-                source[0] = unsent()  # its tasks again, in smaller batches
-                pending = await next_task()
-                continue
-            self.journal.created(batch, submitted.batch_id)
-            self.say(
-                f"{self._labels[key]}: submitted batch {submitted.batch_id} of {len(ids):,} "
-                f"task(s) ({size / 1e6:,.1f} MB)"
-            )
-
-    async def _next_uncached(
-        self, key: str, tasks: Iterator[Task], writer: ResultWriter, done: set[str]
-    ) -> Task | None:
-        """The next task to send; those the response cache answers are written as records now
-        (parsed and extracted as a batch's answers are)."""
-        cache = self.caches.get(key)
-        for task in tasks:
-            completion = cache.lookup(task) if cache is not None else None
-            if completion is None:
-                return task
-            writer.append(await self._record(task, Item(task.task_id, completion), None, now()))
-            done.add(task.task_id)
-        return None
-
-    def _drop_orphans(self, folder: Path) -> None:
-        """Input files of no open batch: written just before a crash cut short their intent, or
-        left by one after `collected`. They were never sent, or never will be again. Run once,
-        before any model writes a new one."""
-        if not folder.is_dir():
-            return
-        keep = {Path(b.input).name for b in self.journal.open_batches()}
-        for path in folder.glob("*.jsonl"):
-            if path.name not in keep:
-                path.unlink(missing_ok=True)
-
     async def _poll_round(
         self, key: str, api: BatchAPI, writer: ResultWriter, done: set[str], final: bool
     ) -> None:
@@ -280,16 +199,22 @@ class BatchSide:
                     + (f" ({counts})" if counts else "")
                 )
             self.journal.state(batch, progress.state, progress.counts)
-            if progress.error and QUEUE_FULL in progress.error:  # a rate limit of the queue
+            queue_full = bool(progress.error and QUEUE_FULL in progress.error)
+            if queue_full:  # a rate limit of the queue, not a fault of the batch
                 self.say(
                     f"{self._labels[key]}: batch {batch.batch_id} was not queued, the "
-                    f"provider's queue for the model is full ({progress.error}); its tasks are "
-                    "sent again once the batches in flight have ended"
+                    f"provider's queue for the model is full ({progress.error}); its tasks "
+                    "wait and are sent again"
                 )
             elif progress.error:  # the whole batch was refused (e.g. validation): no item will
                 self.state.fatal.setdefault(key, f"batch {batch.batch_id} failed: {progress.error}")
             if progress.ended:
-                self._requeued[key] += await self._collect(batch, api, writer, done, final)
+                # a batch the queue refused has no answer: its tasks wait, none is `failed`
+                given_back = await self._collect(batch, api, writer, done, final and not queue_full)
+                if queue_full:
+                    self._queue_refused[key] += given_back
+                else:
+                    self._requeued[key] += given_back
                 await self._forget_input(key, api, batch)
 
     async def _forget_input(self, key: str, api: BatchAPI, batch: Batch) -> None:

@@ -22,8 +22,17 @@ from orchestrator.engine.state import RunState
 
 class RateColumn(ProgressColumn):
     def render(self, task: Any) -> Text:
+        if task.fields.get("in_batch"):  # the answers wait at the provider: no rate to show
+            return Text("")
         speed = task.finished_speed or task.speed
         return Text(f"{speed:,.1f}/s" if speed else "-/s", style="cyan")
+
+
+class LeftColumn(TimeRemainingColumn):
+    """The time left, but for a model whose answers wait in batches."""
+
+    def render(self, task: Any) -> Text:
+        return Text("") if task.fields.get("in_batch") else super().render(task)
 
 
 class RunProgress:
@@ -42,13 +51,15 @@ class RunProgress:
             BarColumn(),
             MofNCompleteColumn(),
             RateColumn(),
-            TimeRemainingColumn(),
+            LeftColumn(),
             TextColumn("retries {task.fields[retries]}  failed {task.fields[failed]}"),
             console=console,
             disable=not self.live,
         )
         self.ids = {
-            key: self.progress.add_task(label, total=total, completed=done, retries=0, failed=0)
+            key: self.progress.add_task(
+                label, total=total, completed=done, retries=0, failed=0, in_batch=False
+            )
             for key, (label, total, done) in models.items()
         }
         self.failed = dict.fromkeys(models, 0)
@@ -87,7 +98,9 @@ class RunProgress:
         for key, (label, _, _) in self.models.items():
             batches = self.state.batches.get(key)
             self.progress.update(
-                self.ids[key], description=f"{label} ({batches})" if batches else label
+                self.ids[key],
+                description=f"{label} ({batches})" if batches else label,
+                in_batch=bool(batches),
             )
         if not self.live:
             self._last_log = time.monotonic()

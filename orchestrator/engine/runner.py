@@ -155,7 +155,7 @@ async def run_one(
         """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
         record counts them (a resumed task pays again, and the spend says so); a scored one
         keeps the options it paid for, which its resume reuses."""
-        if scoring is not None and scoring.scores:
+        if scoring is not None and (scoring.scores or scoring.usage is not None):
             partial = scoring.completion("")
             return Outcome(
                 status, scoring.attempts + 1, 0.0, started, started, partial, error=error

@@ -16,6 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from orchestrator.analysis.load import NO_ANSWER, Run
+from orchestrator.engine.results import first_of_task
 
 GENERATE, SCORE = "generate", "score"
 CANDIDATE = pl.Struct(
@@ -50,8 +51,12 @@ def scan(run: Run, jobs: list[str], leave_out: tuple[str, ...] = tuple(NO_ANSWER
     (the candidates; null in generation mode)."""
     lf = pl.scan_ndjson(run.readable.path, schema=SCHEMA, ignore_errors=True)
     r = pl.col("response").struct
+    # a task's final record is its first terminal one (engine/results.final_mask): a later
+    # one is a duplicate that two runs of one folder made before the run lock
+    terminal = lf.filter(pl.col("status") != "failed").filter(first_of_task())
+    final = pl.concat([terminal, lf.filter(pl.col("status") == "failed")])
     return (
-        lf.filter(pl.col("job").is_in(jobs) & ~pl.col("status").is_in(leave_out))
+        final.filter(pl.col("job").is_in(jobs) & ~pl.col("status").is_in(leave_out))
         .with_columns(
             r.field("choice").alias("choice"),
             r.field("role").alias("role"),

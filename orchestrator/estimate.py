@@ -55,6 +55,7 @@ class ModelEstimate:
 
 def estimate(plan: Plan) -> dict[str, ModelEstimate]:
     out: dict[str, ModelEstimate] = {}
+    allowed: set[str] = set()  # the models whose reasoning allowance is found
     for cell in plan.cells:
         m = cell.model
         e = out.setdefault(
@@ -78,7 +79,8 @@ def estimate(plan: Plan) -> dict[str, ModelEstimate]:
         else:
             answer = min(m.max_tokens, TYPICAL_ANSWER_TOKENS)
             # A reasoning model bills its thinking as output: often ten times the answer.
-            if not e.reasoning_basis:  # found once per model (a scored cell has none)
+            if m.key not in allowed:  # once per model, not per cell (a chat model has none)
+                allowed.add(m.key)
                 e.reasoning_tokens, e.reasoning_basis = reasoning.allowance(m, answer)
             e.output_typical += calls * (answer + e.reasoning_tokens)
             e.output_max += calls * m.max_tokens

@@ -10,16 +10,22 @@ from tests.conftest import run_quietly
 from tests.test_scoring import emulator_config, records
 
 
-def test_a_half_scored_task_records_its_spend_and_its_resume_pays_only_the_rest(
-    tmp_path, emulator, monkeypatch
-):
-    server = emulator()
-    config = emulator_config(tmp_path, server.base_url("openai"), "r1", limits="max_attempts = 1")
+def _priced_config(tmp_path, server, run_id: str):
+    """The scoring campaign with a price, so that each call's cost shows, and one attempt."""
+    config = emulator_config(tmp_path, server.base_url("openai"), run_id, limits="max_attempts = 1")
     config.write_text(
         config.read_text().replace(
             'answers = "score"', 'answers = "score"\nprice = {input = 1.0, output = 1.0}'
         )
     )
+    return config
+
+
+def test_a_half_scored_task_records_its_spend_and_its_resume_pays_only_the_rest(
+    tmp_path, emulator, monkeypatch
+):
+    server = emulator()
+    config = _priced_config(tmp_path, server, "r1")
     from orchestrator.providers import openai as openai_provider
 
     real = openai_provider.OpenAIProvider.score
@@ -60,12 +66,7 @@ def test_a_task_whose_first_option_fails_still_records_its_paid_premises(
     tmp_path, emulator, monkeypatch
 ):
     server = emulator()
-    config = emulator_config(tmp_path, server.base_url("openai"), "r2", limits="max_attempts = 1")
-    config.write_text(
-        config.read_text().replace(
-            'answers = "score"', 'answers = "score"\nprice = {input = 1.0, output = 1.0}'
-        )
-    )
+    config = _priced_config(tmp_path, server, "r2")
     from orchestrator.providers import openai as openai_provider
 
     real = openai_provider.OpenAIProvider.score

@@ -234,7 +234,8 @@ def _run_locked(
     wait_for_batches: bool,
 ) -> RunOutcome:
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
-    scan = scan_results(store.results)
+    scored = {m.key for m in campaign.config.models if m.answers == "score"}
+    scan = scan_results(store.results, scored)
     spent = spent_so_far(store.results) if budget is not None else 0.0
     # A run that only collects batches already sent costs nothing more: no budget refuses it.
     # Otherwise the estimate covers them too, since their cost counts when they come back.
@@ -303,6 +304,7 @@ def _run_locked(
             cache.helper(make_screener(campaign)),
             side,
             routines(),
+            scan.paid,
         )
     return RunOutcome(
         store.path,

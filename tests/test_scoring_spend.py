@@ -82,3 +82,92 @@ def test_a_task_whose_first_option_fails_still_records_its_paid_premises(
     paid = [r for r in recs if r["costUsd"]]
     # each premise is asked once per run, by the first task that needs it: those tasks pay it
     assert paid and all(r["status"] == "failed" and r["usage"]["prompt_tokens"] for r in paid)
+
+
+def _count_option_calls(monkeypatch, calls: list[tuple[str, str]], stagger_s: float = 0.0):
+    """Record (task id, option) of each option call after a prompt that the server answered;
+    `stagger_s`: a pause of 0-4 times it before each, by task, so that workers do not finish
+    their tasks in step (and a stop finds some part way)."""
+    import anyio
+
+    from orchestrator.providers import openai as openai_provider
+
+    real = openai_provider.OpenAIProvider.score
+
+    async def score(self, task, text, continuation):
+        await anyio.sleep(stagger_s * (int(task.task_id[:4], 16) % 5))
+        completion = await real(self, task, text, continuation)
+        if text != ANSWER_CUE:
+            calls.append((task.task_id, continuation.strip()))
+        return completion
+
+    monkeypatch.setattr(openai_provider.OpenAIProvider, "score", score)
+
+
+def test_a_scored_task_stopped_by_the_budget_keeps_its_paid_calls_for_the_resume(
+    tmp_path, emulator, monkeypatch
+):
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+    from orchestrator.estimate import remaining, total_cost
+    from orchestrator.session import load_campaign
+
+    # The server counts 20 times the tokens the estimate assumes: the plan fits the budget, the
+    # spend stops it about a fifth of the way, with other tasks part way through their options.
+    server = emulator(latency_s=0.01, token_ratio=20.0)
+    config = _priced_config(tmp_path, server, "r3")
+    from orchestrator.plan import Plan
+
+    budget = total_cost(remaining(Plan(load_campaign(config)), {})) * 1.01
+    calls: list[tuple[str, str]] = []
+    _count_option_calls(monkeypatch, calls, stagger_s=0.01)
+    first = CliRunner().invoke(app, ["run", str(config), "--budget", f"{budget:.6f}"])
+    assert first.exit_code == 3, first.output
+    recs = records(tmp_path, "r3")
+    stopped = [r for r in recs if r["status"] == "failed" and "Stopped" in r["error"]]
+    assert stopped and all(r["costUsd"] > 0 for r in stopped)
+    kept = {(r["taskId"], s["option"]) for r in recs for s in r["response"].get("scores") or ()}
+    assert set(calls) <= kept  # every option call the server answered is in a record
+
+    calls.clear()
+    done = CliRunner().invoke(app, ["run", str(config)])
+    assert done.exit_code == 0, done.output
+    for r in stopped:  # its resume paid only for the options the stop left
+        again = {option for task_id, option in calls if task_id == r["taskId"]}
+        assert not again & {s["option"] for s in r["response"]["scores"]}
+
+
+def test_paid_scores_are_scored_again_when_the_model_serves_something_else(
+    tmp_path, emulator, monkeypatch
+):
+    server = emulator()
+    config = _priced_config(tmp_path, server, "r4")
+    from orchestrator.providers import openai as openai_provider
+
+    real = openai_provider.OpenAIProvider.score
+    failing = {"on": True}
+
+    async def score(self, task, text, continuation):
+        second = continuation.strip() == task.cell.contract.options[1]
+        if failing["on"] and text != ANSWER_CUE and second:
+            raise Transient("500 from the server")
+        return await real(self, task, text, continuation)
+
+    monkeypatch.setattr(openai_provider.OpenAIProvider, "score", score)
+    run_quietly(config)
+    failed = {r["taskId"]: r for r in records(tmp_path, "r4") if r["status"] == "failed"}
+    assert failed and {r["servedModel"] for r in failed.values()} == {"base-model"}
+
+    failing["on"] = False
+    server.config.served_as = {"base-model": "base-model-2026-12"}  # a silent update meanwhile
+    calls: list[tuple[str, str]] = []
+    _count_option_calls(monkeypatch, calls)
+    run_quietly(config)
+    final = {r["taskId"]: r for r in records(tmp_path, "r4") if r["status"] == "ok"}
+    for task_id, r in failed.items():
+        (paid,) = r["response"]["scores"]
+        again = [option for t, option in calls if t == task_id]
+        assert paid["option"] in again  # not reused: the old model's score
+        assert len(again) == len(final[task_id]["response"]["scores"])
+        assert final[task_id]["servedModel"] == "base-model-2026-12"

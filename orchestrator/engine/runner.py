@@ -28,7 +28,8 @@ from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
 from orchestrator.engine.records import Outcome, make_record, now
-from orchestrator.engine.scoring import Premises, Scoring, paid_scores, score_task
+from orchestrator.engine.paid import Paid
+from orchestrator.engine.scoring import Premises, Scoring, score_task
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed
@@ -73,8 +74,8 @@ class Shared:
     screener: Helper | None = None
     premises: Premises = field(default_factory=Premises)
     routines: dict[str, Routine] = field(default_factory=dict)
-    # scored options that failed attempts of pending tasks paid for (scoring.paid_scores)
-    paid_scores: dict[str, dict[str, dict]] = field(default_factory=dict)
+    # scored options that failed attempts of pending tasks paid for (store.scan_results)
+    paid: dict[str, Paid] = field(default_factory=dict)
 
 
 async def _answer(
@@ -134,8 +135,16 @@ async def _routine(routine: Routine, caller: Caller, started: datetime) -> Outco
 
 
 async def run_one(
-    provider: Provider, gate: KeyController, task: Task, state: RunState, shared: Shared
+    provider: Provider,
+    gate: KeyController,
+    task: Task,
+    state: RunState,
+    shared: Shared,
+    keep: Callable[[dict[str, Any]], None] = lambda rec: None,
 ) -> dict[str, Any]:
+    """The task's record. Stopped part way (--budget, a signal), a task that has paid for some
+    calls hands a `failed` record of them to `keep` before the stop goes on, so their spend
+    counts and its resume reuses what it can."""
     started, t0 = now(), time.perf_counter()
     model_key = task.cell.model_key
     retries = 0
@@ -149,13 +158,13 @@ async def run_one(
     caller = (
         Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
     )
-    scoring = Scoring(paid=shared.paid_scores.pop(task.task_id, {})) if task.cell.scored else None
+    scoring = Scoring(paid=shared.paid.pop(task.task_id, None)) if task.cell.scored else None
 
     def errored(status: str, error: str) -> Outcome:
         """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
         record counts them (a resumed task pays again, and the spend says so); a scored one
         keeps the options it paid for, which its resume reuses."""
-        if scoring is not None and (scoring.scores or scoring.usage is not None):
+        if scoring is not None and scoring.spent:
             partial = scoring.completion("")
             return Outcome(
                 status, scoring.attempts + 1, 0.0, started, started, partial, error=error
@@ -187,6 +196,12 @@ async def run_one(
         outcome = errored("failed", f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Fatal | Unreachable):  # no other task of the model would fare better
             state.fatal.setdefault(model_key, str(exc))
+    except anyio.get_cancelled_exc_class():
+        if (scoring is not None and scoring.spent) or (caller is not None and caller.calls):
+            cut = errored("failed", "Stopped: the run stopped (budget or signal) part way")
+            cut.latency_ms, cut.finished = (time.perf_counter() - t0) * 1000, now()
+            keep(make_record(task, cut))
+        raise
     outcome.latency_ms = (time.perf_counter() - t0) * 1000
     outcome.finished = now()
     return make_record(task, outcome)
@@ -204,7 +219,8 @@ async def _work(
     for task in tasks:
         if task.cell.model_key in state.fatal:
             continue  # left for the next resume, after the user fixes the model
-        writer.append(await run_one(providers[task.cell.model_key], gate, task, state, shared))
+        provider = providers[task.cell.model_key]
+        writer.append(await run_one(provider, gate, task, state, shared, writer.append))
 
 
 async def _watch_signals(
@@ -273,10 +289,12 @@ async def execute(
     screener: Helper | None = None,
     batch: BatchWork | None = None,
     routines: dict[str, Routine] | None = None,
+    paid: dict[str, Paid] | None = None,
 ) -> RunState:
     """Run every task of the plan not in `skip` (those of `batch`'s models through their batch
     APIs, batch/runner.py); returns when all are written or on a signal. `routines`: the
-    studies' own call routines by contract kind (session.py passes the registered ones)."""
+    studies' own call routines by contract kind (session.py passes the registered ones);
+    `paid`: what failed attempts of scored tasks paid for (store.scan_results)."""
     state = state or RunState()
     config = plan.campaign.config
     groups: dict[str, list[int]] = defaultdict(list)
@@ -297,16 +315,11 @@ async def execute(
 
     helpers = [h for h in (extractor, screener) if h is not None]
     gates = _gates(plan, groups, helpers)
-    scored = {m.key for m in config.models if m.answers == "score" and m.key in providers}
     shared = Shared(
         extractor,
         screener,
         routines=routines or {},
-        paid_scores={
-            task_id: found
-            for task_id, found in paid_scores(store.results, scored).items()
-            if task_id not in skip
-        },
+        paid={task_id: found for task_id, found in (paid or {}).items() if task_id not in skip},
     )
     writer = store.writer(count)
     everyone = [*providers.values(), *(h.provider for h in helpers)]

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
-import orjson
 
 from orchestrator.engine.caller import add_usage
 from orchestrator.engine.calls import call_with_retries
 from orchestrator.engine.limits import KeyController
+from orchestrator.engine.paid import Paid
 from orchestrator.plan import Task
 from orchestrator.plan_prompts import ANSWER_CUE, candidates
 from orchestrator.providers.base import Completion, Provider
@@ -55,10 +54,10 @@ class Premises:
 @dataclass
 class Scoring:
     """One scored task's calls so far: what they cost and found. A task that fails part way
-    keeps them in its `failed` record (its spend counts), and a resume reuses the options
-    scored there (`paid`: option -> its scores, from that record) instead of paying again."""
+    (or is stopped by --budget or a signal) keeps them in its `failed` record, so its spend
+    counts, and a resume reuses the options scored there (`paid`) instead of paying again."""
 
-    paid: dict[str, dict] = field(default_factory=dict)
+    paid: Paid | None = None
     scores: list[dict] = field(default_factory=list)
     usage: dict[str, int] | None = None
     attempts: int = 0
@@ -68,6 +67,10 @@ class Scoring:
     endpoint: str | None = None  # the pool's server of the last call (a scored task makes several)
     cached_from: str | None = None
     paid_any: bool = False  # from the cache only if every call it made was
+
+    @property
+    def spent(self) -> bool:
+        return bool(self.scores) or self.usage is not None
 
     def count(self, completion: Completion, attempts: int) -> None:
         self.usage, self.attempts = (
@@ -100,22 +103,23 @@ async def score_task(
 ) -> tuple[Completion, int]:
     """The scored answer as a completion whose text is the chosen option, with every option's
     scores; the attempts of all its calls. `work` keeps the calls made so far, also when one
-    fails (and holds those an earlier attempt of the task paid for)."""
+    fails, and holds those an earlier attempt of the task paid for: the options not paid for
+    are scored first, and if the model now serves something else, the paid ones again too."""
     cell = task.cell
     text = cell.messages[-1]["content"]
-    roles = cell.contract.roles or cell.contract.options
+    roles = dict(zip(cell.contract.options, cell.contract.roles or cell.contract.options))
     work = work if work is not None else Scoring()
-    for option, role, continuation in zip(cell.contract.options, roles, candidates(cell.contract)):
-        if (known := work.paid.get(option)) is not None:  # paid by the task's failed attempt
-            work.scores.append({**known, "role": role})
-            continue
+    paid = work.paid.scores if work.paid is not None else {}
+    work.scores = [{**known, "role": roles[o]} for o, known in paid.items() if o in roles]
+    options = list(zip(cell.contract.options, candidates(cell.contract)))
 
+    async def score(option: str, continuation: str) -> dict:
         def premise_call(c: str = continuation) -> Awaitable[tuple[Completion, int]]:
             return call_with_retries(provider, gate, task, on_retry, scored=(ANSWER_CUE, c))
 
-        premise, paid, n = await premises.get((cell.model_key, continuation), premise_call)
-        if paid is not None:
-            work.count(paid, n)
+        premise, premise_paid, n = await premises.get((cell.model_key, continuation), premise_call)
+        if premise_paid is not None:
+            work.count(premise_paid, n)
         completion, n = await call_with_retries(
             provider, gate, task, on_retry, scored=(text, continuation)
         )
@@ -126,33 +130,23 @@ async def score_task(
         )
         work.fingerprint = completion.system_fingerprint or work.fingerprint
         work.endpoint = completion.endpoint or work.endpoint
-        work.scores.append(
-            {
-                "option": option,
-                "role": role,
-                "logp": round(completion.logprob, 6),
-                "premise": round(premise, 6),
-                "pmi": round(completion.logprob - premise, 6),
-            }
-        )
-    scores = work.scores
+        return {
+            "option": option,
+            "role": roles[option],
+            "logp": round(completion.logprob, 6),
+            "premise": round(premise, 6),
+            "pmi": round(completion.logprob - premise, 6),
+        }
+
+    for option, continuation in options:
+        if option not in paid:
+            work.scores.append(await score(option, continuation))
+    if paid and work.paid is not None and not work.paid.still_valid(work.served, work.fingerprint):
+        work.scores = [s for s in work.scores if s["option"] not in paid]
+        for option, continuation in options:  # served by another model then: paid again
+            if option in paid:
+                work.scores.append(await score(option, continuation))
+    order = {option: i for i, (option, _) in enumerate(options)}
+    scores = work.scores = sorted(work.scores, key=lambda s: order[s["option"]])
     best = max(range(len(scores)), key=lambda i: scores[i]["pmi"])  # a tie goes to the first
     return work.completion(scores[best]["option"]), work.attempts
-
-
-def paid_scores(path: Path, scored: set[str]) -> dict[str, dict[str, dict]]:
-    """Task id -> option -> its scores, from the `failed` records of scoring models: the option
-    calls a task paid for before another of its calls failed. Valid on resume as they are (a
-    task id pins the prompt and the model), so they are not paid again."""
-    from orchestrator.engine.results import ResultLines
-
-    found: dict[str, dict[str, dict]] = {}
-    if not scored or not path.is_file():
-        return found
-    for task_id, status, model_key, _, line in ResultLines(path).records():
-        if status == "failed" and model_key in scored:
-            scores = (orjson.loads(line).get("response") or {}).get("scores") or []
-            for entry in scores:
-                if isinstance(entry, dict) and isinstance(entry.get("option"), str):
-                    found.setdefault(task_id, {})[entry["option"]] = entry
-    return found

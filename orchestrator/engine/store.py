@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import orjson
 
 from orchestrator.engine.files import open_append, private_folder, replace_whole
 from orchestrator.engine.results import RESULTS, ResultLines
+from orchestrator.engine.paid import Paid, paid_in
 from orchestrator.errors import PlanChangedError, UserError
 from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.plan_changes import describe_changes
@@ -28,19 +29,27 @@ class Scan:
     done: set[str] = field(default_factory=set)
     done_by_model: Counter = field(default_factory=Counter)
     repaired_bytes: int = 0
+    # unfinished tasks of scoring models -> the options their last failed attempt paid for
+    paid: dict[str, Paid] = field(default_factory=dict)
 
 
-def scan_results(path: Path) -> Scan:
-    """The finished tasks of a run, for resume. A line that is not a record refuses the run
-    before anything is written; a torn last line is cut, once the whole file has been checked."""
+def scan_results(path: Path, scored: Collection[str] = ()) -> Scan:
+    """The finished tasks of a run, for resume, and what failed attempts of the `scored`
+    models' tasks paid for. A line that is not a record refuses the run before anything is
+    written; a torn last line is cut, once the whole file has been checked."""
     scan = Scan()
     lines = ResultLines(path)
-    done, by_model = scan.done, scan.done_by_model
-    for task_id, status, model_key, _, _ in lines.records():
-        if status != "failed" and task_id not in done:
-            done.add(task_id)
-            by_model[model_key] += 1
+    done, by_model, paid = scan.done, scan.done_by_model, scan.paid
+    for task_id, status, model_key, _, line in lines.records():
+        if status != "failed":
+            if task_id not in done:
+                done.add(task_id)
+                by_model[model_key] += 1
+        elif model_key in scored and (found := paid_in(line)) is not None:
+            paid[task_id] = found  # the last attempt holds all the earlier ones reused
     lines.check()
+    for task_id in done.intersection(paid):
+        del paid[task_id]
     if lines.torn_bytes:
         with open(path, "r+b") as f:
             if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:

@@ -23,7 +23,6 @@ class Paid:
         )
 
 
-
 def paid_in(line: bytes) -> Paid | None:
     """The option scores a scoring model's `failed` record holds: what that attempt of its task
     paid for (a task id pins the prompt and the model; `Paid` says who served them)."""

@@ -27,8 +27,8 @@ from orchestrator.engine.caller import Caller, Helper, Routine
 from orchestrator.engine.calls import call_with_retries, safe_parse
 from orchestrator.engine.extract import Extractor
 from orchestrator.engine.limits import KeyController
-from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.paid import Paid
+from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.scoring import Premises, Scoring, score_task
 from orchestrator.engine.state import RunState
 from orchestrator.engine.store import ResultWriter, RunStore

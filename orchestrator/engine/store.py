@@ -13,8 +13,8 @@ import anyio
 import orjson
 
 from orchestrator.engine.files import open_append, private_folder, replace_whole
-from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.engine.paid import Paid, paid_in
+from orchestrator.engine.results import RESULTS, ResultLines
 from orchestrator.errors import PlanChangedError, UserError
 from orchestrator.formats import FIELD, RUN_FORMAT
 from orchestrator.plan_changes import describe_changes

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from orchestrator.batch.inputs import delete_leftovers
 from orchestrator.batch.journal import Journal
 from orchestrator.batch.setup import batch_everything, batch_side, check_batchable
 from orchestrator.cache.session import run_cache
@@ -252,6 +253,7 @@ def _run_locked(
     state = RunState(budget=budget, spend=spent)
     if existed:
         console.print(f"resuming {store.path}: {len(scan.done):,} of {plan.total:,} tasks done")
+    delete_leftovers(store.path, providers, lambda text: console.print(text, markup=False))
     if pending == 0:
         return RunOutcome(store.path, True, Counter(), state, 0)
     per_model = plan.per_model()

@@ -134,8 +134,8 @@ def test_a_collection_cut_short_writes_the_rest_and_nothing_twice(tmp_path, emul
         b"".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:40]
     )
     journal = (run_dir / "batches.ndjson").read_bytes().splitlines(keepends=True)
-    assert b'"event":"collected"' in journal[-1]
-    (run_dir / "batches.ndjson").write_bytes(b"".join(journal[:-1]))
+    assert b'"event":"collected"' in journal[-2] and b'"event":"deleted"' in journal[-1]
+    (run_dir / "batches.ndjson").write_bytes(b"".join(journal[:-2]))
     _finish(cfg)
     _check_once_each(cfg, server, "openai")
 

@@ -9,6 +9,8 @@ One line per event, appended and synced to disk before the step it announces goe
     collected  its items are in results.ndjson (written and synced first)
     abandoned  it never reached the provider (a crash before it was created): its tasks are
                pending again
+    deleted    OpenAI: its uploaded input file is deleted there (after collected or abandoned;
+               a run deletes those a crash or a failure left, before anything else)
 
 A batch with an intent but no `created` line may or may not exist at the provider (the crash
 came while the request was on its way): the runner asks the provider (BatchAPI.find) before it
@@ -50,6 +52,7 @@ class Batch:
     closed: bool = False  # collected or abandoned: nothing more will come of it
     written: int = 0  # records its collection wrote
     requeued: int = 0  # tasks it gave back to pending (failed, expired, missing)
+    input_deleted: bool = False  # its uploaded input file, deleted at the provider
 
     @property
     def in_flight(self) -> bool:
@@ -119,6 +122,8 @@ class Journal:
             batch.written, batch.requeued = event.get("written", 0), event.get("requeued", 0)
         elif kind == "abandoned":
             batch.closed, batch.state = True, "abandoned"
+        elif kind == "deleted":
+            batch.input_deleted = True
 
     def _append(self, event: dict[str, Any]) -> None:
         event = {**event, "at": event.get("at") or _now()}
@@ -199,6 +204,9 @@ class Journal:
         self._append({"event": "abandoned", "batch": batch.name})
         self._drop_input(batch)
 
+    def input_deleted(self, batch: Batch) -> None:
+        self._append({"event": "deleted", "batch": batch.name, "file": batch.file_id})
+
     def _drop_input(self, batch: Batch) -> None:
         """A closed batch's input file is never sent again (its tasks' next batch gets its own):
         it would only hold disk, ~1 KB a request."""
@@ -210,6 +218,18 @@ class Journal:
             b
             for b in self.batches.values()
             if b.in_flight and (model_key is None or b.model_key == model_key)
+        ]
+
+    def leftover_inputs(self, model_key: str | None = None) -> list[Batch]:
+        """Closed batches whose uploaded input file is still at the provider: a crash or a
+        failed delete came between their end and its deletion."""
+        return [
+            b
+            for b in self.batches.values()
+            if b.closed
+            and b.file_id
+            and not b.input_deleted
+            and (model_key is None or b.model_key == model_key)
         ]
 
     def known_ids(self) -> frozenset[str]:

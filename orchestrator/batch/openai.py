@@ -157,8 +157,17 @@ class OpenAIBatch(BatchClient):
         return self.unanswered(custom_id, f"{what}: {(error or {}).get('message', '')}")
 
     async def forget_input(self, file_id: str | None) -> None:
-        if file_id:  # the prompts it holds stay at OpenAI until it is deleted
-            await self.json("DELETE", f"{self.base}/files/{file_id}")
+        if not file_id:  # the prompts it holds stay at OpenAI until it is deleted
+            return
+
+        async def once() -> None:
+            status, headers, payload = await self.provider.send(
+                "DELETE", f"{self.base}/files/{file_id}", None, None
+            )
+            if status not in (200, 404):  # 404: gone already (a crash came before we said so)
+                raise self.provider.error(status, headers, payload)
+
+        await self.retrying(once)
 
     async def cancel(self, batch_id: str) -> None:
         await self.json("POST", f"{self.base}/batches/{batch_id}/cancel")

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from orchestrator.batch.api import BatchAPI, BatchLimits, Item
+from orchestrator.batch.inputs import delete_input
 from orchestrator.batch.journal import INPUTS, Batch, Journal, batches_summary
 from orchestrator.batch.settle import settle
 from orchestrator.batch.submit import Submitting
@@ -218,15 +219,7 @@ class BatchSide(Submitting):
                 await self._forget_input(key, api, batch)
 
     async def _forget_input(self, key: str, api: BatchAPI, batch: Batch) -> None:
-        """The uploaded input of a collected batch is deleted at the provider; a failure to do
-        so is said, never a reason to stop (the batch's answers are on disk)."""
-        try:
-            await api.forget_input(batch.file_id)
-        except ProviderError as exc:
-            self.say(
-                f"{self._labels[key]}: could not delete batch {batch.batch_id}'s input file "
-                f"{batch.file_id} at the provider ({exc}); delete it there by hand"
-            )
+        await delete_input(self.journal, api, batch, self.say)
 
     # --- collecting --------------------------------------------------------------------------
     async def _collect(

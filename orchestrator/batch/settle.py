@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 
 from orchestrator.batch.api import BatchAPI
+from orchestrator.batch.inputs import delete_input
 from orchestrator.batch.journal import Batch, Journal
 
 
@@ -50,6 +51,7 @@ async def settle(journal: Journal, key: str, api: BatchAPI, say: Callable[[str],
         else:
             journal.abandoned(batch)
             abandoned += len(batch.tasks)
+            await delete_input(journal, api, batch, say)  # uploaded, though never created
     return abandoned
 
 

@@ -8,6 +8,7 @@ import orjson
 
 from orchestrator.analysis.load import final_records, open_run
 from orchestrator.engine.status import tally
+from orchestrator.nightly.effects import run_effects
 from orchestrator.viewer.server import open_target
 from tests.conftest import run_quietly, write_config
 
@@ -47,6 +48,10 @@ def test_duplicates_count_once_for_status_analysis_and_the_viewer(tmp_path):
     page = data.answers({"size": "500"})
     assert page["total"] == tasks
     assert all(r["raw"] != "a duplicate" for r in page["rows"])
+
+    night = run_effects(run_dir)  # what compare and trend read
+    assert int(night.models["records"].sum()) == tasks and night.pending == 0
+    assert night.unfinished() is None
 
 
 def test_instructed_answers_count_a_duplicate_once(tmp_path):

@@ -13,8 +13,10 @@ import polars as pl
 from orchestrator.analysis.effects import EFFECT_SCHEMA, empty
 from orchestrator.analysis.load import Run, open_run
 from orchestrator.analysis.summary import study_outputs
+from orchestrator.engine.results import first_of_task
 
 CALL_SCHEMA = {
+    "taskId": pl.String,
     "status": pl.String,
     "modelKey": pl.String,
     "experimentSlug": pl.String,
@@ -100,12 +102,16 @@ def _tallies(status: pl.Expr, answered: pl.Expr) -> list[pl.Expr]:
 def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(per model x experiment, per model): tasks by final status, latency p50/p95 of answered
     calls (ms), cost per call (USD, where priced); per model x experiment also the served model
-    strings and system fingerprints seen. `failed` lines are attempts a resume superseded or
+    strings and system fingerprints seen. A task counts once, by its final record (a duplicate
+    that two runs of one folder made before the run lock is not counted again, as in every
+    reader: engine/results.final_mask); `failed` lines are attempts a resume superseded or
     will retry: counted apart, never as answers."""
     lf = pl.scan_ndjson(run.readable.path, schema=CALL_SCHEMA, ignore_errors=True)
     status = pl.col("status")
     answered = status.is_in(["ok", "parse_error", "refused"])
-    lf = lf.filter(status.is_in(TERMINAL) | (status == "failed"))
+    lf = pl.concat(
+        [lf.filter(status.is_in(TERMINAL)).filter(first_of_task()), lf.filter(status == "failed")]
+    )
     per_experiment = (
         lf.group_by("modelKey", "experimentSlug")
         .agg(

@@ -86,3 +86,33 @@ def test_kill_9_after_a_refused_batch_sends_nothing_twice(tmp_path, emulator):
     assert set(server.log.batch_submitted) == expected
     assert max(server.log.batch_submitted.values()) == 1  # each task in one batch sent, once
     assert max(server.log.batch_items.values()) == 1
+
+
+def test_a_later_run_sends_batches_the_size_the_server_took(tmp_path, emulator, monkeypatch):
+    """The limits a 413 taught are journalled: the run that resumes a model stopped after its
+    first batch sends the rest within them, with no 413 to learn them again."""
+    from orchestrator.batch.wire import BatchClient
+    from orchestrator.providers.errors import Fatal
+
+    server = emulator()
+    server.config.batch = BatchBehaviour(body_cap=MiB)
+    cfg = batch_config(tmp_path, server, samples=400)  # 4,800 tasks, 2.8 MB: two halvings
+    create_once, created = BatchClient.create_once, []
+
+    async def stop_after_one(self, create, name, count, known=frozenset()):
+        if created:
+            raise Fatal("403 from the server: the key may not create more batches")
+        created.append(name)
+        return await create_once(self, create, name, count, known)
+
+    monkeypatch.setattr(BatchClient, "create_once", stop_after_one)
+    first = run(cfg)
+    assert first.exit_code != 0 and len(created) == 1
+    refused = server.log.batch_calls[("openai", "upload", 413)]
+    assert refused == 2  # 4,800 then 2,400 tasks were too large; 1,200 went
+    monkeypatch.setattr(BatchClient, "create_once", create_once)
+    outcome = run(cfg)
+    assert outcome.exit_code == 0, outcome
+    assert server.log.batch_calls[("openai", "upload", 413)] == refused  # none more
+    recs = records(outcome.run_dir)
+    assert len(recs) == 4800 == len({r["taskId"] for r in recs})

@@ -9,6 +9,8 @@ One line per event, appended and synced to disk before the step it announces goe
     collected  its items are in results.ndjson (written and synced first)
     abandoned  it never reached the provider (a crash before it was created): its tasks are
                pending again
+    too_large  a server in the way refused it as too large (413): the model's batches from then
+               on hold at most `requests` and `bytes`, in this run and every later one
     deleted    OpenAI: its uploaded input file is deleted there (after collected or abandoned;
                a run deletes those a crash or a failure left, before anything else)
 
@@ -68,6 +70,7 @@ class Journal:
         self.run_dir = run_dir
         self.path = run_dir / JOURNAL
         self.batches: dict[str, Batch] = {}
+        self.limits: dict[str, tuple[int, int]] = {}  # per model: (requests, bytes) learned
         if self.path.exists():
             for event in self._events():
                 self._apply(event)
@@ -124,6 +127,8 @@ class Journal:
             batch.closed, batch.state = True, "abandoned"
         elif kind == "deleted":
             batch.input_deleted = True
+        elif kind == "too_large":
+            self.limits[batch.model_key] = (event["requests"], event["bytes"])
 
     def _append(self, event: dict[str, Any]) -> None:
         event = {**event, "at": event.get("at") or _now()}
@@ -203,6 +208,11 @@ class Journal:
     def abandoned(self, batch: Batch) -> None:
         self._append({"event": "abandoned", "batch": batch.name})
         self._drop_input(batch)
+
+    def too_large(self, batch: Batch, requests: int, nbytes: int) -> None:
+        self._append(
+            {"event": "too_large", "batch": batch.name, "requests": requests, "bytes": nbytes}
+        )
 
     def input_deleted(self, batch: Batch) -> None:
         self._append({"event": "deleted", "batch": batch.name, "file": batch.file_id})

@@ -83,7 +83,8 @@ class BatchSide(Submitting):
         self._requeued: Counter = Counter()  # tasks given back to pending in this pass, per model
         self._queue_refused: Counter = Counter()  # of them, those a full batch queue refused
         # per model, smaller limits than the API's, once a server in the way refused a batch
-        self._limits: dict[str, BatchLimits] = {}
+        # (submit.py): journalled, so that a later run does not learn them again
+        self._limits = {k: BatchLimits(*v) for k, v in self.journal.limits.items()}
 
     async def run(self, writer: ResultWriter) -> None:
         """Every batch model side by side."""

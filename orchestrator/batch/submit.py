@@ -112,6 +112,7 @@ class Submitting:
                 limits = self._limits[key] = BatchLimits(
                     max(1, len(ids) // 2), max(1024, size // 2 + _BYTES_MARGIN)
                 )
+                self.journal.too_large(batch, limits.max_requests, limits.max_bytes)
                 self.say(
                     f"{self._labels[key]}: a batch of {len(ids):,} task(s) ({size / 1e6:,.2f} MB) "
                     f"was refused as too large ({str(exc).splitlines()[0][:80]}); sending "

@@ -263,3 +263,30 @@ def test_repair_is_refused_while_a_run_holds_the_folder(tmp_path):
         result = CliRunner().invoke(app, ["repair", str(run_dir)])
     assert result.exit_code == 2 and f"pid {os.getpid()}" in result.output
     assert _snapshot(run_dir) == before
+
+
+def test_the_resume_scan_reads_what_the_general_reader_reads(tmp_path):
+    """ResultLines.finished (resume's one loop) and records() apply one check: on a file with
+    failed attempts, records in another key order (parsed in full) and a torn last line, they
+    find the same tasks and the same bytes."""
+    _, run_dir = _simulated_run(tmp_path, samples=4)
+    results = run_dir / "results.ndjson"
+    lines = results.read_bytes().splitlines(keepends=True)
+    failed = orjson.loads(lines[0]) | {"status": "failed"}
+    reordered = dict(reversed(list(orjson.loads(lines[1]).items())))  # parsed, not by position
+    tail = orjson.dumps(orjson.loads(lines[2]) | {"taskId": "f" * 32})[:90]  # torn
+    retried = orjson.loads(lines[3]) | {"taskId": "e" * 32, "status": "failed"}
+    body = [orjson.dumps(failed) + b"\n", *lines[:1], orjson.dumps(reordered) + b"\n", *lines[2:]]
+    results.write_bytes(b"".join(body) + orjson.dumps(retried) + b"\n" + tail)
+
+    general = ResultLines(results)
+    rows = list(general.records())
+    resume = ResultLines(results)
+    model = rows[0][2]
+    done, by_model, kept = resume.finished({model})
+    assert done == {t for t, status, *_ in rows if status != "failed"}
+    assert sum(by_model.values()) == len(done) == len(lines)
+    assert set(kept) == {"e" * 32}  # the failed attempt of a task that never finished
+    seen = (general.lines, general.complete_bytes, general.torn_bytes)
+    assert seen == (resume.lines, resume.complete_bytes, resume.torn_bytes)
+    assert resume.torn_bytes == 90 and resume.lines == len(lines) + 2

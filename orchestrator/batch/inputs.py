@@ -14,6 +14,7 @@ from orchestrator.batch.api import BatchAPI
 from orchestrator.batch.journal import JOURNAL, Batch, Journal
 from orchestrator.providers.base import Provider
 from orchestrator.providers.errors import ProviderError
+from orchestrator.providers.http import HTTPProvider
 
 
 async def delete_input(
@@ -42,7 +43,8 @@ def delete_leftovers(
     if not (run_dir / JOURNAL).exists():
         return
     journal = Journal(run_dir)
-    left = [b for b in journal.leftover_inputs() if b.model_key in providers]
+    http = {k: p for k, p in providers.items() if isinstance(p, HTTPProvider)}
+    left = [b for b in journal.leftover_inputs() if b.model_key in http]
     if not left:
         return
     from orchestrator.batch.clients import batch_api
@@ -52,7 +54,7 @@ def delete_leftovers(
         try:
             for batch in left:
                 if batch.model_key not in apis:
-                    apis[batch.model_key] = batch_api(providers[batch.model_key])
+                    apis[batch.model_key] = batch_api(http[batch.model_key])
                 await delete_input(journal, apis[batch.model_key], batch, say)
         finally:
             for api in apis.values():

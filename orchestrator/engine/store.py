@@ -37,19 +37,11 @@ def scan_results(path: Path, scored: Collection[str] = ()) -> Scan:
     """The finished tasks of a run, for resume, and what failed attempts of the `scored`
     models' tasks paid for. A line that is not a record refuses the run before anything is
     written; a torn last line is cut, once the whole file has been checked."""
-    scan = Scan()
     lines = ResultLines(path)
-    done, by_model, paid = scan.done, scan.done_by_model, scan.paid
-    for task_id, status, model_key, _, line in lines.records():
-        if status != "failed":
-            if task_id not in done:
-                done.add(task_id)
-                by_model[model_key] += 1
-        elif model_key in scored and (found := paid_in(line)) is not None:
-            paid[task_id] = found  # the last attempt holds all the earlier ones reused
+    done, by_model, failed = lines.finished(scored)
     lines.check()
-    for task_id in done.intersection(paid):
-        del paid[task_id]
+    paid = {task_id: found for task_id, line in failed.items() if (found := paid_in(line))}
+    scan = Scan(done, by_model, paid=paid)
     if lines.torn_bytes:
         with open(path, "r+b") as f:
             if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:

@@ -276,6 +276,7 @@ def test_the_resume_scan_reads_what_the_general_reader_reads(tmp_path):
     reordered = dict(reversed(list(orjson.loads(lines[1]).items())))  # parsed, not by position
     tail = orjson.dumps(orjson.loads(lines[2]) | {"taskId": "f" * 32})[:90]  # torn
     retried = orjson.loads(lines[3]) | {"taskId": "e" * 32, "status": "failed"}
+    retried["response"]["scores"] = [{"option": "1", "logp": -1.0, "premise": -1.0, "pmi": 0.0}]
     body = [orjson.dumps(failed) + b"\n", *lines[:1], orjson.dumps(reordered) + b"\n", *lines[2:]]
     results.write_bytes(b"".join(body) + orjson.dumps(retried) + b"\n" + tail)
 
@@ -290,3 +291,17 @@ def test_the_resume_scan_reads_what_the_general_reader_reads(tmp_path):
     seen = (general.lines, general.complete_bytes, general.torn_bytes)
     assert seen == (resume.lines, resume.complete_bytes, resume.torn_bytes)
     assert resume.torn_bytes == 90 and resume.lines == len(lines) + 2
+
+
+def test_the_resume_scan_names_the_lines_the_general_reader_names(tmp_path):
+    _, run_dir = _simulated_run(tmp_path, samples=4)
+    results = run_dir / "results.ndjson"
+    lines = results.read_bytes().splitlines(keepends=True)
+    bad = [b"\n", _glued(lines[4:6]), b"not json\n"]
+    results.write_bytes(b"".join(lines[:3] + bad[:2] + lines[3:9] + bad[2:] + lines[9:]))
+    general, resume = ResultLines(results), ResultLines(results)
+    list(general.records())
+    resume.finished()
+    not_json = "not JSON (garbage, or parts of two lines)"
+    assert general.bad == resume.bad == [(4, "a blank line"), (5, not_json), (12, not_json)]
+    assert general.bad_count == resume.bad_count == 3

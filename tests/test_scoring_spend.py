@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from orchestrator.plan_prompts import ANSWER_CUE
 from orchestrator.providers.errors import Transient
+from orchestrator.providers.openai import OpenAIProvider
 from tests.conftest import run_quietly
 from tests.test_scoring import emulator_config, records
+
+_REAL_SCORE = OpenAIProvider.score
 
 
 def _priced_config(tmp_path, server, run_id: str):
@@ -84,21 +87,25 @@ def test_a_task_whose_first_option_fails_still_records_its_paid_premises(
     assert paid and all(r["status"] == "failed" and r["usage"]["prompt_tokens"] for r in paid)
 
 
-def _count_option_calls(monkeypatch, calls: list[tuple[str, str]], stagger_s: float = 0.0):
-    """Record (task id, option) of each option call after a prompt that the server answered;
-    `stagger_s`: a pause of 0-4 times it before each, by task, so that workers do not finish
-    their tasks in step (and a stop finds some part way)."""
+def _count_option_calls(monkeypatch, calls: list[tuple[str, str]], hold: bool = False):
+    """Record (task id, option) of each option call after a prompt that the server answered.
+    `hold`: the first task to have paid for an option waits at its next one until the run
+    stops it (so that a stop surely finds a task part way)."""
     import anyio
 
     from orchestrator.providers import openai as openai_provider
 
-    real = openai_provider.OpenAIProvider.score
+    real = _REAL_SCORE  # not a wrapper an earlier call of this put in place
+    held: list[str] = []
 
     async def score(self, task, text, continuation):
-        await anyio.sleep(stagger_s * (int(task.task_id[:4], 16) % 5))
+        if hold and text != ANSWER_CUE and held == [task.task_id]:
+            await anyio.sleep_forever()  # cancelled by the budget's stop
         completion = await real(self, task, text, continuation)
         if text != ANSWER_CUE:
             calls.append((task.task_id, continuation.strip()))
+            if hold and not held:
+                held.append(task.task_id)
         return completion
 
     monkeypatch.setattr(openai_provider.OpenAIProvider, "score", score)
@@ -114,14 +121,14 @@ def test_a_scored_task_stopped_by_the_budget_keeps_its_paid_calls_for_the_resume
     from orchestrator.session import load_campaign
 
     # The server counts 20 times the tokens the estimate assumes: the plan fits the budget, the
-    # spend stops it about a fifth of the way, with other tasks part way through their options.
+    # spend stops it part way, with one task (held) part way through its options.
     server = emulator(latency_s=0.01, token_ratio=20.0)
     config = _priced_config(tmp_path, server, "r3")
     from orchestrator.plan import Plan
 
     budget = total_cost(remaining(Plan(load_campaign(config)), {})) * 1.01
     calls: list[tuple[str, str]] = []
-    _count_option_calls(monkeypatch, calls, stagger_s=0.01)
+    _count_option_calls(monkeypatch, calls, hold=True)
     first = CliRunner().invoke(app, ["run", str(config), "--budget", f"{budget:.6f}"])
     assert first.exit_code == 3, first.output
     recs = records(tmp_path, "r3")
@@ -131,6 +138,7 @@ def test_a_scored_task_stopped_by_the_budget_keeps_its_paid_calls_for_the_resume
     assert set(calls) <= kept  # every option call the server answered is in a record
 
     calls.clear()
+    _count_option_calls(monkeypatch, calls)
     done = CliRunner().invoke(app, ["run", str(config)])
     assert done.exit_code == 0, done.output
     for r in stopped:  # its resume paid only for the options the stop left
@@ -171,3 +179,46 @@ def test_paid_scores_are_scored_again_when_the_model_serves_something_else(
         assert paid["option"] in again  # not reused: the old model's score
         assert len(again) == len(final[task_id]["response"]["scores"])
         assert final[task_id]["servedModel"] == "base-model-2026-12"
+
+
+def test_a_score_is_reused_only_while_the_model_that_served_it_serves(
+    tmp_path, emulator, monkeypatch
+):
+    """Three attempts: the first pays for a task's first option on one model; the model is then
+    updated, and the second attempt fails again before any call succeeds (its record keeps the
+    first option's score, labelled with the old model). The third scores that option again."""
+    server = emulator()
+    config = _priced_config(tmp_path, server, "r5")
+    from orchestrator.providers import openai as openai_provider
+
+    real = openai_provider.OpenAIProvider.score
+    fail = {"second": True, "all": False}
+
+    async def score(self, task, text, continuation):
+        second = continuation.strip() == task.cell.contract.options[1]
+        if text != ANSWER_CUE and (fail["all"] or (fail["second"] and second)):
+            raise Transient("500 from the server")
+        return await real(self, task, text, continuation)
+
+    monkeypatch.setattr(openai_provider.OpenAIProvider, "score", score)
+    run_quietly(config)
+    first = {r["taskId"]: r for r in records(tmp_path, "r5") if r["status"] == "failed"}
+    assert first
+    server.config.served_as = {"base-model": "base-model-2026-12"}
+    fail["all"] = True
+    run_quietly(config)  # every option call fails: the records keep the old scores
+    second = [r for r in records(tmp_path, "r5")[-len(first) :] if r["taskId"] in first]
+    assert second and all(
+        s["servedModel"] == "base-model" for r in second for s in r["response"]["scores"]
+    )
+    fail["all"] = fail["second"] = False
+    calls: list[tuple[str, str]] = []
+    _count_option_calls(monkeypatch, calls)
+    run_quietly(config)
+    final = {r["taskId"]: r for r in records(tmp_path, "r5") if r["status"] == "ok"}
+    for task_id, r in first.items():
+        (paid,) = r["response"]["scores"]
+        assert paid["option"] in [o for t, o in calls if t == task_id]  # scored again
+        assert {s["servedModel"] for s in final[task_id]["response"]["scores"]} == {
+            "base-model-2026-12"
+        }

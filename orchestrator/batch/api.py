@@ -98,9 +98,10 @@ class BatchAPI(Protocol):
 
     async def cancel(self, batch_id: str) -> None: ...
 
-    async def forget_input(self, file_id: str | None) -> None:
+    async def forget_input(self, file_id: str | None) -> bool:
         """Delete the batch's uploaded input file at the provider, once its batch is collected
-        (OpenAI keeps it, and every prompt in it, until it is deleted)."""
+        (OpenAI keeps it, and every prompt in it, until it is deleted); False if the provider
+        has no such file (deleted already, or uploaded with another key)."""
         ...
 
     async def aclose(self) -> None: ...

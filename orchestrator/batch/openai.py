@@ -156,18 +156,19 @@ class OpenAIBatch(BatchClient):
         what = "expired" if code == "batch_expired" else f"not processed ({code})"
         return self.unanswered(custom_id, f"{what}: {(error or {}).get('message', '')}")
 
-    async def forget_input(self, file_id: str | None) -> None:
+    async def forget_input(self, file_id: str | None) -> bool:
         if not file_id:  # the prompts it holds stay at OpenAI until it is deleted
-            return
+            return True
 
-        async def once() -> None:
+        async def once() -> bool:
             status, headers, payload = await self.provider.send(
                 "DELETE", f"{self.base}/files/{file_id}", None, None
             )
-            if status not in (200, 404):  # 404: gone already (a crash came before we said so)
+            if status not in (200, 404):
                 raise self.provider.error(status, headers, payload)
+            return status == 200  # 404: gone already, or not this key's (see inputs.py)
 
-        await self.retrying(once)
+        return await self.retrying(once)
 
     async def cancel(self, batch_id: str) -> None:
         await self.json("POST", f"{self.base}/batches/{batch_id}/cancel")

@@ -92,6 +92,11 @@ class Submitting:
                 )
                 continue
             except TooLong as exc:  # a server in the way takes less than the API's limits
+                if len(ids) > 1:  # journalled first: a crash after it loses no limit learned
+                    smaller = BatchLimits(
+                        max(1, len(ids) // 2), max(1024, size // 2 + _BYTES_MARGIN)
+                    )
+                    self.journal.too_large(batch, smaller.max_requests, smaller.max_bytes)
                 self.journal.abandoned(batch)  # never sent: its tasks are pending again
                 if len(ids) == 1:  # one request over the cap: that task's final outcome
                     (task,) = [
@@ -109,10 +114,7 @@ class Submitting:
                     pending = await next_task()
                     continue
                 await self._forget_input(key, api, batch)
-                limits = self._limits[key] = BatchLimits(
-                    max(1, len(ids) // 2), max(1024, size // 2 + _BYTES_MARGIN)
-                )
-                self.journal.too_large(batch, limits.max_requests, limits.max_bytes)
+                limits = self._limits[key] = smaller
                 self.say(
                     f"{self._labels[key]}: a batch of {len(ids):,} task(s) ({size / 1e6:,.2f} MB) "
                     f"was refused as too large ({str(exc).splitlines()[0][:80]}); sending "

@@ -59,8 +59,8 @@ class BatchClient:
     def __init__(self, provider: HTTPProvider) -> None:
         self.provider = provider
 
-    async def forget_input(self, file_id: str | None) -> None:
-        return None  # no file was uploaded: the batch's requests went in its create call
+    async def forget_input(self, file_id: str | None) -> bool:
+        return True  # no file was uploaded: the batch's requests went in its create call
 
     # --- items as the online protocol reads them -----------------------------------------------
     def answered(self, custom_id: str, status: int, body: Any) -> Item:

@@ -10,28 +10,34 @@ import orjson
 
 @dataclass(frozen=True)
 class Paid:
-    """The option scores a failed attempt of a task paid for, and who served them: a resume
-    reuses them only while the model serves the same (its name and fingerprint)."""
+    """The option scores a failed attempt of a task paid for, each with the model string and
+    fingerprint that served it: a resume reuses one only while the model serves the same."""
 
     scores: dict[str, dict]
-    served: str | None = None
-    fingerprint: str | None = None
 
-    def still_valid(self, served: str | None, fingerprint: str | None) -> bool:
-        return (None in (self.served, served) or self.served == served) and (
-            None in (self.fingerprint, fingerprint) or self.fingerprint == fingerprint
-        )
+    def stale(self, served: str | None, fingerprint: str | None) -> list[str]:
+        """The options whose scores another model (or build) served than `served` now; a score
+        written without its server (before these were recorded) is stale too."""
+        return [
+            option
+            for option, entry in self.scores.items()
+            if "servedModel" not in entry
+            or entry["servedModel"] != served
+            or entry.get("systemFingerprint") != fingerprint
+        ]
 
 
 def paid_in(line: bytes) -> Paid | None:
     """The option scores a scoring model's `failed` record holds: what that attempt of its task
-    paid for (a task id pins the prompt and the model; `Paid` says who served them)."""
-    rec = orjson.loads(line)
+    paid for (a task id pins the prompt and the model). A line the resume scan passed by its
+    layout but that is no JSON after all holds nothing reusable (the readers name it)."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
     found = {
         entry["option"]: entry
         for entry in (rec.get("response") or {}).get("scores") or []
         if isinstance(entry, dict) and isinstance(entry.get("option"), str)
     }
-    if not found:
-        return None
-    return Paid(found, rec.get("servedModel"), rec.get("systemFingerprint"))
+    return Paid(found) if found else None

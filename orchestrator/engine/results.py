@@ -41,6 +41,7 @@ _ID_END = _ID_START + 32
 _STATUS_KEY = b'","status":"'
 _STATUS_AT = _ID_END + len(_STATUS_KEY)
 _MODEL_KEY = b'","modelKey":"'
+_SCORES = b'"scores":[{'  # a scored record's options, in the writer's compact JSON
 _SHOWN = 5  # bad lines named in a message; the rest are counted
 _BUFFER = 1 << 20
 
@@ -161,7 +162,8 @@ class ResultLines:
         self, keep_failed: Collection[str] = ()
     ) -> tuple[set[str], Counter, dict[str, bytes]]:
         """What resume needs, in one pass: the tasks with a terminal record, their count per
-        model key, and the last `failed` line of each task of the `keep_failed` model keys.
+        model key, and the last `failed` line holding option scores of each task of the
+        `keep_failed` model keys (a later failed attempt holds those before it reused).
         The same checks as records(), written out in one loop: a million lines are read here
         at every resume, and the generator's tuples, a line counter and decoding each model
         key cost as much as the glued-record check does (which this keeps)."""
@@ -192,7 +194,7 @@ class ResultLines:
                                 done.add(task_id)
                                 key = line[k:k_end]
                                 by_key[key] = by_key.get(key, 0) + 1
-                        elif keep and line[k:k_end] in keep:
+                        elif keep and line[k:k_end] in keep and _SCORES in line:
                             failed[line[_ID_START:_ID_END].decode()] = line
                         continue
                 got = json_fields(line)
@@ -206,7 +208,7 @@ class ResultLines:
                         done.add(task_id)
                         key = model_key.encode()
                         by_key[key] = by_key.get(key, 0) + 1
-                elif model_key in keep_failed:
+                elif model_key in keep_failed and _SCORES in line:
                     failed[task_id] = line
             size = f.tell()
         self.lines += count

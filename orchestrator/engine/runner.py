@@ -86,8 +86,10 @@ async def _answer(
     on_retry: Callable[[], None],
     started: datetime,
     scoring: Scoring | None,
+    answered: list[Completion],
 ) -> Outcome:
-    """A generated or scored answer, parsed (and stated by the extractor when its JSON is lost)."""
+    """A generated or scored answer, parsed (and stated by the extractor when its JSON is lost).
+    `answered` gets the paid answer as soon as it is in, for a stop during the extraction."""
     if scoring is not None:
         completion, attempts = await score_task(
             provider, gate, task, shared.premises, on_retry, scoring
@@ -95,6 +97,7 @@ async def _answer(
         parsed = Parsed(True, choice=completion.text)
     else:
         completion, attempts = await call_with_retries(provider, gate, task, on_retry)
+        answered.append(completion)
         parsed = safe_parse(completion.text, task)
     extracted_by, extra_cost, extractor = None, 0.0, shared.extractor
     if not parsed.ok and extractor is not None and completion.text.strip():
@@ -159,6 +162,7 @@ async def run_one(
         Caller(provider, gate, task, on_retry, shared.screener) if routine is not None else None
     )
     scoring = Scoring(paid=shared.paid.pop(task.task_id, None)) if task.cell.scored else None
+    answered: list[Completion] = []  # a generated answer paid for, while it is extracted
 
     def errored(status: str, error: str) -> Outcome:
         """An error's outcome; a routine's keeps what its earlier calls cost and logged, so the
@@ -187,7 +191,9 @@ async def run_one(
         if caller is not None:
             outcome = await _routine(routine, caller, started)
         else:
-            outcome = await _answer(provider, gate, task, shared, on_retry, started, scoring)
+            outcome = await _answer(
+                provider, gate, task, shared, on_retry, started, scoring, answered
+            )
     except Refused as exc:
         outcome = errored("refused", str(exc))
     except TooLong as exc:  # final for this task (nothing to retry on resume); the model goes on
@@ -197,8 +203,13 @@ async def run_one(
         if isinstance(exc, Fatal | Unreachable):  # no other task of the model would fare better
             state.fatal.setdefault(model_key, str(exc))
     except anyio.get_cancelled_exc_class():
+        stopped = "Stopped: the run stopped (budget or signal) part way"
+        cut = None
         if (scoring is not None and scoring.spent) or (caller is not None and caller.calls):
-            cut = errored("failed", "Stopped: the run stopped (budget or signal) part way")
+            cut = errored("failed", stopped)
+        elif answered:  # stopped while the extractor read it: the answer was paid for
+            cut = Outcome("failed", retries + 1, 0.0, started, started, answered[0], error=stopped)
+        if cut is not None:
             cut.latency_ms, cut.finished = (time.perf_counter() - t0) * 1000, now()
             keep(make_record(task, cut))
         raise

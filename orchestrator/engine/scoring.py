@@ -104,7 +104,7 @@ async def score_task(
     """The scored answer as a completion whose text is the chosen option, with every option's
     scores; the attempts of all its calls. `work` keeps the calls made so far, also when one
     fails, and holds those an earlier attempt of the task paid for: the options not paid for
-    are scored first, and if the model now serves something else, the paid ones again too."""
+    are scored first, then those paid for that another model (or build) served than now."""
     cell = task.cell
     text = cell.messages[-1]["content"]
     roles = dict(zip(cell.contract.options, cell.contract.roles or cell.contract.options))
@@ -136,15 +136,19 @@ async def score_task(
             "logp": round(completion.logprob, 6),
             "premise": round(premise, 6),
             "pmi": round(completion.logprob - premise, 6),
+            # who served it: a resume reuses it only while the model serves the same
+            "servedModel": completion.served_model,
+            "systemFingerprint": completion.system_fingerprint,
         }
 
-    for option, continuation in options:
-        if option not in paid:
-            work.scores.append(await score(option, continuation))
-    if paid and work.paid is not None and not work.paid.still_valid(work.served, work.fingerprint):
-        work.scores = [s for s in work.scores if s["option"] not in paid]
+    fresh = [(o, c) for o, c in options if o not in paid]
+    for option, continuation in fresh:
+        work.scores.append(await score(option, continuation))
+    if paid and work.paid is not None:  # checked against what served this attempt's calls
+        stale = set(work.paid.stale(work.served, work.fingerprint)) if fresh else set(paid)
+        work.scores = [s for s in work.scores if s["option"] not in stale]
         for option, continuation in options:  # served by another model then: paid again
-            if option in paid:
+            if option in stale:
                 work.scores.append(await score(option, continuation))
     order = {option: i for i, (option, _) in enumerate(options)}
     scores = work.scores = sorted(work.scores, key=lambda s: order[s["option"]])

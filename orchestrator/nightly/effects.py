@@ -102,9 +102,9 @@ def _tallies(status: pl.Expr, answered: pl.Expr) -> list[pl.Expr]:
 def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(per model x experiment, per model): tasks by final status, latency p50/p95 of answered
     calls (ms), cost per call (USD, where priced); per model x experiment also the served model
-    strings and system fingerprints seen. A task counts once, by its final record (a duplicate
-    that two runs of one folder made before the run lock is not counted again, as in every
-    reader: engine/results.final_mask); `failed` lines are attempts a resume superseded or
+    strings and system fingerprints seen. A task counts once, by its first terminal record (a
+    duplicate that two runs of one folder made before the run lock is not counted again: the
+    terminal half of engine/results.final_mask, which every reader applies); `failed` lines are attempts a resume superseded or
     will retry: counted apart, never as answers."""
     lf = pl.scan_ndjson(run.readable.path, schema=CALL_SCHEMA, ignore_errors=True)
     status = pl.col("status")

@@ -101,10 +101,12 @@ def _history(
 
 
 def _folder_state(folder: Path) -> dict[str, tuple[int, int]]:
+    """The run's own files: its columnar snapshot (a cache any reader may bring up to date,
+    engine/columnar.py) aside."""
     return {
         str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and "results.snapshot" not in p.parts
     }
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import polars as pl
 
 from orchestrator.analysis.names import model_names
-from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, first_of_task
+from orchestrator.engine.columnar import Records, records
+from orchestrator.engine.results import RESULTS, check_results_path, first_of_task
 from orchestrator.engine.run_folder import manifest_jobs
-from orchestrator.engine.snapshot import Readable
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key, is_deterministic
@@ -40,7 +40,7 @@ class Run:
     path: Path
     manifest: dict[str, Any]
     jobs: dict[str, Job]
-    readable: Readable  # what polars reads: the results file, or its lines before a torn last one
+    records: Records  # its record lines as columns (engine/columnar.py), torn last line left out
     note: str | None = None  # about a torn last line that was skipped
 
     @property
@@ -79,8 +79,8 @@ def open_run(path: Path) -> Run:
             file=str(path),
             fix=f"run it first: orchestrator run {path}",
         )
-    lines = ResultLines(results).scan()
-    return Run(path, manifest, jobs, Readable.of(lines), lines.note())
+    found = records(results)
+    return Run(path, manifest, jobs, found, found.note())
 
 
 def final_records(run: Run) -> pl.LazyFrame:
@@ -90,7 +90,7 @@ def final_records(run: Run) -> pl.LazyFrame:
     out, so that they count as unanswered (flagged as unfinished), never as model behaviour:
     `failed` lines are attempts that a later resume superseded or will retry, and `too_long`
     ones are requests the server would not take (a prompt over the context length)."""
-    lf = pl.scan_ndjson(run.readable.path, schema=RESULT_SCHEMA, ignore_errors=True)
+    lf = run.records.frame.select(list(RESULT_SCHEMA))
     return (
         # a task's final record is its first terminal one (engine/results.final_mask); a
         # later one is a duplicate that two runs of one folder made before the run lock

@@ -184,10 +184,12 @@ def _compare(app: typer.Typer) -> None:
             pick_runs,
             run_hook,
         )
+        from orchestrator.nightly.runs import output_folder
 
         try:
             wanted = fail_on_set(fail_on)
             older, newer = pick_runs(run_a, run_b, previous)
+            output_folder(out or newer.parent / "compare", "comparison")  # before any read
             try:
                 comparison = load_and_compare(older, newer)
             except UserError:

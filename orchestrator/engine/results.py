@@ -19,6 +19,7 @@ snapshot.py hands a checked file to polars.
 
 from __future__ import annotations
 
+import io
 import os
 from collections import Counter
 from collections.abc import Collection, Iterator
@@ -107,6 +108,8 @@ class ResultLines:
     `check()`: whether the file was clean is only known after its last line."""
 
     path: Path
+    data: bytes | None = None  # read these (lines of `path` held in memory), not the file
+    first_line: int = 0  # the lines of `path` before `data`: line numbers count on from them
     bad: list[tuple[int, str]] = field(default_factory=list)  # the first few: (line number, why)
     bad_count: int = 0
     torn_bytes: int = 0  # a last line without a newline, skipped
@@ -114,6 +117,8 @@ class ResultLines:
     lines: int = 0  # complete record lines read
 
     def _open(self):
+        if self.data is not None:
+            return io.BytesIO(self.data)
         check_results_path(self.path)
         return open(self.path, "rb", buffering=_BUFFER) if self.path.exists() else None
 
@@ -127,7 +132,7 @@ class ResultLines:
             return
         offset = count = 0
         with f:
-            for number, line in enumerate(f, 1):
+            for number, line in enumerate(f, self.first_line + 1):
                 if (
                     line[:_ID_START] == _PREFIX
                     and line[_ID_END:_STATUS_AT] == _STATUS_KEY
@@ -199,7 +204,7 @@ class ResultLines:
                         continue
                 got = json_fields(line)
                 if got is None:  # its number: the lines before it are records or rejected
-                    self._reject(count + self.bad_count + 1, line)
+                    self._reject(self.first_line + count + self.bad_count + 1, line)
                     continue
                 count += 1
                 task_id, status, model_key = got
@@ -226,7 +231,7 @@ class ResultLines:
         if f is not None:
             with f:
                 size = 0
-                for number, line in enumerate(f, 1):
+                for number, line in enumerate(f, self.first_line + 1):
                     size += len(line)
                     if (
                         line[:_ID_START] != _PREFIX
@@ -301,12 +306,14 @@ def bad_lines_error(path: Path, bad: list[tuple[int, str]], count: int) -> UserE
     )
 
 
-def unparsable(path: Path) -> UserError | None:
-    """After a full parser failed on a checked file: the lines a full JSON parse rejects (a
-    record glued to a torn line), as an error to raise; None if there are none."""
+def unparsable(path: Path, data: bytes | None = None, first_line: int = 0) -> UserError | None:
+    """After a full parser failed on a checked file (or on `data`, its lines after the first
+    `first_line`): the lines a full JSON parse rejects (a record glued to a torn line), as an
+    error to raise; None if there are none."""
     bad, count = [], 0
-    with open(path, "rb", buffering=_BUFFER) as f:
-        for number, line in enumerate(f, 1):
+    source = io.BytesIO(data) if data is not None else open(path, "rb", buffering=_BUFFER)
+    with source as f:
+        for number, line in enumerate(f, first_line + 1):
             if line.endswith(b"\n") and json_fields(line) is None:
                 count += 1
                 if len(bad) < _SHOWN:

@@ -1,8 +1,8 @@
 """`orchestrator status`: what a run directory holds, without calling anything.
 
-The results file is checked line by line (results.ResultLines) while polars reads the few
-fields the table needs (snapshot.check_and_parse), so memory is bounded by those columns, not
-by the records, and a million records take about two seconds. A
+The few columns the table needs come from the results' columnar snapshot (columnar.py: only
+lines appended since it was written are checked and parsed), so memory is bounded by those
+columns, not by the records, and a million records take well under a second. A
 task's final record is its first terminal one (ok, parse_error, refused, too_long), or else its
 last `failed` one (a resume retried it and it failed again). Tasks are counted by their final
 records; retries and spend by every line, since every attempt that was paid for counts.
@@ -16,17 +16,9 @@ import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.engine.results import ResultLines, final_mask
-from orchestrator.engine.snapshot import check_and_parse
+from orchestrator.engine.columnar import records
+from orchestrator.engine.results import final_mask
 from orchestrator.engine.store import RunStore
-
-_SCHEMA = {
-    "taskId": pl.String,
-    "status": pl.String,
-    "modelKey": pl.String,
-    "attempts": pl.Int64,
-    "costUsd": pl.Float64,
-}
 
 
 def _counts(df: pl.DataFrame) -> pl.DataFrame:
@@ -46,14 +38,12 @@ def _paid(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _read(path: Path) -> pl.DataFrame:
+def _read(lf: pl.LazyFrame) -> pl.DataFrame:
     # Task ids as 64-bit hashes: an eighth of the memory, and two of a million ids share one
     # with a chance of 3e-8 (one task would then count as a duplicate of the other).
-    return (
-        pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
-        .select(pl.col("taskId").hash().alias("id"), pl.exclude("taskId"))
-        .collect()
-    )
+    return lf.select(
+        pl.col("taskId").hash().alias("id"), "status", "modelKey", "attempts", "costUsd"
+    ).collect()
 
 
 def tally(
@@ -61,13 +51,11 @@ def tally(
 ) -> tuple[dict[tuple[str, str], int], dict[str, tuple[int, float]], str | None]:
     """{(modelKey, final status): tasks}, {modelKey: (retries, spend USD)} of a results file,
     and a note about a torn last line it skipped."""
-    if not path.is_file() or path.stat().st_size == 0:
-        ResultLines(path).scan()  # a folder in its place is an error
-        return {}, {}, None
-    lines, df = check_and_parse(path, _read)
+    found = records(path)  # a folder in its place, or a bad line, is an error
+    df = _read(found.frame)
     counts = {(k, s): n for k, s, n in _counts(df).iter_rows()}
     paid = {k: (r, c or 0.0) for k, r, c in _paid(df).iter_rows()}
-    return counts, paid, lines.note()
+    return counts, paid, found.note()
 
 
 def run_status(run_dir: Path) -> tuple[Table, str]:

@@ -106,7 +106,7 @@ def call_summary(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     duplicate that two runs of one folder made before the run lock is not counted again: the
     terminal half of engine/results.final_mask, which every reader applies); `failed` lines are attempts a resume superseded or
     will retry: counted apart, never as answers."""
-    lf = pl.scan_ndjson(run.readable.path, schema=CALL_SCHEMA, ignore_errors=True)
+    lf = run.records.frame.select(list(CALL_SCHEMA))
     status = pl.col("status")
     answered = status.is_in(["ok", "parse_error", "refused"])
     lf = pl.concat(

@@ -46,44 +46,25 @@ HEADERS = {
     "served_models": "served model (fingerprint)",
     "software": "version",
 }
-_SERVED = {
-    "modelKey": pl.String,
-    "servedModel": pl.String,
-    "systemFingerprint": pl.String,
-    "finishedAt": pl.String,
-}
 
 
 def _served(results: Path, names: dict[str, str]) -> tuple[list[str], list[str], datetime | None]:
     """Per model: the served model strings and system fingerprints seen, and the last result's
     time. A torn last line (a run writing right now) is left out: polars stops at it."""
-    from orchestrator.engine.snapshot import Readable
+    from orchestrator.engine.columnar import records
 
     if not results.is_file() or results.stat().st_size == 0:
         return [], [], None
-    for attempt in range(
-        2
-    ):  # a run appending mid-read: once more, from a copy of its complete lines
-        source = Readable.snapshot(results)  # kept: a torn file's copy lives as long as this
-        try:
-            df = (
-                pl.scan_ndjson(source.path, schema=_SERVED, ignore_errors=True)
-                .group_by("modelKey")
-                .agg(
-                    served=pl.col("servedModel").drop_nulls().unique().sort(),
-                    fps=pl.col("systemFingerprint").drop_nulls().unique().sort(),
-                    last=pl.col("finishedAt").max(),
-                )  # ISO times in UTC sort as text
-                .collect()
-            )
-            break
-        except pl.exceptions.ComputeError:
-            if attempt:
-                raise UserError(
-                    "polars cannot read the results",
-                    file=str(results),
-                    fix=f"see orchestrator status {results.parent}",
-                ) from None
+    df = (
+        records(results)
+        .frame.group_by("modelKey")
+        .agg(
+            served=pl.col("servedModel").drop_nulls().unique().sort(),
+            fps=pl.col("systemFingerprint").drop_nulls().unique().sort(),
+            last=pl.col("finishedAt").max(),
+        )  # ISO times in UTC sort as text
+        .collect()
+    )
     served, fps = [], []
     for r in sorted(
         df.iter_rows(named=True), key=lambda r: names.get(r["modelKey"], r["modelKey"])

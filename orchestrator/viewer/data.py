@@ -14,13 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import polars as pl
 
+from orchestrator.engine.columnar import records
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, final_mask
 from orchestrator.engine.run_folder import manifest_jobs
-from orchestrator.engine.snapshot import check_and_parse
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.campaign import identity_key
@@ -90,23 +89,19 @@ LIST_RAW_CHARS = 4096  # what of an answer the lists hold (and search): its star
 DETAIL_CHARS = 1 << 20  # what of one text a result's page sends at a time (?part=N)
 
 
-def _read(path: Path) -> pl.DataFrame:
-    return (
-        pl.scan_ndjson(path, schema=_SCHEMA, ignore_errors=True)
-        .with_row_index("line")
-        .select(
-            "line",
-            pl.exclude("line", "response", "optionOrder"),
-            pl.col("optionOrder").list.join("|").alias("order"),
-            pl.col("response")
-            .struct.field("choice")
-            .fill_null(pl.col("response").struct.field("value").cast(pl.String))
-            .alias("answer"),
-            # lists show the start of an answer: a 100 MB one is not kept whole in the frame
-            pl.col("response").struct.field("raw").str.slice(0, LIST_RAW_CHARS).alias("raw"),
-        )
-        .collect()
-    )
+def _read(lf: pl.LazyFrame) -> pl.DataFrame:
+    """The listing's columns of every record line (`offset`: where the line starts in the log)."""
+    return lf.select(
+        *(k for k in _SCHEMA if k not in ("response", "optionOrder")),
+        "offset",
+        pl.col("optionOrder").list.join("|").alias("order"),
+        pl.col("response")
+        .struct.field("choice")
+        .fill_null(pl.col("response").struct.field("value").cast(pl.String))
+        .alias("answer"),
+        # lists show the start of an answer: a 100 MB one is not kept whole in the frame
+        pl.col("response").struct.field("raw").str.slice(0, LIST_RAW_CHARS).alias("raw"),
+    ).collect()
 
 
 def final_lines(df: pl.DataFrame) -> pl.Series:
@@ -114,23 +109,11 @@ def final_lines(df: pl.DataFrame) -> pl.Series:
     return df.select(final_mask(df)).to_series()
 
 
-def line_starts(path: Path, size: int) -> np.ndarray:
-    """The byte offset of every line of the file's first `size` bytes, in blocks (bounded memory)."""
-    starts, block, at = [np.zeros(1, dtype=np.int64)], 1 << 26, 0
-    with open(path, "rb") as f:
-        while at < size:
-            buf = np.frombuffer(f.read(min(block, size - at)), dtype=np.uint8)
-            starts.append(np.flatnonzero(buf == 10).astype(np.int64) + at + 1)
-            at += len(buf)
-    return np.concatenate(starts)[:-1]  # the last newline starts no line
-
-
 @dataclass
 class Loaded:
     state: tuple[int, int]
     frame: pl.DataFrame  # one row per task's final record
     spend: dict[str, float]  # per model, over every line: a superseded attempt was paid for too
-    starts: np.ndarray
     note: str | None
 
 
@@ -191,8 +174,9 @@ class RunData:
     def _load(self, state: tuple[int, int]) -> Loaded:
         if state[0] <= 0:
             ResultLines(self.results).scan()  # a folder in its place is an error
-            return Loaded(state, _empty(), {}, np.zeros(0, dtype=np.int64), None)
-        lines, df = check_and_parse(self.results, _read)
+            return Loaded(state, _empty(), {}, None)
+        found = records(self.results)  # only what was appended since the last read is parsed
+        df = _read(found.frame)
         spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
         df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
         df = df.with_columns(
@@ -201,9 +185,7 @@ class RunData:
         df = df.join(
             self.cells.table(), on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left"
         )
-        return Loaded(
-            state, df, spend, line_starts(self.results, lines.complete_bytes), lines.note()
-        )
+        return Loaded(state, df, spend, found.note())
 
     def cached(self, name: str, compute, every_s: float = 0.0):
         """compute() once per state of the results file; while a run appends to it, at most
@@ -310,14 +292,14 @@ class RunData:
     def record(self, task_id: str, part: str = "1") -> dict[str, Any]:
         number = _int(part or "1", "part", low=1, high=1 << 20)
         loaded = self.loaded()
-        hit = loaded.frame.filter(pl.col("taskId") == task_id)["line"]
+        hit = loaded.frame.filter(pl.col("taskId") == task_id)["offset"]
         if not hit.len():
             raise NotFound(
                 f"no result with task id {task_id!r} in this run",
                 fix="pick a result from the answers list",
             )
         with open(self.results, "rb") as f:
-            f.seek(int(loaded.starts[hit[0]]))
+            f.seek(int(hit[0]))
             record = orjson.loads(f.readline())
         cell = self.cells.of(record)
         response = record.get("response") or {}
@@ -349,8 +331,8 @@ class RunData:
 
 def _empty() -> pl.DataFrame:
     schema = {
-        "line": pl.UInt32,
         **{k: v for k, v in _SCHEMA.items() if k not in ("response", "optionOrder")},
+        "offset": pl.UInt64,
         "order": pl.String,
         "answer": pl.String,
         "raw": pl.String,

@@ -49,7 +49,7 @@ def scan(run: Run, jobs: list[str], leave_out: tuple[str, ...] = tuple(NO_ANSWER
     """Every record of these jobs but those of the `leave_out` statuses (by default the final
     answers: ok, parse_error, refused), the response flattened to choice, role, mode and scores
     (the candidates; null in generation mode)."""
-    lf = pl.scan_ndjson(run.readable.path, schema=SCHEMA, ignore_errors=True)
+    lf = run.records.frame.select(list(SCHEMA))
     r = pl.col("response").struct
     # a task's final record is its first terminal one (engine/results.final_mask): a later
     # one is a duplicate that two runs of one folder made before the run lock

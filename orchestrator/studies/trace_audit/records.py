@@ -72,9 +72,7 @@ def audit_records(run: Run) -> list[dict[str, Any]]:
     from orchestrator.export import records
 
     jobs = {job_id for job_id, job in run.jobs.items() if job.kind == KIND}
-    return [
-        rec for *_, rec in records(run.readable.path, terminal_only=True) if rec.get("job") in jobs
-    ]
+    return [rec for *_, rec in records(run.results, terminal_only=True) if rec.get("job") in jobs]
 
 
 def items(run: Run) -> dict[tuple[str, str], dict[str, Any]]:

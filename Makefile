@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "== installing into $(VENV); the first time, llama-cpp-python compiles from source (about 4 minutes on 2 cores) =="
 	$(PY) -m pip install --upgrade pip 2>&1 | $(QUIET_PIP)
-	$(PY) -m pip install --progress-bar off -e '.[dev,local,ray]' 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install --progress-bar off -e '.[dev,local,ray,inspect]' 2>&1 | $(QUIET_PIP)
 	@touch $@
 
 demo: $(STAMP)

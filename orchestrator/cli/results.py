@@ -116,23 +116,33 @@ def repair(run_dir: RunDirArg) -> None:
 def export(
     run_dir: RunDirArg,
     format: Annotated[
-        str, typer.Option("--format", help="A published format: " + ", ".join(exporters()) + ".")
+        str,
+        typer.Option(
+            "--format",
+            help="A study's published format ("
+            + ", ".join(exporters())
+            + "), or every final record as parquet (one table: design columns, prompt, answer, "
+            "parsed value) or inspect (Inspect eval logs, one per job and model; needs the "
+            "[inspect] extra).",
+        ),
     ] = next(iter(exporters())),
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")
     ] = None,
 ) -> None:
-    """Export results in a published format, one file per model identity."""
+    """Export results in a published format, one file per model identity (parquet: one table;
+    inspect: one log per job and model)."""
     from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
+    from orchestrator.interop import FORMATS
     from orchestrator.spec.checks import folder_problem
 
     writers = exporters()
-    if format not in writers:
+    if format not in writers and format not in FORMATS:
         ui.fail(
             UserError(
                 f"unknown format '{format}'",
                 field="--format",
-                fix=f"use one of: {', '.join(writers)}",
+                fix=f"use one of: {', '.join([*writers, *FORMATS])}",
             )
         )
     try:
@@ -147,7 +157,10 @@ def export(
                 field="--out" if out else None,
                 fix="give --out a folder (it is created if missing)",
             )
-        counts = writers[format].export(format, run_dir, target)
+        if format in FORMATS:
+            counts = FORMATS[format](run_dir, target, manifest)
+        else:
+            counts = writers[format].export(format, run_dir, target)
         if counts:
             write_info(target, format, run_dir, manifest, counts)
     except UserError as exc:

@@ -1,0 +1,127 @@
+"""A run's final records as one flat table: every design column, the rendered prompt, the answer
+and what was parsed of it. What `export --format parquet` writes and the Inspect logs are made
+of (interop/inspect_log.py).
+
+The records come from the log (the snapshot keeps only the start of each answer): its lines are
+checked through the snapshot (engine/columnar.py), which also says which line is each task's
+final record (engine/results.final_mask); only those are parsed in full. Their messages come
+from the plan (rebuilt from the manifest, as the viewer does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from orchestrator.engine.columnar import records
+from orchestrator.engine.results import RESULTS, final_mask
+from orchestrator.engine.snapshot import Readable
+
+MESSAGE = pl.Struct({"role": pl.String, "content": pl.String})
+# What a final record gives each row, read from the log in full.
+FULL = {
+    "response": pl.Struct(
+        {
+            "value": pl.Float64,
+            "choice": pl.String,
+            "role": pl.String,
+            "reason": pl.String,
+            "raw": pl.String,
+            "reasoning": pl.String,
+        }
+    ),
+    "usage": pl.Struct(
+        {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "reasoning_tokens": pl.Int64}
+    ),
+    "error": pl.String,
+    "startedAt": pl.String,
+}
+
+
+def final_table(run_dir: Path) -> pl.DataFrame:
+    """One row per task with a final record, in the log's order."""
+    from orchestrator.viewer.cells import Cells
+
+    path = run_dir / RESULTS
+    found = records(path)
+    lines = found.frame.with_row_index("line").collect()
+    final = lines.filter(final_mask(lines))
+    source = Readable(path, found.complete_bytes if found.torn_bytes else None)
+    full = (
+        pl.scan_ndjson(source.path, schema=FULL, ignore_errors=True)
+        .head(found.lines)  # a line a run appended since is not one the check covered
+        .with_row_index("line")
+        .collect()
+    )
+    df = final.join(full, on="line", how="left", suffix="_full").sort("line")
+    cells = Cells(run_dir)
+    rows = df.select(
+        "taskId",
+        "job",
+        "experimentSlug",
+        "conditionIndex",
+        "variant",
+        "strategy",
+        "modelKey",
+        "optionOrder",
+        "sample",
+    ).iter_rows(named=True)
+    messages = [_messages(cells, r) for r in rows]
+    r, u = pl.col("response_full").struct, pl.col("usage").struct
+    return df.select(
+        "taskId",
+        "status",
+        "modelKey",
+        pl.col("model").struct.field("provider").alias("provider"),
+        pl.col("model").struct.field("name").alias("model"),
+        pl.col("model").struct.field("version").alias("modelVersion"),
+        "job",
+        "experimentSlug",
+        "conditionIndex",
+        "variant",
+        "strategy",
+        "sample",
+        "optionOrder",
+        pl.Series("messages", messages, dtype=pl.List(MESSAGE)),
+        pl.Series("prompt", [m[-1]["content"] if m else None for m in messages], dtype=pl.String),
+        r.field("raw").alias("answer"),
+        r.field("choice").alias("choice"),
+        r.field("value").alias("value"),
+        r.field("role").alias("role"),
+        r.field("reason").alias("reason"),
+        r.field("reasoning").alias("reasoning"),
+        "attempts",
+        "latencyMs",
+        "costUsd",
+        u.field("prompt_tokens").alias("promptTokens"),
+        u.field("completion_tokens").alias("completionTokens"),
+        u.field("reasoning_tokens").alias("reasoningTokens"),
+        "servedModel",
+        "systemFingerprint",
+        "error",
+        "startedAt",
+        "finishedAt",
+    )
+
+
+def _messages(cells: Any, row: dict[str, Any]) -> list[dict[str, str]] | None:
+    cell = cells.of(row)
+    return [{"role": m["role"], "content": m["content"]} for m in cell.messages] if cell else None
+
+
+def export_parquet(run_dir: Path, out_dir: Path) -> dict[Path, int]:
+    """records.parquet: every final record, one row each (zstd; polars, DuckDB, pandas and
+    `datasets.load_dataset("parquet", ...)` read it)."""
+    from orchestrator.engine.files import private_folder
+
+    table = final_table(run_dir)
+    if not table.height:
+        return {}
+    private_folder(out_dir)
+    path = out_dir / "records.parquet"
+    tmp = out_dir / ".records.parquet.tmp"
+    table.write_parquet(tmp, compression="zstd")
+    tmp.replace(path)
+    return {path: table.height}

@@ -80,10 +80,12 @@ def _history(app: typer.Typer) -> None:
                 help="Write history.csv and history.parquet in this folder instead of CAMPAIGN_DIR."
             ),
         ] = None,
+        as_json: ui.JsonOpt = False,
     ) -> None:
-        """One row per run of a campaign folder, oldest first: a table here, and the
-        same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
-        Reads only: takes no lock, writes nothing into a run folder, calls no model.
+        """One row per run of a campaign folder, oldest first: a table here (or --json), and
+        the same rows in history.csv and history.parquet (in CAMPAIGN_DIR, or --out).
+        Reads only: takes no lock, calls no model, writes nothing into a run folder but the
+        columnar snapshot of its results (results.snapshot/, a cache).
 
         Columns (times in UTC; lists joined with "; " in the csv):
         run: the run's folder; started: when it started (manifest createdAt);
@@ -113,6 +115,18 @@ def _history(app: typer.Typer) -> None:
             written = write_history(frame, out if out is not None else campaign_dir)
         except UserError as exc:
             ui.fail(exc)
+        if as_json:  # docs/schemas/history.schema.json
+            from orchestrator import __version__
+
+            ui.print_json(
+                {
+                    "software": __version__,
+                    "campaign": str(campaign_dir),
+                    "written": [str(p) for p in written],
+                    "runs": frame.to_dicts(),
+                }
+            )
+            return
         ui.console.print(history_table(frame, campaign_dir))
         ui.console.print(f"wrote {written[0]} and {written[1]}", highlight=False)
 
@@ -176,6 +190,7 @@ def _compare(app: typer.Typer) -> None:
         show_all: Annotated[
             bool, typer.Option("--all", help="List every effect, not only the flagged ones.")
         ] = False,
+        as_json: ui.JsonOpt = False,
     ) -> None:
         from orchestrator.nightly.compare_view import print_comparison, write_comparison
         from orchestrator.nightly.comparing import (
@@ -202,8 +217,13 @@ def _compare(app: typer.Typer) -> None:
             path = write_comparison(comparison, out or newer.parent / "compare", wanted, code)
         except UserError as exc:
             ui.fail(exc)
-        print_comparison(comparison, ui.console, show_all, wanted)
-        ui.console.print(f"written: {path} and {path.with_suffix('.csv')}")
+        if as_json:  # the comparison file's document (docs/schemas/compare.schema.json)
+            from orchestrator.nightly.compare import as_json as comparison_json
+
+            ui.print_json(comparison_json(comparison, wanted, code))
+        else:
+            print_comparison(comparison, ui.console, show_all, wanted)
+            ui.console.print(f"written: {path} and {path.with_suffix('.csv')}")
         if counted and on_change:
             status = run_hook(on_change, path, tuple(on_change_env or ()))
             if status:

@@ -14,11 +14,16 @@ from orchestrator.errors import UserError
 from orchestrator.studies import exporters, registered
 
 
-def status(run_dir: RunDirArg) -> None:
-    """Summarise a run on disk: per model done, failed and pending tasks, retries."""
-    from orchestrator.engine.status import run_status
+def status(run_dir: RunDirArg, as_json: ui.JsonOpt = False) -> None:
+    """Summarise a run on disk: per model done, failed and pending tasks, retries, spend."""
+    from orchestrator.engine.status import run_status, status_report
 
     try:
+        if as_json:
+            report = status_report(run_dir)
+            ui.note(report["note"])
+            ui.print_json(report)
+            return
         table, summary = run_status(run_dir)
     except UserError as exc:
         ui.fail(exc)
@@ -44,9 +49,10 @@ def _reading_results(run_dir: Path, work):
         raise problem from None
 
 
-def analyze(run_dir: RunDirArg) -> None:
+def analyze(run_dir: RunDirArg, as_json: ui.JsonOpt = False) -> None:
     """Per experiment and model: condition means or shares, the effect in the spec's direction with
     a 95% CI and p-value, sample adequacy and flags. Writes summary.parquet/.csv/.json. Calls no model."""
+    from orchestrator import __version__
     from orchestrator.analysis.summary import analyze as run_analysis
 
     try:
@@ -54,6 +60,16 @@ def analyze(run_dir: RunDirArg) -> None:
     except UserError as exc:
         ui.fail(exc)
     ui.note(result.run.note)
+    if as_json:  # docs/schemas/analyze.schema.json
+        ui.print_json(
+            {
+                "software": __version__,
+                "run": str(run_dir),
+                "written": {name: str(path) for name, path in result.paths.items()},
+                "tables": {name: df.to_dicts() for name, df in result.tables.items()},
+            }
+        )
+        return
     for study in registered():
         study.print_tables(result.tables, ui.console)
     ui.console.print(

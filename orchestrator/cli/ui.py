@@ -62,3 +62,27 @@ def number(low: float, high: float | None = None, *, above: bool = False, exampl
         return value
 
     return check
+
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON document on stdout instead of tables (its schema: "
+        "docs/schemas/); notes and errors go to stderr.",
+    ),
+]
+
+
+def print_json(document: object) -> None:
+    """One JSON document on stdout, for scripts and CI (datetimes as ISO 8601, NaN as null)."""
+    import orjson
+
+    sys.stdout.buffer.write(
+        orjson.dumps(
+            document,
+            option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE,
+            default=str,
+        )
+    )
+    sys.stdout.flush()

@@ -11,6 +11,7 @@ records; retries and spend by every line, since every attempt that was paid for 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from rich.markup import escape
@@ -58,55 +59,83 @@ def tally(
     return counts, paid, found.note()
 
 
-def run_status(run_dir: Path) -> tuple[Table, str]:
+STATUSES = ["ok", "parse_error", "refused", "too_long", "skipped", "failed"]
+
+
+def status_report(run_dir: Path) -> dict[str, Any]:
+    """What `status` shows, as data (`status --json`; docs/schemas/status.schema.json): per
+    model its planned tasks, tasks by final status, pending tasks, retries and spend."""
+    from orchestrator import __version__
+    from orchestrator.batch.journal import describe_in_flight
+
     store = RunStore(run_dir)
     manifest = store.read_manifest()
     per_model: dict[str, int] = manifest["plan"]["per_model"]
     labels: dict[str, str] = manifest.get("models", {})
     counts, paid, note = tally(store.results)
+    models = []
+    for key, total in per_model.items():
+        c = {s: n for (k, s), n in counts.items() if k == key}
+        retries, spend = paid.get(key, (0, 0.0))
+        done = sum(n for s, n in c.items() if s != "failed")  # as resume counts them
+        models.append(
+            {
+                "modelKey": key,
+                "model": labels.get(key, key),
+                "tasks": total,
+                **{s: c.get(s, 0) for s in STATUSES},
+                "pending": total - done,
+                "retries": retries,
+                "spendUsd": round(spend, 6),
+            }
+        )
+    return {
+        "software": __version__,
+        "run": str(run_dir),
+        "campaign": manifest["campaign"],
+        "runId": manifest["runId"],
+        "createdAt": manifest["createdAt"],
+        "results": str(store.results),
+        "complete": all(m["pending"] == 0 for m in models),
+        "pending": sum(m["pending"] for m in models),
+        "spendUsd": round(sum(m["spendUsd"] for m in models), 6),
+        "models": models,
+        # their tasks are among the pending; the next run collects them
+        "batchesInFlight": describe_in_flight(run_dir, labels),
+        "note": note,
+    }
+
+
+def run_status(run_dir: Path) -> tuple[Table, str]:
+    report = status_report(run_dir)
+    models = report["models"]
     table = Table(
-        title=f"run {manifest['campaign']}/{manifest['runId']} (started {manifest['createdAt']})"
+        title=f"run {report['campaign']}/{report['runId']} (started {report['createdAt']})"
     )
     # `too_long` (the server would not take that request) is final like the first three, but
     # holds no answer; so is `skipped` (a task its study recorded without a call: a trace too
     # short to audit), shown only when there is one; `failed` runs again on resume, so it
     # stays pending.
-    shown = [
-        "ok",
-        "parse_error",
-        "refused",
-        "too_long",
-        *(["skipped"] if any(s == "skipped" for _, s in counts) else []),
-        "failed",
-    ]
+    shown = [s for s in STATUSES if s != "skipped" or any(m["skipped"] for m in models)]
     for col in ("model", "tasks", *shown, "pending", "retries", "spend USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
-    total_pending = 0
-    for key, total in per_model.items():
-        c = {s: n for (k, s), n in counts.items() if k == key}
-        retries, spend = paid.get(key, (0, 0.0))
-        done = sum(
-            n for s, n in c.items() if s != "failed"
-        )  # as resume counts (store.scan_results)
-        total_pending += total - done
+    for m in models:
         table.add_row(
-            escape(f"{labels.get(key, key)} [{key}]"),
-            f"{total:,}",
-            *(f"{c.get(s, 0):,}" for s in shown),
-            f"{total - done:,}",
-            f"{retries:,}",
-            f"{spend:,.4f}",
+            escape(f"{m['model']} [{m['modelKey']}]"),
+            f"{m['tasks']:,}",
+            *(f"{m[s]:,}" for s in shown),
+            f"{m['pending']:,}",
+            f"{m['retries']:,}",
+            f"{m['spendUsd']:,.4f}",
         )
     state = (
         "complete"
-        if total_pending == 0
-        else f"{total_pending:,} tasks pending (resume with orchestrator run {run_dir})"
+        if report["complete"]
+        else f"{report['pending']:,} tasks pending (resume with orchestrator run {run_dir})"
     )
-    spent = sum(usd for _, usd in paid.values())
-    summary = f"{state}; spent ${spent:,.4f}; results: {store.results}"
-    from orchestrator.batch.journal import describe_in_flight
-
-    batches = describe_in_flight(run_dir, labels)
-    if batches:  # their tasks are among the pending; the next run collects them
+    summary = f"{state}; spent ${report['spendUsd']:,.4f}; results: {report['results']}"
+    batches = report["batchesInFlight"]
+    if batches:
         summary += f"\n{len(batches)} batch(es) in flight:\n  " + "\n  ".join(batches)
+    note = report["note"]
     return table, summary + (f"\nnote: {note}" if note else "")

@@ -88,6 +88,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "campaign": plan.campaign.config.name,
         "seed": plan.seed,
         "plan_hash": plan.fingerprint()["hash"],
+        # where models, samples, items, output_dir and run_id came from: a flag, config, default
+        "sources": plan.campaign.sources,
         "jobs": _jobs(plan),
         "models": models,
         "duration_s": durations(plan, estimates),  # per limit key; null: no rpm/tpm bounds it

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 import orchestrator.cli.ui as ui
-from orchestrator.cli.run import load_target
+from orchestrator.cli.run import LimitOpt, ModelOpt, OutputDirOpt, load_target
 from orchestrator.cli.ui import ConfigArg
 from orchestrator.errors import UserError
 
@@ -26,6 +26,9 @@ def plan(
             "--json", help="Print the plan as one JSON object on stdout instead of tables."
         ),
     ] = False,
+    models: ModelOpt = None,
+    limit: LimitOpt = None,
+    output_dir: OutputDirOpt = None,
 ) -> None:
     """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing.
 
@@ -43,7 +46,7 @@ def plan(
     from orchestrator.plan import Plan
 
     try:
-        campaign = load_target(config, samples)
+        campaign = load_target(config, samples, None, models, limit, output_dir)
         p = Plan(campaign)
     except UserError as exc:
         ui.fail(exc)
@@ -78,6 +81,26 @@ def plan(
             table.add_row(exp, cond, strategy, str(variants), f"{calls:,}", f"{tokens:,}")
         ui.console.print(table)
     print_estimates(p)
+    print_sources(campaign)
+
+
+def print_sources(campaign) -> None:
+    """Where the settings a flag can give came from: a flag wins over the config."""
+    c = campaign.config
+    values = {
+        "models": ", ".join(m.label for m in c.models),
+        "samples": c.samples if c.samples is not None else "each job's protocol minimum",
+        "items": c.items if c.items is not None else "all",
+        "output_dir": c.output_dir,
+        "run_id": c.run_id,
+    }
+    said = "; ".join(
+        f"{name} {escape(str(values[name]))} ({source})"
+        for name, source in campaign.sources.items()
+        if name in values
+    )
+    if said:
+        ui.console.print(f"settings: {said}", highlight=False)
 
 
 def _usd(x: float | None) -> str:

@@ -14,8 +14,16 @@ from orchestrator.errors import UserError
 from orchestrator.spec.campaign import Campaign
 
 
-def load_target(target: Path, samples: int | None = None, run_id: str | None = None) -> Campaign:
-    """A campaign config to start (with the flags' overrides), or a run folder to resume."""
+def load_target(
+    target: Path,
+    samples: int | None = None,
+    run_id: str | None = None,
+    models: list[str] | None = None,
+    limit: int | None = None,
+    output_dir: Path | None = None,
+) -> Campaign:
+    """A campaign config to start (with the flags' overrides: a flag wins over the config), or
+    a run folder to resume."""
     if target.name in ("results.ndjson", "manifest.json") and target.is_file():
         raise UserError(
             "this is a file of a run folder, not a campaign config",
@@ -25,7 +33,14 @@ def load_target(target: Path, samples: int | None = None, run_id: str | None = N
     if target.is_dir():  # a run folder: resume it where it is, as it was started
         from orchestrator.session import campaign_of_run
 
-        for flag, value in (("--samples", samples), ("--run-id", run_id)):
+        given = (
+            ("--samples", samples),
+            ("--run-id", run_id),
+            ("--model", models or None),
+            ("--limit", limit),
+            ("--output-dir", output_dir),
+        )
+        for flag, value in given:
             if value is not None:
                 raise UserError(
                     f"{flag} cannot change a run that exists",
@@ -35,8 +50,47 @@ def load_target(target: Path, samples: int | None = None, run_id: str | None = N
                 )
         return campaign_of_run(target)
     from orchestrator.session import load_campaign
+    from orchestrator.spec.model_flag import model_from_flag
 
-    return load_campaign(target, {"samples": samples, "run_id": run_id})
+    overrides = {
+        "samples": samples,
+        "run_id": run_id,
+        "models": [model_from_flag(m, "--model") for m in models] if models else None,
+        "items": limit,
+        "output_dir": str(output_dir) if output_dir is not None else None,
+    }
+    return load_campaign(target, overrides)
+
+
+ModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        help="Run these models instead of the config's [[models]] (repeat it for several): "
+        "PRESET/NAME (a preset of configs/presets.toml and the model's name, e.g. "
+        "openai/gpt-4o-mini; its key from the preset's environment variable), 'local' (the "
+        "embedded SmolLM2, no key) or 'simulated'.",
+        show_default=False,
+    ),
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        callback=ui.number(1, example="20"),
+        help="At most N items (prompt variants) per experiment x condition, a seeded sample "
+        "(as the config's `items`).",
+        show_default=False,
+    ),
+]
+OutputDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output-dir",
+        help="Where the campaign's folder of runs goes (overrides the config's output_dir).",
+        show_default=False,
+    ),
+]
 
 
 def init(
@@ -106,6 +160,9 @@ def run(
             help="Neither read nor write the response cache, whatever the config's `cache` says.",
         ),
     ] = False,
+    model: ModelOpt = None,
+    limit: LimitOpt = None,
+    output_dir: OutputDirOpt = None,
 ) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
@@ -118,7 +175,7 @@ def run(
     with a higher --budget); 130/143 interrupted by Ctrl-C/SIGTERM (run again to resume).
     """
     try:
-        campaign = load_target(config, samples, run_id)
+        campaign = load_target(config, samples, run_id, model, limit, output_dir)
     except UserError as exc:
         ui.fail(exc)
     if no_cache:  # not part of the plan: a run may be resumed with or without it

@@ -135,8 +135,9 @@ def records(path: Path) -> Records:
     new = new.with_columns(offset=pl.Series(_starts_of(data, start), dtype=pl.UInt64))
     total = first_line + lines.lines
     if lines.lines >= PART_LINES:
-        if _save(folder, meta["parts"], new, complete, total, path):
-            parts = [folder / name for name in _meta(folder)["parts"]]
+        names = _save(folder, meta["parts"], new, complete, total, path)
+        if names is not None:
+            parts = [folder / name for name in names]
             return Records(pl.scan_parquet(parts), total, complete, torn, path)
     return Records(pl.concat([base, new.lazy()]), total, complete, torn, path)
 
@@ -229,9 +230,10 @@ def _current(path: Path, folder: Path, complete: int) -> dict | None:
 
 def _save(
     folder: Path, parts: list[str], new: pl.DataFrame, offset: int, lines: int, log: Path
-) -> bool:
+) -> list[str] | None:
     """Write `new` as a part after `parts` (compacting them all into one when there are too
-    many), then the meta that names them; False if the folder cannot be written."""
+    many), then the meta that names them: the parts' names; None if the folder cannot be
+    written."""
     try:
         private_folder(folder)
         if len(parts) + 1 > MAX_PARTS:
@@ -251,9 +253,9 @@ def _save(
         for stale in folder.glob("*.parquet"):  # parts no meta names any more
             if stale.name not in names:
                 stale.unlink(missing_ok=True)
-        return True
+        return names
     except OSError:
-        return False
+        return None
 
 
 def _write_part(folder: Path, df: pl.DataFrame) -> str:

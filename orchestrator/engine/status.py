@@ -73,7 +73,7 @@ def status_report(run_dir: Path) -> dict[str, Any]:
     per_model: dict[str, int] = manifest["plan"]["per_model"]
     labels: dict[str, str] = manifest.get("models", {})
     counts, paid, note = tally(store.results)
-    models = []
+    models: list[dict[str, Any]] = []
     for key, total in per_model.items():
         c = {s: n for (k, s), n in counts.items() if k == key}
         retries, spend = paid.get(key, (0, 0.0))

@@ -21,7 +21,7 @@ from orchestrator.engine.snapshot import Readable
 
 MESSAGE = pl.Struct({"role": pl.String, "content": pl.String})
 # What a final record gives each row, read from the log in full.
-FULL = {
+FULL: dict[str, Any] = {
     "response": pl.Struct(
         {
             "value": pl.Float64,

@@ -25,7 +25,15 @@ from orchestrator.spec.secrets import redact
 from orchestrator.spec.server import cluster_problems
 
 # The command-line options that override config fields: a bad value is blamed on the flag.
-FLAGS = {"samples": "--samples", "run_id": "--run-id"}
+FLAGS = {
+    "samples": "--samples",
+    "run_id": "--run-id",
+    "models": "--model",
+    "items": "--limit",
+    "output_dir": "--output-dir",
+}
+# What `plan` says the source of (a flag, the config, or the default)
+SOURCED = ("models", "samples", "items", "output_dir", "run_id")
 
 
 def load_campaign(
@@ -35,12 +43,24 @@ def load_campaign(
     passes the registered studies)."""
     raw = load_toml(path, "campaign config")
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    written = set(raw)
     raw.update(given)
     config: CampaignConfig = validate(
         CampaignConfig, raw, path, flags={k: FLAGS.get(k, f"--{k}") for k in given}
     )
-    campaign = build_campaign(config, path, studies=studies)
+    try:
+        campaign = build_campaign(config, path, studies=studies)
+    except UserError as exc:  # a model given by --model is the flag's fault, not the file's
+        if "models" not in given or not (exc.field or "").startswith("models["):
+            raise
+        index = (exc.field or "").split("]")[0].removeprefix("models[")
+        raise UserError(
+            f"--model #{int(index) + 1}: {exc.detail}", field="--model", fix=exc.fix
+        ) from None
     campaign.flags = {k: FLAGS.get(k, f"--{k}") for k in given}  # a bad value names its flag
+    campaign.sources = {
+        k: campaign.flags.get(k) or ("config" if k in written else "default") for k in SOURCED
+    }
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
     return campaign
 

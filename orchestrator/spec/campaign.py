@@ -357,6 +357,7 @@ class Campaign:
         # it never reads the response cache, since it exists to see today's model.
         self.nightly = False
         self.flags: dict[str, str] = {}  # fields given as command-line flags -> the flag
+        self.sources: dict[str, str] = {}  # a field -> its flag, "config" or "default" (plan)
 
     def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from orchestrator.errors import UserError
+from orchestrator.spec.model_flag import model_from_flag
 
 if TYPE_CHECKING:
     from orchestrator.studies.base import CommandLine
@@ -19,24 +20,13 @@ JUDGE_HELP = (
     "e.g. openai/gpt-4o-mini, anthropic/claude-3-5-sonnet-latest (its key from the preset's "
     "environment variable)."
 )
-LOCAL_CONTEXT = 4096  # the judge's prompt (~800 tokens) + a long trace + the answer
 
 
 def model_from_spec(spec: str, option: str, temperature: float, max_tokens: int) -> dict[str, Any]:
     settings = {"temperature": temperature, "max_tokens": max_tokens}
-    if spec == "local":
-        return {"provider": "local", **settings, "server": {"n_ctx": LOCAL_CONTEXT}}
-    if spec == "simulated":
+    if spec == "simulated":  # the simulated judge (providers/simulated_audit.py)
         return {"provider": "simulated", "name": "simulated-judge", **settings}
-    preset, _, name = spec.partition("/")
-    if not preset or not name:
-        raise UserError(
-            f"'{spec}' names no model",
-            field=option,
-            fix=f"use {option} local, {option} simulated, or {option} PRESET/NAME "
-            "(e.g. openai/gpt-4o-mini)",
-        )
-    return {"preset": preset, "name": name, **settings}
+    return model_from_flag(spec, option, **settings)
 
 
 def audit_campaign(

@@ -28,7 +28,8 @@ def view(
 ) -> None:
     """Browse a run in the browser: its progress, spend and effects, and every answer behind
     them (filtered by study, experiment, condition, model, status or free text). Calls no
-    model and writes nothing."""
+    model and writes nothing but the results' columnar snapshot (results.snapshot/, a cache
+    that makes the next opening fast)."""
     import asyncio
 
     from orchestrator.viewer.server import open_target, serve

@@ -1,7 +1,7 @@
 """What compare and trend read of one run: every study's headline effects (analysis/effects.py)
 and, per model and experiment, how the calls went and which model served them. Computed
-afresh from the results; nothing is written into the run folder (a finished night stays as
-it was)."""
+afresh from the results; nothing is written into the run folder but the results' columnar
+snapshot, a cache (engine/columnar.py): the night's own files stay as they were."""
 
 from __future__ import annotations
 

@@ -202,6 +202,9 @@ class HTTPProvider:
         all a message quotes); a longer answer is refused as the broken server's it is."""
         if resp.status >= 300:
             limit = min(limit, _SCAN)
+        length = resp.content_length
+        if length is not None and length <= limit and not resp.headers.get("Content-Encoding"):
+            return await resp.read()  # the common answer: its size stated, not compressed
         out = bytearray()
         async for chunk in decoded(resp):
             out += chunk

@@ -474,6 +474,18 @@ def bench_batch() -> None:
     run()
 
 
+def bench_snapshot() -> None:
+    from tests.bench_snapshot import bench_snapshot as run
+
+    run()
+
+
+def bench_engine_whole() -> None:
+    from tests.bench_engine import bench_engine_whole as run
+
+    run()
+
+
 def bench_view() -> None:
     from tests.bench_view import bench_view as run
 
@@ -493,6 +505,7 @@ def main() -> None:
         ("scan", bench_resume_scan),
         ("status", bench_status),
         ("engine", bench_engine_throughput),
+        ("engine-whole", bench_engine_whole),
         ("rate", bench_rate_control),
         ("analysis", bench_analysis),
         ("bias-strength", bench_bias_strength_analysis),
@@ -501,6 +514,7 @@ def main() -> None:
         ("nightly", bench_nightly),
         ("batch", bench_batch),
         ("view", bench_view),
+        ("snapshot", bench_snapshot),
         ("pool", bench_pool),
     ):
         if not which or name in which:

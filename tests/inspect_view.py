@@ -21,8 +21,16 @@ def inspect_view(log_dir: Path):
         port = s.getsockname()[1]
     inspect = Path(sys.executable).with_name("inspect")
     proc = subprocess.Popen(
-        [str(inspect), "view", "--log-dir", str(log_dir), "--host", "127.0.0.1", "--port",
-         str(port)],
+        [
+            str(inspect),
+            "view",
+            "--log-dir",
+            str(log_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

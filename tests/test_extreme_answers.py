@@ -89,6 +89,20 @@ def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkey
         assert (robust.order_differences(a, b, ks) == expected).all()
 
 
+def test_selection_counts_on_the_rounded_differences_sorting_sees(monkeypatch):
+    """Answers where a - pivot and a_i - b_j round differently (large magnitudes, tiny gaps):
+    the counting search lands on the crossing of the rounded differences themselves."""
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(robust, "BRUTE_PAIRS", 0)
+    for _ in range(40):
+        n, m = (int(x) for x in rng.integers(20, 80, 2))
+        a = 1e16 + rng.integers(-40, 40, n) * rng.choice([0.5, 1.0, 3.0], n)
+        b = 1e16 + rng.integers(-40, 40, m) * rng.choice([0.5, 1.0, 3.0], m)
+        ks = rng.integers(0, n * m, 6)
+        expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
+        assert (robust.order_differences(a, b, ks) == expected).all()
+
+
 def test_the_interval_covers_a_planted_shift_at_its_level():
     rng = np.random.default_rng(11)
     normal = [

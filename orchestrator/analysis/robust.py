@@ -49,16 +49,31 @@ NO_SHIFT = Shift(np.nan, np.nan, np.nan, np.nan, np.nan)
 
 def _count(a: np.ndarray, b_desc: np.ndarray, pivot: float, strict: bool) -> np.ndarray:
     """Per a_i, how many of a_i - b_desc[j] are < pivot (strict) or <= pivot. Row i is
-    non-decreasing in j (b_desc descends, and rounded subtraction is monotone), so each row is
-    binary-searched, all rows at once, on the very floats the brute-force path sorts."""
-    lo, hi = np.zeros(len(a), np.int64), np.full(len(a), len(b_desc), np.int64)
-    while (open_ := lo < hi).any():
-        mid = (lo + hi) // 2
-        d = a - b_desc[np.minimum(mid, len(b_desc) - 1)]
-        below = (d < pivot) if strict else (d <= pivot)
-        lo = np.where(open_ & below, mid + 1, lo)
-        hi = np.where(open_ & ~below, mid, hi)
-    return lo
+    non-decreasing in j (b_desc descends, and rounded subtraction is monotone), so the count
+    is where the row crosses the pivot: found for all rows at once by one search of b for
+    a_i - pivot, then moved to the exact crossing on the very floats the brute-force path
+    sorts (a rounding can put it a value or two off). It moves a run of equal b values at a
+    time, which share their difference: ratings repeat thousands of times."""
+    m = len(b_desc)
+    b_asc = b_desc[::-1]
+
+    def below(at: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        d = a[rows] - b_desc[at]
+        return (d < pivot) if strict else (d <= pivot)
+
+    # the places where b_desc[j] > a_i - pivot, as far as a - pivot rounds
+    lo = m - np.searchsorted(b_asc, a - pivot, side="right")
+    rows = np.arange(len(a))
+    while True:
+        down = lo > 0
+        down[down] = ~below(lo[down] - 1, rows[down])
+        up = lo < m
+        up[up] = below(lo[up], rows[up])
+        if not (down.any() or up.any()):
+            return lo
+        # to the start of the run of the value before the crossing, or past the one after it
+        lo[down] = m - np.searchsorted(b_asc, b_desc[lo[down] - 1], side="right")
+        lo[up] = m - np.searchsorted(b_asc, b_desc[lo[up]], side="left")
 
 
 def _select(a: np.ndarray, b_desc: np.ndarray, k: int) -> float:
@@ -70,6 +85,11 @@ def _select(a: np.ndarray, b_desc: np.ndarray, k: int) -> float:
     while True:
         sizes = right - left
         ends = np.cumsum(sizes)
+        if ends[-1] <= BRUTE_PAIRS:  # few candidates left: formed and partitioned outright
+            rows = np.repeat(np.arange(len(a)), sizes)
+            places = left[rows] + np.arange(ends[-1]) - np.repeat(ends - sizes, sizes)
+            rank = k - int(left.sum())  # those left of `left` are below every candidate
+            return float(np.partition(a[rows] - b_desc[places], rank)[rank])
         r = int(rng.integers(ends[-1]))
         i = int(np.searchsorted(ends, r, side="right"))
         pivot = a[i] - b_desc[left[i] + r - (ends[i] - sizes[i])]

@@ -26,7 +26,6 @@ its `offset`.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import secrets
 from dataclasses import dataclass
@@ -191,15 +190,19 @@ def _starts(path: Path, start: int, end: int) -> np.ndarray:
 
 
 def prefix_hash(path: Path, nbytes: int) -> str:
-    """xxh3-64 of the file's first `nbytes` bytes (mapped, not copied: ~0.1 s per GB)."""
-    if nbytes == 0:
-        return xxhash.xxh3_64_hexdigest(b"")
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
-        try:
-            return xxhash.xxh3_64_hexdigest(view[:nbytes])
-        finally:
-            view.release()
+    """xxh3-64 of the file's first `nbytes` bytes, read through one 4 MB buffer (~0.2 s a GB
+    from the page cache; not mapped, so the reader's memory does not grow with the log)."""
+    digest = xxhash.xxh3_64()
+    buffer = memoryview(bytearray(1 << 22))
+    with open(path, "rb", buffering=0) as f:
+        left = nbytes
+        while left > 0:
+            got = f.readinto(buffer[: min(left, len(buffer))])
+            if not got:
+                break
+            digest.update(buffer[:got])
+            left -= got
+    return digest.hexdigest()
 
 
 def _meta(folder: Path) -> dict | None:

@@ -99,7 +99,7 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path):
     cfg = _config(tmp_path)
     for args, said in (
         (["--model", "gpt-4o"], "option '--model': 'gpt-4o' names no model"),
-        (["--model", "nosuch/x"], "option '--model': --model #1: unknown preset 'nosuch'"),
+        (["--model", "nosuch/x"], "option '--model': the 1st model given: unknown preset 'nosuch'"),
         (["--limit", "0"], "--limit"),
     ):
         done = cli("plan", str(cfg), *args, cwd=tmp_path)

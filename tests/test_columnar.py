@@ -124,7 +124,8 @@ def test_a_snapshot_that_cannot_be_written_is_no_error(tmp_path, monkeypatch):
     assert sum(counts.values()) == len({r["taskId"] for r in _truth(path)})
 
 
-def test_a_damaged_snapshot_is_rebuilt(tmp_path):
+def test_a_damaged_snapshot_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setattr(columnar, "GRACE_S", 0.0)
     path = _run(tmp_path)
     records(path)
     folder = path.parent / FOLDER
@@ -133,7 +134,22 @@ def test_a_damaged_snapshot_is_rebuilt(tmp_path):
     part = folder / _meta(path)["parts"][0]
     part.unlink()  # a part gone
     _same(records(path), path)
-    assert len(list(folder.glob("*.parquet"))) == 1  # no part left that no meta names
+    (folder / _meta(path)["parts"][0]).write_bytes(b"not parquet")  # a part garbled
+    (folder / ".part-0123456789ab.parquet.tmp").write_bytes(b"half")  # a write cut short
+    _same(records(path), path)
+    assert [p.name for p in folder.iterdir() if p.name != META] == _meta(path)["parts"]
+
+
+def test_a_reader_keeps_the_parts_it_took_while_another_rebuilds(tmp_path):
+    path = _run(tmp_path)
+    first = records(path)  # a reader holding the snapshot's parts, lazily
+    copy = path.with_name("copy.ndjson")
+    copy.write_bytes(path.read_bytes())
+    os.replace(copy, path)  # a replaced log (as repair replaces it): another inode
+    second = records(path)
+    assert _meta(path)["identity"][1] == path.stat().st_ino
+    _same(second, path)
+    assert first.frame.collect().height == second.lines  # its parts were not deleted under it
 
 
 def test_lines_appended_while_it_is_read_are_counted_once(tmp_path, monkeypatch):

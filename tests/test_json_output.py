@@ -91,3 +91,33 @@ def test_compare_json_is_the_file_it_writes(nights):
 def test_a_bad_run_folder_is_an_error_on_stderr_not_json(tmp_path):
     done = cli("status", str(tmp_path), "--json", cwd=tmp_path)
     assert done.returncode == 2 and not done.stdout.strip() and "error" in done.stderr
+
+
+def test_compare_json_with_a_hook_keeps_stdout_one_document(nights, tmp_path):
+    import shutil
+
+    from tests.conftest import cli_process
+
+    cut = tmp_path / "n2-cut"  # a night cut short: flagged incomplete, so the hook runs
+    shutil.copytree(nights / "n2", cut, ignore=shutil.ignore_patterns("results.snapshot"))
+    lines = (cut / "results.ndjson").read_bytes().splitlines(keepends=True)
+    (cut / "results.ndjson").write_bytes(b"".join(lines[: len(lines) // 2]))
+    hook = tmp_path / "hook.sh"
+    hook.write_text("#!/bin/sh\necho the hook ran\n")
+    hook.chmod(0o755)
+    done = cli_process(
+        "compare",
+        str(nights / "n1"),
+        str(cut),
+        "--json",
+        "--out",
+        str(tmp_path / "compare"),
+        "--fail-on",
+        "all",
+        "--on-change",
+        str(hook),
+        cwd=nights,
+    )
+    assert done.returncode == 1, done.stderr
+    orjson.loads(done.stdout)  # nothing but the document
+    assert "the hook ran" in done.stderr

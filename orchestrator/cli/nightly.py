@@ -225,7 +225,7 @@ def _compare(app: typer.Typer) -> None:
             print_comparison(comparison, ui.console, show_all, wanted)
             ui.console.print(f"written: {path} and {path.with_suffix('.csv')}")
         if counted and on_change:
-            status = run_hook(on_change, path, tuple(on_change_env or ()))
+            status = run_hook(on_change, path, tuple(on_change_env or ()), as_json)
             if status:
                 ui.err_console.print(f"[yellow]--on-change command exited {status}[/]")
         raise typer.Exit(code)

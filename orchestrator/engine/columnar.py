@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,9 @@ META = "snapshot.json"
 RAW_CHARS = 4096  # what of an answer the snapshot keeps
 PART_LINES = 5_000  # fewer new lines than this are parsed each time, not written as a part
 MAX_PARTS = 8  # more, and the next write compacts them into one
+MAX_DELTA_BYTES = 256 << 20  # more appended than this, and the log is read whole (bounded memory)
+GRACE_S = 120.0  # a part no meta names is deleted only this long after it was written: a reader
+# that took it from the meta before stays able to read it
 
 SCORE = pl.Struct(
     {
@@ -113,16 +117,20 @@ def records(path: Path) -> Records:
         ResultLines(path).scan()
         return Records(_empty(), 0, 0, 0, path)
     folder = path.parent / FOLDER
+    identity = _identity(path)
     size, torn = tail(path)
     complete = size - torn
-    meta = _current(path, folder, complete)
-    if meta is None:  # rebuilt from the whole log
+    found = _current(path, folder, complete, identity)
+    if found is None or complete - found[0]["offset"] > MAX_DELTA_BYTES:  # read whole
         lines, df = check_and_parse(path, _parse)
         df = df.head(lines.lines)  # lines a run appended after the check are not covered
         complete, torn = lines.complete_bytes, lines.torn_bytes
         df = df.with_columns(offset=pl.Series(_starts(path, 0, complete), dtype=pl.UInt64))
-        _save(folder, [], df, complete, lines.lines, path)
+        if _identity(path) == identity:  # not replaced (repaired) while it was read
+            digest = prefix_hash(path, complete)
+            _save(folder, [], df, complete, lines.lines, digest.hexdigest(), identity)
         return Records(df.lazy(), lines.lines, complete, torn, path)
+    meta, digest = found
     parts = [folder / name for name in meta["parts"]]
     start, first_line = meta["offset"], meta["lines"]
     base = pl.scan_parquet(parts) if parts else _empty()
@@ -134,7 +142,8 @@ def records(path: Path) -> Records:
     new = new.with_columns(offset=pl.Series(_starts_of(data, start), dtype=pl.UInt64))
     total = first_line + lines.lines
     if lines.lines >= PART_LINES:
-        names = _save(folder, meta["parts"], new, complete, total, path)
+        digest.update(data)  # the hash of exactly the bytes these rows were parsed from
+        names = _save(folder, meta["parts"], new, complete, total, digest.hexdigest(), identity)
         if names is not None:
             parts = [folder / name for name in names]
             return Records(pl.scan_parquet(parts), total, complete, torn, path)
@@ -189,9 +198,10 @@ def _starts(path: Path, start: int, end: int) -> np.ndarray:
     return np.concatenate(found)[:-1].astype(np.uint64)  # the last newline starts no line
 
 
-def prefix_hash(path: Path, nbytes: int) -> str:
+def prefix_hash(path: Path, nbytes: int) -> xxhash.xxh3_64:
     """xxh3-64 of the file's first `nbytes` bytes, read through one 4 MB buffer (~0.2 s a GB
-    from the page cache; not mapped, so the reader's memory does not grow with the log)."""
+    from the page cache; not mapped, so the reader's memory does not grow with the log): a
+    digest that appended bytes can be added to."""
     digest = xxhash.xxh3_64()
     buffer = memoryview(bytearray(1 << 22))
     with open(path, "rb", buffering=0) as f:
@@ -202,7 +212,13 @@ def prefix_hash(path: Path, nbytes: int) -> str:
                 break
             digest.update(buffer[:got])
             left -= got
-    return digest.hexdigest()
+    return digest
+
+
+def _identity(path: Path) -> list[int]:
+    """The log file itself (device, inode): `repair` and a replaced log make another one."""
+    st = path.stat()
+    return [st.st_dev, st.st_ino]
 
 
 def _meta(folder: Path) -> dict | None:
@@ -213,30 +229,42 @@ def _meta(folder: Path) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _current(path: Path, folder: Path, complete: int) -> dict | None:
-    """The snapshot's meta if its parts are a prefix of the log as it is now, else None."""
+def _current(
+    path: Path, folder: Path, complete: int, identity: list[int]
+) -> tuple[dict, xxhash.xxh3_64] | None:
+    """The snapshot's meta and the digest of the prefix it covers, if its parts are a prefix of
+    the log as it is now (the same file, the same bytes, parts that read); else None."""
     meta = _meta(folder)
     try:
         if (
             meta is None
             or meta.get("format") != FORMAT
+            or meta.get("identity") != identity
             or not isinstance(meta.get("offset"), int)
             or meta["offset"] > complete
-            or not all((folder / name).is_file() for name in meta["parts"])
-            or prefix_hash(path, meta["offset"]) != meta["hash"]
         ):
             return None
-    except (OSError, KeyError, TypeError, ValueError):
+        for name in meta["parts"]:
+            pl.read_parquet_schema(folder / name)  # there, and a Parquet file
+        digest = prefix_hash(path, meta["offset"])
+    except Exception:  # noqa: BLE001 - a cache that cannot be read is rebuilt, never an error
         return None
-    return meta
+    return (meta, digest) if digest.hexdigest() == meta["hash"] else None
 
 
 def _save(
-    folder: Path, parts: list[str], new: pl.DataFrame, offset: int, lines: int, log: Path
+    folder: Path,
+    parts: list[str],
+    new: pl.DataFrame,
+    offset: int,
+    lines: int,
+    digest: str,
+    identity: list[int],
 ) -> list[str] | None:
     """Write `new` as a part after `parts` (compacting them all into one when there are too
-    many), then the meta that names them: the parts' names; None if the folder cannot be
-    written."""
+    many), then the meta that names them, and the log prefix they are (its bytes, lines and
+    hash, of the bytes they were parsed from): the parts' names; None if it cannot be written
+    (a read-only folder, a full disk: only a cache is lost)."""
     try:
         private_folder(folder)
         if len(parts) + 1 > MAX_PARTS:
@@ -248,17 +276,24 @@ def _save(
             "format": FORMAT,
             "offset": offset,
             "lines": lines,
-            "hash": prefix_hash(log, offset),
+            "hash": digest,
+            "identity": identity,
             "parts": names,
-            "log": log.name,
         }
         replace_whole(folder / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-        for stale in folder.glob("*.parquet"):  # parts no meta names any more
-            if stale.name not in names:
-                stale.unlink(missing_ok=True)
+        _drop_stale(folder, names)
         return names
-    except OSError:
+    except Exception:  # noqa: BLE001 - a cache: failing to write it never stops a reader
         return None
+
+
+def _drop_stale(folder: Path, names: list[str]) -> None:
+    """Parts no meta names any more, and temporary files a kill -9 left, once GRACE_S old."""
+    now = time.time()
+    for stale in [*folder.glob("part-*.parquet"), *folder.glob(".part-*.tmp")]:
+        with contextlib.suppress(OSError):
+            if stale.name not in names and now - stale.stat().st_mtime > GRACE_S:
+                stale.unlink()
 
 
 def _write_part(folder: Path, df: pl.DataFrame) -> str:

@@ -3,7 +3,7 @@ inspect_ai's own Python API (the `.eval` format is not a frozen spec: never writ
 that `inspect view` and `inspect_ai.log.read_eval_log` open a campaign's results.
 
 Each sample is one task's final record: its input messages, the model's answer as its output
-(the trace as reasoning content, where kept), the parsed answer as the `parsed` score (the
+(the trace as reasoning content, where kept; a task without an answer is an errored sample), the parsed answer as the `parsed` score (the
 choice, else the value; none when nothing was parsed), and the design as metadata. Needs the
 optional extra: pip install 'bias-orchestrator[inspect]'.
 """
@@ -51,6 +51,8 @@ def export_inspect(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> di
         spec = log.EvalSpec(
             created=manifest["createdAt"],
             task=str(job),
+            task_id=str(job),
+            eval_id=f"{manifest['runId']}-{job}-{key}",
             run_id=manifest["runId"],
             dataset=log.EvalDataset(name=str(job), samples=len(samples)),
             model=name,
@@ -69,7 +71,7 @@ def export_inspect(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> di
             plan=log.EvalPlan(),
             results=log.EvalResults(
                 total_samples=len(samples),
-                completed_samples=len(scored),
+                completed_samples=sum(s.error is None for s in samples),
                 scores=[
                     log.EvalScore(name=SCORE, scorer=SCORE, scored_samples=len(scored), metrics={})
                 ],
@@ -87,13 +89,22 @@ def export_inspect(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> di
 
 
 def _sample(r: dict[str, Any], log: Any, model: Any, scorer: Any) -> Any:
+    kinds = {
+        "system": model.ChatMessageSystem,
+        "user": model.ChatMessageUser,
+        "assistant": model.ChatMessageAssistant,  # a few-shot example's answer
+    }
     messages = [
-        model.ChatMessageSystem(content=m["content"])
-        if m["role"] == "system"
-        else model.ChatMessageUser(content=m["content"])
+        kinds.get(m["role"], model.ChatMessageUser)(content=m["content"])
         for m in r["messages"] or []
     ]
-    output = model.ModelOutput.from_content(f"{r['provider']}/{r['model']}", r["answer"] or "")
+    answer = r["answer"] or ""
+    content = (  # the model's trace, where kept, as reasoning beside the answer
+        [model.ContentReasoning(reasoning=r["reasoning"]), model.ContentText(text=answer)]
+        if r["reasoning"]
+        else answer
+    )
+    output = model.ModelOutput.from_content(f"{r['provider']}/{r['model']}", content)
     if r["promptTokens"] is not None or r["completionTokens"] is not None:
         output.usage = model.ModelUsage(
             input_tokens=r["promptTokens"] or 0,
@@ -129,7 +140,11 @@ def _sample(r: dict[str, Any], log: Any, model: Any, scorer: Any) -> Any:
             "servedModel": r["servedModel"],
             "error": r["error"],
         },
-        error=None,
+        # a task with no answer (failed for good this far, or a request the server refused as
+        # too long) is an errored sample, as Inspect shows one
+        error=log.EvalError(message=r["error"] or r["status"], traceback="", traceback_ansi="")
+        if r["status"] in ("failed", "too_long")
+        else None,
     )
 
 

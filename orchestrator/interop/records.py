@@ -4,7 +4,8 @@ of (interop/inspect_log.py).
 
 The records come from the log (the snapshot keeps only the start of each answer): its lines are
 checked through the snapshot (engine/columnar.py), which also says which line is each task's
-final record (engine/results.final_mask); only those are parsed in full. Their messages come
+final record (engine/results.final_mask) and where it starts; only those lines are parsed in
+full. A record whose cell the plan no longer has gets no prompt (its `prompt` is null). Their messages come
 from the plan (rebuilt from the manifest, as the viewer does).
 """
 
@@ -17,7 +18,6 @@ import polars as pl
 
 from orchestrator.engine.columnar import records
 from orchestrator.engine.results import RESULTS, final_mask
-from orchestrator.engine.snapshot import Readable
 
 MESSAGE = pl.Struct({"role": pl.String, "content": pl.String})
 # What a final record gives each row, read from the log in full.
@@ -48,13 +48,9 @@ def final_table(run_dir: Path) -> pl.DataFrame:
     found = records(path)
     lines = found.frame.with_row_index("line").collect()
     final = lines.filter(final_mask(lines))
-    source = Readable(path, found.complete_bytes if found.torn_bytes else None)
-    full = (
-        pl.scan_ndjson(source.path, schema=FULL, ignore_errors=True)
-        .head(found.lines)  # a line a run appended since is not one the check covered
-        .with_row_index("line")
-        .collect()
-    )
+    full = pl.DataFrame(
+        _final_fields(path, final["offset"].to_list()), schema=FULL, orient="row"
+    ).with_columns(final["line"])
     df = final.join(full, on="line", how="left", suffix="_full").sort("line")
     cells = Cells(run_dir)
     rows = df.select(
@@ -104,6 +100,21 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         "startedAt",
         "finishedAt",
     )
+
+
+def _final_fields(path: Path, offsets: list[int]) -> list[tuple[Any, ...]]:
+    """FULL's fields of the records at these byte offsets, each line parsed on its own (only
+    the final records are parsed in full; the snapshot has the rest)."""
+    import mmap
+
+    import orjson
+
+    out = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for at in offsets:
+            rec = orjson.loads(mm[at : mm.find(b"\n", at)])
+            out.append(tuple(rec.get(name) for name in FULL))
+    return out
 
 
 def _messages(cells: Any, row: dict[str, Any]) -> list[dict[str, str]] | None:

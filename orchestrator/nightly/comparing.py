@@ -57,13 +57,20 @@ def fail_on_set(text: str) -> set[str]:
     return wanted
 
 
-def run_hook(command: str, path: Path, names: tuple[str, ...] = ()) -> int:
+def run_hook(
+    command: str, path: Path, names: tuple[str, ...] = (), quiet_stdout: bool = False
+) -> int:
     """The --on-change command, through the shell, with the JSON path as its last argument and
     in ORCHESTRATOR_COMPARE_JSON. It inherits the allow-list of processes.child_env and the
-    variables `names` gives (--on-change-env), never the provider keys of the runs."""
+    variables `names` gives (--on-change-env), never the provider keys of the runs.
+    `quiet_stdout` (compare --json): what it prints goes to stderr, so that stdout stays one
+    JSON document."""
     given = {name: os.environ[name] for name in names if name in os.environ}
     env = child_env({**given, "ORCHESTRATOR_COMPARE_JSON": str(path)})
-    return subprocess.run(f"{command} {shlex.quote(str(path))}", shell=True, env=env).returncode
+    out = 2 if quiet_stdout else None  # the process's own stderr, whatever sys.stderr is
+    return subprocess.run(
+        f"{command} {shlex.quote(str(path))}", shell=True, env=env, stdout=out
+    ).returncode
 
 
 def load_and_compare(older: Path, newer: Path):

@@ -55,7 +55,9 @@ def load_campaign(
             raise
         index = (exc.field or "").split("]")[0].removeprefix("models[")
         raise UserError(
-            f"--model #{int(index) + 1}: {exc.detail}", field="--model", fix=exc.fix
+            f"the {_ordinal(int(index) + 1)} model given: {exc.detail}",
+            field="--model",
+            fix=exc.fix,
         ) from None
     campaign.flags = {k: FLAGS.get(k, f"--{k}") for k in given}  # a bad value names its flag
     campaign.sources = {
@@ -221,3 +223,7 @@ def build_campaign(
                 fix=f"use ids the jobs define: {sorted(known)}",
             )
     return Campaign(config, jobs, path)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -52,11 +52,12 @@ def planted(means: tuple[float, float]) -> float:
 
 
 def tree(folder: Path) -> dict[str, tuple[int, int]]:
-    """Every file under a folder with its size and modification time."""
+    """Every file under a folder with its size and modification time, the results' columnar
+    snapshots aside (a cache any reader may bring up to date: engine/columnar.py)."""
     return {
         str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and "results.snapshot" not in p.parts
     }
 
 

@@ -16,6 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from tests.bench_snapshot import _code_at
 from tests.conftest import ROOT
 
 OLD = "b2d1cb8"
@@ -88,14 +89,6 @@ def _whole(args: list[str], code: Path | None) -> tuple[float, float]:
     return float(out[0]), float(out[1]) / 1024
 
 
-def _old_code(into: Path) -> Path | None:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), OLD],
-        capture_output=True,
-    )
-    return into if done.returncode == 0 else None
-
-
 def bench_engine_whole() -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.static_server"], stdout=subprocess.PIPE, text=True, cwd=ROOT
@@ -105,7 +98,7 @@ def bench_engine_whole() -> None:
     results: dict[str, list[tuple[float, float]]] = {"bare": [], "engine": [], "old": []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        old = _old_code(folder / "old")
+        old = _code_at(OLD, folder / "old")
         try:
             for round_ in range(ROUNDS):
                 results["bare"].append(

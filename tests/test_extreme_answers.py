@@ -73,7 +73,7 @@ def test_hodges_lehmann_is_the_median_and_the_order_statistics_of_all_difference
         k, _ = robust.moses_rank(n, m)
         assert shift.estimate == np.median(differences)
         assert (shift.low, shift.high) == (differences[k - 1], differences[n * m - k])
-        assert shift.p == stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        assert shift.p == pytest.approx(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
 def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkeypatch):
@@ -87,6 +87,37 @@ def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkey
         ks = rng.integers(0, n * m, 5)
         expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
         assert (robust.order_differences(a, b, ks) == expected).all()
+
+
+def test_repeated_answers_are_counted_per_distinct_value(monkeypatch):
+    """Ratings and round numbers: the differences of the distinct values, weighted by their
+    pair counts, give the very floats sorting all n*m differences would, without a search."""
+    rng = np.random.default_rng(4)
+
+    def no_search(*args):
+        raise AssertionError("searched, though the distinct values' differences were few")
+
+    monkeypatch.setattr(robust, "_count", no_search)
+    for trial in range(60):
+        n, m = (int(x) for x in rng.integers(1, 400, 2))
+        scale = 1e16 if trial % 3 == 0 else 1.0  # rounding in the differences too
+        a = scale + rng.integers(0, 7, n) * rng.choice([0.5, 3.0])
+        b = scale + rng.integers(0, 9, m) * 1.5
+        monkeypatch.setattr(robust, "BRUTE_PAIRS", min(63, n * m - 1))
+        ks = np.concatenate([[0, n * m - 1, (n * m - 1) // 2], rng.integers(0, n * m, 5)])
+        expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
+        assert (robust.order_differences(a, b, ks) == expected).all()
+
+
+def test_a_large_cell_of_ratings_gives_the_sorted_differences_shift():
+    rng = np.random.default_rng(6)
+    a, b = rng.integers(1, 11, 3_000) * 1.0, rng.integers(1, 11, 2_500) * 1.0 + 0.5
+    shift = robust.hodges_lehmann(a, b)  # 7.5e6 pairs: above BRUTE_PAIRS
+    differences = np.sort(np.subtract.outer(a, b).ravel())
+    k, _ = robust.moses_rank(len(a), len(b))
+    assert len(differences) > robust.BRUTE_PAIRS
+    assert shift.estimate == np.median(differences)
+    assert (shift.low, shift.high) == (differences[k - 1], differences[len(differences) - k])
 
 
 def test_selection_counts_on_the_rounded_differences_sorting_sees(monkeypatch):
@@ -412,3 +443,18 @@ def test_which_answers_are_left_out_does_not_depend_on_their_order():
     rng = np.random.default_rng(0)
     seen = {leave_two_out(rng.permutation(a), rng.permutation(b)).without for _ in range(20)}
     assert len(seen) == 1, seen
+
+
+def test_the_mann_whitney_p_is_scipys():
+    """Computed here for samples over 8 answers (scipy.stats is slow to import): the normal
+    approximation with scipy's tie and continuity corrections, on continuous answers, ratings
+    full of ties, unequal sizes and a planted shift."""
+    rng = np.random.default_rng(12)
+    for trial in range(200):
+        n, m = (int(x) for x in rng.integers(2, 3_000, 2))
+        if trial % 3 == 0:
+            a, b = rng.integers(1, 8, n) * 1.0, rng.integers(1, 8, m) * 1.0 + (trial % 2)
+        else:
+            a, b = rng.lognormal(6, 1, n), rng.lognormal(6.1, 1, m)
+        expected = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        assert robust.mann_whitney_p(a, b) == pytest.approx(expected, rel=1e-9, abs=1e-300)

@@ -5,15 +5,18 @@ Wilson intervals) for a difference of proportions, with the pooled two-proportio
 p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Each is checked
 against scipy/statsmodels in the tests (statsmodels is only the tests' reference). Random
 effects and CR2 are in random_effects.py and cr2.py.
+
+The distributions come from scipy.special (the functions scipy.stats calls): importing
+scipy.stats takes 0.6 s, a fifth of `analyze` on a million records.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from scipy import special
 
-Z95 = stats.norm.ppf(0.975)
+Z95 = special.ndtri(0.975)
 BOOTSTRAP = 10_000  # resamples
 # A value this close to 0 is 0: sums of shares or of thirds leave noise such as -2.78e-17 (and the
 # SD of identical values is 4e-17), which a table would print as is; real differences of means
@@ -39,8 +42,8 @@ def welch(mean_a, var_a, n_a, mean_b, var_b, n_b, level: float = 0.95):
         se = np.sqrt(va + vb)
         df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
         t = diff / se
-        p = 2 * stats.t.sf(np.abs(t), df)
-        half = stats.t.ppf(0.5 + level / 2, df) * se
+        p = 2 * special.stdtr(df, -np.abs(t))
+        half = special.stdtrit(df, 0.5 + level / 2) * se
     ok = (n_a >= 2) & (n_b >= 2) & (se > 0)
     nan = np.full_like(diff, np.nan, dtype=float)
     return (
@@ -74,7 +77,7 @@ def newcombe(count_a, n_a, count_b, n_b, z: float = Z95):
         high = diff + np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
         pooled = (count_a + count_b) / (n_a + n_b)
         se = np.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
-        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(diff) / se), 1.0)
+        p = np.where(se > 0, 2 * special.ndtr(-np.abs(diff) / se), 1.0)
     ok = (n_a >= 1) & (n_b >= 1)
     nan = np.full_like(diff, np.nan, dtype=float)
     return diff, np.where(ok, low, nan), np.where(ok, high, nan), np.where(ok, p, nan)
@@ -82,6 +85,8 @@ def newcombe(count_a, n_a, count_b, n_b, z: float = Z95):
 
 def bh(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values; NaN (untestable) entries stay NaN and do not count."""
+    from scipy import stats
+
     q = np.full(len(p), np.nan)
     ok = ~np.isnan(p)
     if ok.any():
@@ -101,7 +106,7 @@ def t_interval(values, level: float = 0.95, axis: int = -1):
         nan = np.full(np.delete(values.shape, axis % values.ndim), np.nan)
         return nan, nan.copy()
     mean = values.mean(axis=axis)
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * values.std(axis=axis, ddof=1) / np.sqrt(n)
+    half = special.stdtrit(n - 1, 0.5 + level / 2) * values.std(axis=axis, ddof=1) / np.sqrt(n)
     return mean - half, mean + half
 
 
@@ -110,9 +115,9 @@ def median_ranks(n: int, level: float = 0.95) -> tuple[int, float]:
     the largest k whose coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) is still at least `level`.
     k = 0 when no pair of order statistics reaches `level` (n < 6 for 95%)."""
     k = 0
-    while k + 1 <= n // 2 and 1 - 2 * stats.binom.cdf(k, n, 0.5) >= level:
+    while k + 1 <= n // 2 and 1 - 2 * special.bdtr(k, n, 0.5) >= level:
         k += 1
-    return k, (float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5)) if k else float("nan"))
+    return k, (float(1 - 2 * special.bdtr(k - 1, n, 0.5)) if k else float("nan"))
 
 
 def median_interval(values, level: float = 0.95, axis: int = -1):

@@ -190,7 +190,8 @@ def test_the_overview_and_run_comparisons_read_the_decoy_by_its_attraction_measu
 
 
 def test_the_report_marks_the_decoys_equation_1_rows_and_explains_the_mark():
-    from orchestrator.studies.instructed.report import DID_NOTE, SCORES_NOTE, did_rows, score_rows
+    from orchestrator.studies.instructed.report import DID_NOTE, SCORES_NOTE
+    from orchestrator.studies.instructed.rows import did_rows, score_rows
 
     table, counted = scores(answers(0, "a"), answers(1, "b"))
     table = table.with_columns(model=pl.col("modelKey"))

@@ -25,6 +25,8 @@ class BiasStrength(Study):
         return job_from_native(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
+        if not self.has_jobs(run):  # before the imports: they load scipy.stats
+            return []
         from orchestrator.studies.bias_strength.analysis import variant_bsi
         from orchestrator.studies.bias_strength.debiasing import debiasing
         from orchestrator.studies.bias_strength.inference import bias_summary, parse_failures

@@ -28,12 +28,12 @@ class Instructed(Study):
         return job_from_templates(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
+        if not self.has_jobs(run):  # before the imports: they load scipy.stats
+            return []
         from orchestrator.studies.instructed.accuracy import belief_accuracy
         from orchestrator.studies.instructed.analysis import all_scores
         from orchestrator.studies.instructed.compare import differences
 
-        if not self.has_jobs(run):
-            return []
         scores, products, pairs, cells = all_scores(run, self.kind)
         if not scores.height:
             return []

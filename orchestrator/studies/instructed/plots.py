@@ -14,12 +14,9 @@ from matplotlib.ticker import EngFormatter
 
 from orchestrator.report.plots import finish, plt
 from orchestrator.studies.instructed.items import SCORES
+from orchestrator.studies.instructed.rows import series_label
 
 GAP_SCORE = "Decoy Cheaper"
-
-
-def series_label(model: str, strategy: str, strategies: int) -> str:
-    return model if strategies < 2 else f"{model} [{strategy}]"
 
 
 def _errors(part: pl.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:

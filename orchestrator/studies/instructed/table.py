@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from orchestrator.studies.instructed.report import did_rows, score_rows
+from orchestrator.studies.instructed.rows import did_rows, score_rows
 
 RIGHT = (
     "treatment",

@@ -26,6 +26,8 @@ class JudgeHistory(Study):
         return job_from_seed002(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:
+        if not self.has_jobs(run):  # before the import: it loads scipy.stats
+            return []
         from orchestrator.studies.judge_history.analysis import judge_outcomes
 
         summary, tasks = judge_outcomes(run)

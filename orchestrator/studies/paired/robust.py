@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.robust import hodges_lehmann, leave_two_out
 from orchestrator.report.format import fmt
 
@@ -51,30 +50,22 @@ def implausible(ok: pl.Expr) -> pl.Expr:
     )
 
 
-def _values(run: Run, metrics: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[int, np.ndarray]]:
-    """The valid answers per row and condition, for the mean-difference experiments only (a
-    choice has no value). Read apart from the counts, which stay on polars' streaming engine."""
-    numeric = metrics.filter(pl.col("metric_type") == "mean-difference")
-    if not numeric.height:
-        return {}
-    found = (
-        final_records(run)
-        .filter(pl.col("status") == "ok", pl.col("value").is_not_null())
-        .join(numeric.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
-        .group_by([*keys, "conditionIndex"])
-        .agg(pl.col("value"))
-        .collect()
-    )
+def cell_values(cond: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[int, np.ndarray]]:
+    """The valid answers per row and condition (per_condition's `values`), for the
+    mean-difference experiments only: a choice has no value."""
     out: dict[tuple, dict[int, np.ndarray]] = {}
-    for row in found.iter_rows(named=True):
-        key = tuple(row[k] for k in keys)
-        out.setdefault(key, {})[row["conditionIndex"]] = np.asarray(row["value"], float)
+    cells = cond.select(*keys, "conditionIndex")
+    for row, values in zip(cells.iter_rows(named=True), cond["values"]):  # as arrays, unboxed
+        if len(values):
+            key = tuple(row[k] for k in keys)
+            out.setdefault(key, {})[row["conditionIndex"]] = values.to_numpy().astype(float)
     return out
 
 
-def with_robust(df: pl.DataFrame, run: Run, metrics: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """The effects table (one row per `keys`) with COLUMNS added."""
-    values = _values(run, metrics, keys)
+def with_robust(
+    df: pl.DataFrame, values: dict[tuple, dict[int, np.ndarray]], keys: list[str]
+) -> pl.DataFrame:
+    """The effects table (one row per `keys`) with COLUMNS added; `values` from cell_values."""
     rows = []
     empty = np.array([], float)
     for r in df.select(*keys, "metric_type", "direction", "deterministic").iter_rows(named=True):

@@ -53,11 +53,11 @@ class TraceAudit(Study):
         add(app, cli)
 
     def analyze(self, run) -> list[Output]:
+        if not self.has_jobs(run):  # before the imports: they load scipy.stats
+            return []
         from orchestrator.studies.trace_audit import analysis
         from orchestrator.studies.trace_audit.records import audit_frame
 
-        if not self.has_jobs(run):
-            return []
         frame = audit_frame(run)
         if not frame.height:
             return []

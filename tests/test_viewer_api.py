@@ -587,3 +587,20 @@ def test_a_failed_attempt_a_resume_superseded_is_not_listed(run_dir, tmp_path):
         assert s.ok("/api/overview")["statusCounts"] == total and total["failed"] == 1
     finally:
         s.close()
+
+
+def test_each_record_gets_its_cells_id_by_hash_or_by_the_join(run_dir, monkeypatch):
+    """The cell ids (what a prompt search matches) are those a join on the cell fields gives,
+    also on the join itself, taken should two cells' fields ever hash alike."""
+    from orchestrator.viewer.cells import CELL_FIELDS
+    from orchestrator.viewer.data import RunData
+
+    data = RunData.open(run_dir)
+    by_hash = data.loaded().frame
+    table = data.cells.table()
+    joined = by_hash.drop("cell").join(table, on=CELL_FIELDS, how="left", nulls_equal=True)
+    assert by_hash["cell"].null_count() == 0 and table.height > 4
+    assert by_hash["cell"].to_list() == joined["cell"].to_list()
+    monkeypatch.setattr(pl.Series, "n_unique", lambda self: 1)  # as if every hash were one
+    fallback = RunData.open(run_dir).loaded().frame
+    assert fallback["cell"].to_list() == by_hash["cell"].to_list()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from orchestrator.spec.campaign import identity_key, is_deterministic
-from orchestrator.spec.models import Job, Strategy
+from orchestrator.spec.identity import identity_key, is_deterministic
+
+if TYPE_CHECKING:  # the readers of a run import this module: they need no pydantic models
+    from orchestrator.spec.models import Job, Strategy
 
 
 def _digest(*parts: Any) -> str:

@@ -14,7 +14,7 @@ from orchestrator.engine.results import RESULTS, check_results_path, first_of_ta
 from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
-from orchestrator.spec.campaign import identity_key, is_deterministic
+from orchestrator.spec.identity import identity_key, is_deterministic
 from orchestrator.spec.models import Job
 
 # Only what analysis reads; everything else in a record is skipped by the scanner.

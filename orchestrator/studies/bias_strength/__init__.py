@@ -9,7 +9,8 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.bias_strength.deviations import DEVIATIONS
-from orchestrator.studies.bias_strength.reader import KIND, is_native, job_from_native
+
+KIND = "bias-strength"  # the study's one name: its folder, its job file, its tests
 
 
 class BiasStrength(Study):
@@ -19,9 +20,13 @@ class BiasStrength(Study):
     format_hint = "this tool's own format ('format': 'bias-orchestrator-job/1')"
 
     def recognises(self, data: Any) -> bool:
+        from orchestrator.studies.bias_strength.reader import is_native
+
         return is_native(data)
 
     def read(self, data: Any, path: Path, job_id: str):
+        from orchestrator.studies.bias_strength.reader import job_from_native
+
         return job_from_native(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:

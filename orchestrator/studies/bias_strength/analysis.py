@@ -21,8 +21,8 @@ import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
 from orchestrator.spec.models import Variant
+from orchestrator.studies.bias_strength import KIND
 from orchestrator.studies.bias_strength.bootstrap import bootstrap_sigma
-from orchestrator.studies.bias_strength.reader import KIND
 from orchestrator.studies.bias_strength.robust import with_robust
 
 ROW_KEYS = ["modelKey", "strategy", "experimentSlug", "variant"]

@@ -25,9 +25,9 @@ from orchestrator.spec.models import (
     Variant,
 )
 from orchestrator.spec.plausible import plausible_range
+from orchestrator.studies.bias_strength import KIND
 
 FORMAT = "bias-orchestrator-job/1"
-KIND = "bias-strength"  # the study's one name: its folder, its job file, its tests
 NUMBER_INSTRUCTION = (
     "Give a brief justification, then end your answer with a JSON object: "
     '{"value": <your estimate as a number>}'

@@ -11,7 +11,8 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.instructed.deviations import DEVIATIONS
-from orchestrator.studies.instructed.reader import KIND, is_templated, job_from_templates
+
+KIND = "instructed"
 
 
 class Instructed(Study):
@@ -22,9 +23,13 @@ class Instructed(Study):
     exports = ("instructed-csv", "instructed-parquet")
 
     def recognises(self, data: Any) -> bool:
+        from orchestrator.studies.instructed.reader import is_templated
+
         return is_templated(data)
 
     def read(self, data: Any, path: Path, job_id: str):
+        from orchestrator.studies.instructed.reader import job_from_templates
+
         return job_from_templates(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:

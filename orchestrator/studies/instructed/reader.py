@@ -17,10 +17,9 @@ from typing import Any
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Condition, Experiment, Job, Metric, Shot
-from orchestrator.studies.instructed import generate
+from orchestrator.studies.instructed import KIND, generate
 from orchestrator.studies.instructed.spec import FORMAT, DecoyDataset, TemplatedJob
 
-KIND = "instructed"
 QUALITY = (60, 90)  # the quality ratings of target and competitor
 
 

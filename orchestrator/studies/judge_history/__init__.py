@@ -9,7 +9,6 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.judge_history.deviations import DEVIATIONS
-from orchestrator.studies.judge_history.reader import is_seed002, job_from_seed002
 
 
 class JudgeHistory(Study):
@@ -20,9 +19,13 @@ class JudgeHistory(Study):
     exports = ("judge-history",)
 
     def recognises(self, data: Any) -> bool:
+        from orchestrator.studies.judge_history.reader import is_seed002
+
         return is_seed002(data)
 
     def read(self, data: Any, path: Path, job_id: str):
+        from orchestrator.studies.judge_history.reader import job_from_seed002
+
         return job_from_seed002(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:

@@ -9,7 +9,6 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.paired.deviations import DEVIATIONS
-from orchestrator.studies.paired.reader import is_seed000, job_from_seed000
 
 
 class Paired(Study):
@@ -20,9 +19,13 @@ class Paired(Study):
     exports = ("ai-benchmark",)
 
     def recognises(self, data: Any) -> bool:
+        from orchestrator.studies.paired.reader import is_seed000
+
         return is_seed000(data)
 
     def read(self, data: Any, path: Path, job_id: str):
+        from orchestrator.studies.paired.reader import job_from_seed000
+
         return job_from_seed000(data, path, job_id=job_id)
 
     def analyze(self, run) -> list[Output]:

@@ -14,13 +14,9 @@ from typing import Any
 
 from orchestrator.studies.base import Output, ReportPart, Study
 from orchestrator.studies.trace_audit.deviations import DEVIATIONS
-from orchestrator.studies.trace_audit.reader import (
-    FORMAT,
-    KIND,
-    is_source,
-    read_job_file,
-    read_source,
-)
+
+KIND = "trace-audit"
+FORMAT = "trace-audit/1"
 
 
 class TraceAudit(Study):
@@ -34,12 +30,18 @@ class TraceAudit(Study):
         return isinstance(data, dict) and data.get("format") == FORMAT
 
     def read(self, data: Any, path: Path, job_id: str):
+        from orchestrator.studies.trace_audit.reader import read_job_file
+
         return read_job_file(data, path, job_id)
 
     def reads(self, path: Path) -> bool:
+        from orchestrator.studies.trace_audit.reader import is_source
+
         return is_source(path)
 
     def read_path(self, path: Path, job_id: str):
+        from orchestrator.studies.trace_audit.reader import read_source
+
         return read_source(path, None if path.is_dir() else job_id)
 
     def routine(self, kind: str):

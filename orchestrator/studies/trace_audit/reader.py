@@ -32,6 +32,7 @@ from orchestrator.spec.models import (
     ResponseContract,
     Variant,
 )
+from orchestrator.studies.trace_audit import KIND
 from orchestrator.studies.trace_audit.prompt import context_block, judge_prompt
 from orchestrator.studies.trace_audit.traces import (
     CONTEXTS,
@@ -42,8 +43,6 @@ from orchestrator.studies.trace_audit.traces import (
 )
 from orchestrator.studies.trace_audit.validate import steps_of
 
-KIND = "trace-audit"
-FORMAT = "trace-audit/1"
 EXPERIMENT = "trace-audit"
 MIN_STEPS = 3  # seed 003: bias patterns need multi-step reasoning to show
 CONTRACT = ResponseContract(kind="audit", field="bias_audits")

@@ -12,7 +12,7 @@ import polars as pl
 
 from orchestrator.analysis.load import Run
 from orchestrator.errors import UserError
-from orchestrator.studies.trace_audit.reader import KIND
+from orchestrator.studies.trace_audit import KIND
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 SOURCE = (

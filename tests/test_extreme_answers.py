@@ -73,13 +73,15 @@ def test_hodges_lehmann_is_the_median_and_the_order_statistics_of_all_difference
         k, _ = robust.moses_rank(n, m)
         assert shift.estimate == np.median(differences)
         assert (shift.low, shift.high) == (differences[k - 1], differences[n * m - k])
-        assert shift.p == pytest.approx(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        expected = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        assert shift.p == pytest.approx(expected, rel=1e-9)
 
 
 def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkeypatch):
     """The path for large cells (no n*m array) returns the very floats sorting would."""
     rng = np.random.default_rng(3)
     monkeypatch.setattr(robust, "BRUTE_PAIRS", 0)
+    monkeypatch.setattr(robust, "SORTED_CANDIDATES", 0)  # searched to the very difference
     for trial in range(60):
         n, m = (int(x) for x in rng.integers(1, 60, 2))
         a = rng.integers(0, 5, n) * 10.0 if trial % 2 else rng.lognormal(6, 1, n)
@@ -99,7 +101,7 @@ def test_repeated_answers_are_counted_per_distinct_value(monkeypatch):
 
     monkeypatch.setattr(robust, "_count", no_search)
     for trial in range(60):
-        n, m = (int(x) for x in rng.integers(1, 400, 2))
+        n, m = (int(x) for x in rng.integers(10, 400, 2))  # over 63 pairs: never sorted whole
         scale = 1e16 if trial % 3 == 0 else 1.0  # rounding in the differences too
         a = scale + rng.integers(0, 7, n) * rng.choice([0.5, 3.0])
         b = scale + rng.integers(0, 9, m) * 1.5
@@ -107,6 +109,25 @@ def test_repeated_answers_are_counted_per_distinct_value(monkeypatch):
         ks = np.concatenate([[0, n * m - 1, (n * m - 1) // 2], rng.integers(0, n * m, 5)])
         expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
         assert (robust.order_differences(a, b, ks) == expected).all()
+
+
+def test_a_search_narrowed_to_few_candidates_sorts_them_with_their_weights(monkeypatch):
+    """The search's last stage: once at most SORTED_CANDIDATES distinct differences are left
+    open, they are sorted with their pair counts, after the rows' bounds have moved."""
+    rng = np.random.default_rng(8)
+    counted = []
+    count = robust._count
+    monkeypatch.setattr(robust, "_count", lambda *args: counted.append(1) or count(*args))
+    monkeypatch.setattr(robust, "BRUTE_PAIRS", 0)
+    monkeypatch.setattr(robust, "SORTED_CANDIDATES", 40)
+    for trial in range(60):
+        n, m = (int(x) for x in rng.integers(30, 200, 2))
+        a = rng.integers(0, 40, n) * 2.5 if trial % 2 else rng.lognormal(6, 1, n).round(1)
+        b = rng.integers(0, 50, m) * 1.5 if trial % 2 else rng.lognormal(6, 1, m).round(1)
+        ks = np.concatenate([[0, n * m - 1], rng.integers(0, n * m, 6)])
+        expected = np.sort(np.subtract.outer(a, b).ravel())[ks]
+        assert (robust.order_differences(a, b, ks) == expected).all()
+    assert len(counted) > 200  # the bounds were narrowed by searches before the sort
 
 
 def test_a_large_cell_of_ratings_gives_the_sorted_differences_shift():
@@ -125,6 +146,7 @@ def test_selection_counts_on_the_rounded_differences_sorting_sees(monkeypatch):
     the counting search lands on the crossing of the rounded differences themselves."""
     rng = np.random.default_rng(5)
     monkeypatch.setattr(robust, "BRUTE_PAIRS", 0)
+    monkeypatch.setattr(robust, "SORTED_CANDIDATES", 0)
     for _ in range(40):
         n, m = (int(x) for x in rng.integers(20, 80, 2))
         a = 1e16 + rng.integers(-40, 40, n) * rng.choice([0.5, 1.0, 3.0], n)
@@ -446,15 +468,19 @@ def test_which_answers_are_left_out_does_not_depend_on_their_order():
 
 
 def test_the_mann_whitney_p_is_scipys():
-    """Computed here for samples over 8 answers (scipy.stats is slow to import): the normal
-    approximation with scipy's tie and continuity corrections, on continuous answers, ratings
-    full of ties, unequal sizes and a planted shift."""
+    """Computed here (scipy.stats is slow to import) as scipy computes it: the exact null
+    distribution for small samples without ties, else the normal approximation with its tie
+    and continuity corrections; on continuous answers, ratings full of ties, unequal sizes, a
+    planted shift, one answer a side and answers all alike."""
     rng = np.random.default_rng(12)
-    for trial in range(200):
-        n, m = (int(x) for x in rng.integers(2, 3_000, 2))
+    for trial in range(300):
+        top = 12 if trial % 2 else 3_000  # 8 or fewer answers: scipy's exact distribution
+        n, m = (int(x) for x in rng.integers(1, top, 2))
         if trial % 3 == 0:
             a, b = rng.integers(1, 8, n) * 1.0, rng.integers(1, 8, m) * 1.0 + (trial % 2)
         else:
             a, b = rng.lognormal(6, 1, n), rng.lognormal(6.1, 1, m)
         expected = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
         assert robust.mann_whitney_p(a, b) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    same = np.full(20, 3.0)
+    assert robust.mann_whitney_p(same, same) == stats.mannwhitneyu(same, same).pvalue == 1.0

@@ -6,8 +6,9 @@ p-value; t and order-statistic intervals over few units; Benjamini-Hochberg. Eac
 against scipy/statsmodels in the tests (statsmodels is only the tests' reference). Random
 effects and CR2 are in random_effects.py and cr2.py.
 
-The distributions come from scipy.special (the functions scipy.stats calls): importing
-scipy.stats takes 0.6 s, a fifth of `analyze` on a million records.
+The distributions come from scipy.special: importing scipy.stats takes 0.6 s, a fifth of
+`analyze` on a million records. The t and normal functions are those scipy.stats calls; its
+binomial CDF (boost's) and special.bdtr agree to 1e-12, which picks the same order statistics.
 """
 
 from __future__ import annotations

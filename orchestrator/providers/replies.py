@@ -20,6 +20,8 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 def _number(value: object) -> float | None:
     """A finite, non-negative number, or None. float() alone takes "inf", "nan", "-5" and
     "1e400" (which is inf), none of which is a count or a wait."""
+    if value is None:  # a header not sent, on every reply: no exception raised and caught
+        return None
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -187,11 +187,13 @@ class RunData:
     def _with_cells(self, df: pl.DataFrame) -> pl.DataFrame:
         """Each record's cell id, looked up by a hash of its cell fields: a join on the seven
         fields themselves held 400 MB more for a million records. Should two cells' fields
-        ever hash alike, the join it is."""
+        ever hash alike, or the two sides' fields differ in type (hashes would then differ
+        where the values agree), the join it is."""
         table = self.cells.table()
         key = pl.struct(CELL_FIELDS).hash()
         hashes = table.select(key)[:, 0]
-        if hashes.n_unique() < table.height:
+        same_types = df.select(CELL_FIELDS).schema == table.select(CELL_FIELDS).schema
+        if not same_types or hashes.n_unique() < table.height:
             return df.join(
                 table, on=CELL_FIELDS, how="left", nulls_equal=True, maintain_order="left"
             )

@@ -104,6 +104,36 @@ def _measure(nights: Path, code: Path) -> dict[str, tuple[float, float]]:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _refresh(run: Path, appended: int = 1_000) -> str:
+    """The viewer's next read of a live run after `appended` more lines, in one process, beside
+    its first read and the whole-prefix hash each next read used to take."""
+    from orchestrator.engine.prefix import prefix_hash
+    from orchestrator.viewer.data import RunData
+
+    data = RunData.open(run)
+    t0 = time.perf_counter()
+    data.loaded()
+    first = time.perf_counter() - t0
+    log = run / "results.ndjson"
+    with open(log, "rb") as f:
+        f.seek(-1 << 20, os.SEEK_END)
+        tail = f.read().splitlines(keepends=True)[-appended:]
+    with open(log, "ab") as f:  # a run going on: new tasks' records
+        f.writelines(line.replace(b'"taskId":"', b'"taskId":"f', 1) for line in tail)
+    data._next_load = 0.0
+    t0 = time.perf_counter()
+    frame = data.loaded().frame
+    refresh = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prefix_hash(log, log.stat().st_size)
+    whole = time.perf_counter() - t0
+    return (
+        f"viewer of a live run: its next read after {appended:,} appended lines {refresh:.2f} s "
+        f"({frame.height:,} rows; its first read {first:.2f} s); the hash of the whole log each "
+        f"next read took before {whole:.2f} s"
+    )
+
+
 def _clear_snapshots(nights: Path) -> None:
     for folder in nights.glob("*/results.snapshot"):
         shutil.rmtree(folder)
@@ -143,6 +173,7 @@ def bench_snapshot(samples: int = 83_334) -> None:
         now = rows["today, snapshot current"]
         ratios = ", ".join(f"{k} {now[k][0] / t:.2f}" for k, t in TARGETS.items())
         print(f"of target, snapshot current: {ratios}; view RSS {now['view'][1] / VIEW_RSS_MB:.2f}")
+        print(_refresh(nights / "n1"))
 
 
 if __name__ == "__main__":

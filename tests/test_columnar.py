@@ -211,3 +211,58 @@ def test_status_and_analysis_read_it_as_they_read_the_log(tmp_path):
     assert counts == again
     expected = dict(by_status.iter_rows())
     assert {s: n for (_, s), n in counts.items()} == expected
+
+
+def _hashed(monkeypatch) -> list[int]:
+    """The bytes each whole-prefix hash reads, as they happen."""
+    from orchestrator.engine import prefix
+
+    read: list[int] = []
+    whole = prefix.prefix_hash
+
+    def counted(path, nbytes):
+        read.append(nbytes)
+        return whole(path, nbytes)
+
+    monkeypatch.setattr(prefix, "prefix_hash", counted)
+    monkeypatch.setattr(columnar, "prefix_hash", counted)
+    return read
+
+
+def test_a_live_viewers_next_read_hashes_only_what_was_appended(tmp_path, monkeypatch):
+    path = _run(tmp_path, samples=40)
+    records(path, again=True)
+    read = _hashed(monkeypatch)
+    monkeypatch.setattr(columnar, "PART_LINES", 10)
+    lines = path.read_bytes().splitlines(keepends=True)
+    for round_ in range(3):  # a run appending between the viewer's reads
+        extra = [
+            orjson.loads(line) | {"taskId": f"{round_}{i:031x}"}
+            for i, line in enumerate(lines[:12])
+        ]
+        with open(path, "ab") as f:
+            f.writelines(orjson.dumps(r) + b"\n" for r in extra)
+        _same(records(path, again=True), path)
+    assert read == []  # never the whole prefix again
+    assert _meta(path)["offset"] == path.stat().st_size
+    _same(records(path), path)  # a command hashes the whole prefix, as ever
+    assert read == [path.stat().st_size]
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_a_live_viewer_sees_the_log_rewritten_at_either_end(tmp_path, monkeypatch, where):
+    """Rewritten in place (the same file, the same size), at its start or its end: the next
+    read of the same process rebuilds the snapshot from the log as it is now."""
+    path = _run(tmp_path, samples=40)
+    records(path, again=True)
+    assert path.stat().st_size > 2 * (1 << 16)  # the two ends are apart
+    lines = path.read_bytes().splitlines(keepends=True)
+    ok = [i for i, line in enumerate(lines) if b'"status":"ok"' in line]
+    at = ok[0] if where == "start" else ok[-1]
+    assert _meta(path)["offset"] == path.stat().st_size  # every line is in the prefix
+    lines[at] = lines[at].replace(b'"status":"ok"', b'"status":"no"')
+    with open(path, "r+b") as f:  # in place: the identity stays
+        f.write(b"".join(lines))
+    found = records(path, again=True)
+    _same(found, path)
+    assert found.frame.collect()["status"][at] == "no"

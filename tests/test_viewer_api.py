@@ -609,3 +609,44 @@ def test_each_record_gets_its_cells_id_by_hash_or_by_the_join(run_dir, monkeypat
     monkeypatch.setattr(pl.Series, "n_unique", lambda self: 1)  # as if every hash were one
     fallback = RunData.open(run_dir).loaded().frame
     assert joins and fallback["cell"].to_list() == by_hash["cell"].to_list()
+
+
+def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, monkeypatch):
+    """A run going on appends: new tasks, a terminal record after a failed one, a duplicate
+    terminal one and a later failed attempt of a finished task. The next read parses only those
+    lines, and the frame and spend it gives are those a fresh read of the whole log gives."""
+    from orchestrator.viewer import data as viewer_data
+    from orchestrator.viewer.data import RunData
+
+    copy = tmp_path / "going"
+    shutil.copytree(run_dir, copy)
+    log = copy / "results.ndjson"
+    lines = log.read_bytes().splitlines(keepends=True)
+    records_ = [orjson.loads(line) for line in lines]
+    done = records_[0]
+    failed = records_[1] | {"status": "failed", "response": None, "costUsd": 0.25}
+    log.write_bytes(b"".join(lines[2:-10]) + orjson.dumps(failed) + b"\n")
+    live = RunData.open(copy)
+    before = live.loaded()
+    assert records_[1]["taskId"] in before.frame["taskId"].to_list()  # its failed record
+
+    read = []
+    whole_read = viewer_data._read
+    monkeypatch.setattr(viewer_data, "_read", lambda lf: read.append(r := whole_read(lf)) or r)
+    appended = [
+        *lines[-10:],
+        lines[1],  # the failed task's terminal record
+        lines[1],  # a duplicate of it
+        orjson.dumps(done | {"costUsd": 0.5}) + b"\n",  # a task first recorded now
+        orjson.dumps(records_[2] | {"status": "failed", "costUsd": 0.125}) + b"\n",
+    ]
+    with open(log, "ab") as f:
+        f.write(b"".join(appended))
+    live._next_load = 0.0
+    after = live.loaded()
+    assert [r.height for r in read] == [len(appended)]  # only the new lines were read
+
+    fresh = RunData.open(copy).loaded()
+    assert_frame_equal(after.frame, fresh.frame)
+    assert after.spend == pytest.approx(fresh.spend)
+    assert after.frame.height == len(lines)  # every task once

@@ -9,7 +9,8 @@ bytes. A reader (`records()`):
 
 - hashes the log's first `offset` bytes: the same hash, and the parts are that prefix as
   columns; another (a repaired, replaced or cut log) or a snapshot of another format, and the
-  snapshot is rebuilt from the whole log;
+  snapshot is rebuilt from the whole log. A process that reads the log again (the viewer of a
+  live run) hashes only what it had not hashed before (prefix.py);
 - checks and parses only the complete lines appended since (a torn last line is left out and
   said so, as every reader does), and appends them as a new part when they are many;
 - never writes anything else, and a snapshot that cannot be written (a read-only folder, a full
@@ -38,6 +39,7 @@ import polars as pl
 import xxhash
 
 from orchestrator.engine.files import FILE_MODE, private_folder, replace_whole
+from orchestrator.engine.prefix import prefix_digest, prefix_hash, read_range, remember
 from orchestrator.engine.results import ResultLines, check_results_path, tail, torn_note, unparsable
 from orchestrator.engine.snapshot import check_and_parse
 
@@ -106,15 +108,17 @@ class Records:
     complete_bytes: int  # the log's bytes they are: its lines before a torn last one
     torn_bytes: int
     path: Path
+    whole: bool = False  # parsed from the whole log: the snapshot was missing or out of date
 
     def note(self) -> str | None:
         return torn_note(self.path, self.torn_bytes)
 
 
-def records(path: Path) -> Records:
+def records(path: Path, again: bool = False) -> Records:
     """The results file `path` as columns, through its snapshot (brought up to date, or rebuilt,
     and written back where it can be). A line that is not a record raises the error naming it,
-    as every reader does."""
+    as every reader does. `again`: the caller reads this log over and over (the viewer of a
+    live run), so what this process hashed of it before is not hashed again (prefix.py)."""
     check_results_path(path)
     if not path.is_file() or path.stat().st_size == 0:
         ResultLines(path).scan()
@@ -123,7 +127,7 @@ def records(path: Path) -> Records:
     identity = _identity(path)
     size, torn = tail(path)
     complete = size - torn
-    found = _current(path, folder, complete, identity)
+    found = _current(path, folder, complete, identity, again)
     if found is None or complete - found[0]["offset"] > MAX_DELTA_BYTES:  # read whole
         lines, df = check_and_parse(path, _parse)
         df = df.head(lines.lines)  # lines a run appended after the check are not covered
@@ -131,21 +135,23 @@ def records(path: Path) -> Records:
         df = df.with_columns(offset=pl.Series(_starts(path, 0, complete), dtype=pl.UInt64))
         if _identity(path) == identity:  # not replaced (repaired) while it was read
             digest = prefix_hash(path, complete)
+            remember(path, identity, complete, digest)
             _save(folder, [], df, complete, lines.lines, digest.hexdigest(), identity)
-        return Records(df.lazy(), lines.lines, complete, torn, path)
+        return Records(df.lazy(), lines.lines, complete, torn, path, whole=True)
     meta, digest = found
     parts = [folder / name for name in meta["parts"]]
     start, first_line = meta["offset"], meta["lines"]
     base = pl.scan_parquet(parts) if parts else _empty()
     if complete == start:
         return Records(base, first_line, complete, torn, path)
-    data = _read_range(path, start, complete)
+    data = read_range(path, start, complete)
     lines = ResultLines(path, data=data, first_line=first_line).scan()
     new = _parse_bytes(path, data, first_line)
     new = new.with_columns(offset=pl.Series(_starts_of(data, start), dtype=pl.UInt64))
     total = first_line + lines.lines
     if lines.lines >= PART_LINES:
         digest.update(data)  # the hash of exactly the bytes these rows were parsed from
+        remember(path, identity, complete, digest)
         names = _save(folder, meta["parts"], new, complete, total, digest.hexdigest(), identity)
         if names is not None:
             parts = [folder / name for name in names]
@@ -177,12 +183,6 @@ def _empty() -> pl.LazyFrame:
     return pl.LazyFrame(schema={**SCHEMA, "offset": pl.UInt64})
 
 
-def _read_range(path: Path, start: int, end: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(end - start)
-
-
 def _starts_of(data: bytes, at: int) -> np.ndarray:
     """The byte offsets of the lines in `data`, which starts at `at` in the log."""
     import numpy as np  # here: `status` of a current snapshot needs none (0.06 s to import)
@@ -205,23 +205,6 @@ def _starts(path: Path, start: int, end: int) -> np.ndarray:
     return np.concatenate(found)[:-1].astype(np.uint64)  # the last newline starts no line
 
 
-def prefix_hash(path: Path, nbytes: int) -> xxhash.xxh3_64:
-    """xxh3-64 of the file's first `nbytes` bytes, read through one 4 MB buffer (~0.2 s a GB
-    from the page cache; not mapped, so the reader's memory does not grow with the log): a
-    digest that appended bytes can be added to."""
-    digest = xxhash.xxh3_64()
-    buffer = memoryview(bytearray(1 << 22))
-    with open(path, "rb", buffering=0) as f:
-        left = nbytes
-        while left > 0:
-            got = f.readinto(buffer[: min(left, len(buffer))])
-            if not got:
-                break
-            digest.update(buffer[:got])
-            left -= got
-    return digest
-
-
 def _identity(path: Path) -> list[int]:
     """The log file itself (device, inode): `repair` and a replaced log make another one."""
     st = path.stat()
@@ -237,7 +220,7 @@ def _meta(folder: Path) -> dict | None:
 
 
 def _current(
-    path: Path, folder: Path, complete: int, identity: list[int]
+    path: Path, folder: Path, complete: int, identity: list[int], again: bool
 ) -> tuple[dict, xxhash.xxh3_64] | None:
     """The snapshot's meta and the digest of the prefix it covers, if its parts are a prefix of
     the log as it is now (the same file, the same bytes, parts that read); else None."""
@@ -253,7 +236,11 @@ def _current(
             return None
         for name in meta["parts"]:
             pl.read_parquet_schema(folder / name)  # there, and a Parquet file
-        digest = prefix_hash(path, meta["offset"])
+        if again:
+            digest = prefix_digest(path, meta["offset"], identity)
+        else:
+            digest = prefix_hash(path, meta["offset"])
+            remember(path, identity, meta["offset"], digest)
     except Exception:  # noqa: BLE001 - a cache that cannot be read is rebuilt, never an error
         return None
     return (meta, digest) if digest.hexdigest() == meta["hash"] else None

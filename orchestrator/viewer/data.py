@@ -104,6 +104,10 @@ def _read(lf: pl.LazyFrame) -> pl.DataFrame:
     ).collect()
 
 
+def _spend(df: pl.DataFrame) -> dict[str, float]:
+    return dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
+
+
 def final_lines(df: pl.DataFrame) -> pl.Series:
     """A mask of each task's final line (engine/results.final_mask: the rule every reader uses)."""
     return df.select(final_mask(df)).to_series()
@@ -115,6 +119,7 @@ class Loaded:
     frame: pl.DataFrame  # one row per task's final record
     spend: dict[str, float]  # per model, over every line: a superseded attempt was paid for too
     note: str | None
+    covered: int = 0  # the log's bytes read into it
 
 
 @dataclass
@@ -175,14 +180,29 @@ class RunData:
         if state[0] <= 0:
             ResultLines(self.results).scan()  # a folder in its place is an error
             return Loaded(state, _empty(), {}, None)
-        found = records(self.results)  # only what was appended since the last read is parsed
-        df = _read(found.frame)
-        spend = dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
+        found = records(self.results, again=True)  # the log is read only where it grew
+        last = self._loaded
+        if last is not None and 0 < last.covered <= found.complete_bytes and not found.whole:
+            # the log the frame was read from, with lines appended: only those are read (from
+            # the snapshot or the log), and the final-record rule runs over the frame's rows
+            # and theirs, which gives what it gives over every line (a task's first terminal
+            # record, or its last failed one, is among them)
+            new = _read(found.frame.filter(pl.col("offset") >= last.covered))
+            spend = dict(last.spend)
+            for key, cost in _spend(new).items():
+                spend[key] = spend.get(key, 0.0) + cost
+            df = pl.concat([last.frame, self._with_cells(self._with_study(new))])
+        else:
+            df = _read(found.frame)
+            spend = _spend(df)
+            df = self._with_cells(self._with_study(df))
         df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
-        df = df.with_columns(
+        return Loaded(state, df, spend, found.note(), found.complete_bytes)
+
+    def _with_study(self, df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(
             study=pl.col("job").replace_strict(self.study_of, default=None, return_dtype=pl.String)
         )
-        return Loaded(state, self._with_cells(df), spend, found.note())
 
     def _with_cells(self, df: pl.DataFrame) -> pl.DataFrame:
         """Each record's cell id, looked up by a hash of its cell fields: a join on the seven

@@ -633,6 +633,7 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     read = []
     whole_read = viewer_data._read
     monkeypatch.setattr(viewer_data, "_read", lambda lf: read.append(r := whole_read(lf)) or r)
+    monkeypatch.setattr(viewer_data, "_read_whole", lambda found: read.append(None) or [])
     appended = [
         *lines[-10:],
         lines[1],  # the failed task's terminal record
@@ -645,8 +646,11 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     live._next_load = 0.0
     after = live.loaded()
     assert [r.height for r in read] == [len(appended)]  # only the new lines were read
+    monkeypatch.undo()
 
     fresh = RunData.open(copy).loaded()
     assert_frame_equal(after.frame, fresh.frame)
     assert after.spend == pytest.approx(fresh.spend)
+    monkeypatch.setattr(viewer_data, "READ_ROWS", 7)  # a whole log read a few rows at a time
+    assert_frame_equal(RunData.open(copy).loaded().frame, fresh.frame)
     assert after.frame.height == len(lines)  # every task once

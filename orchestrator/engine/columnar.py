@@ -109,6 +109,13 @@ class Records:
     torn_bytes: int
     path: Path
     whole: bool = False  # parsed from the whole log: the snapshot was missing or out of date
+    parts: tuple[pl.LazyFrame, ...] = ()  # what `frame` is the union of, in file order
+
+    def pieces(self) -> tuple[pl.LazyFrame, ...]:
+        """The frame as the frames it joins (the snapshot's parts, the lines parsed since): a
+        reader that takes rows a slice at a time slices each (a slice of their union would
+        read every part for every slice)."""
+        return self.parts or (self.frame,)
 
     def note(self) -> str | None:
         return torn_note(self.path, self.torn_bytes)
@@ -156,7 +163,9 @@ def records(path: Path, again: bool = False) -> Records:
         if names is not None:
             parts = [folder / name for name in names]
             return Records(pl.scan_parquet(parts), total, complete, torn, path)
-    return Records(pl.concat([base, new.lazy()]), total, complete, torn, path)
+    return Records(
+        pl.concat([base, new.lazy()]), total, complete, torn, path, parts=(base, new.lazy())
+    )
 
 
 def _parse(path: Path) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from orchestrator.engine.columnar import records
+from orchestrator.engine.columnar import Records, records
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, final_mask
 from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.store import RunStore
@@ -86,11 +86,27 @@ def file_state(path: Path) -> tuple[int, int]:
 
 
 LIST_RAW_CHARS = 4096  # what of an answer the lists hold (and search): its start
+READ_ROWS = 50_000  # rows of a whole log decoded at a time
 DETAIL_CHARS = 1 << 20  # what of one text a result's page sends at a time (?part=N)
 
 
 def _read(lf: pl.LazyFrame) -> pl.DataFrame:
     """The listing's columns of every record line (`offset`: where the line starts in the log)."""
+    return _listing(lf).collect()
+
+
+def _read_whole(found: Records) -> list[pl.DataFrame]:
+    """_read of a whole log, READ_ROWS at a time: decoding a million rows of Parquet at once
+    held 90 MB more at its peak than the frame it gives."""
+    chunks = []
+    for piece in found.pieces():
+        rows = piece.select(pl.len()).collect().item()  # a Parquet file's: from its footer
+        query = _listing(piece)
+        chunks += [query.slice(at, READ_ROWS).collect() for at in range(0, rows, READ_ROWS)]
+    return chunks
+
+
+def _listing(lf: pl.LazyFrame) -> pl.LazyFrame:
     return lf.select(
         *(k for k in _SCHEMA if k not in ("response", "optionOrder")),
         "offset",
@@ -101,7 +117,7 @@ def _read(lf: pl.LazyFrame) -> pl.DataFrame:
         .alias("answer"),
         # lists show the start of an answer: a 100 MB one is not kept whole in the frame
         pl.col("response").struct.field("raw").str.slice(0, LIST_RAW_CHARS).alias("raw"),
-    ).collect()
+    )
 
 
 def _spend(df: pl.DataFrame) -> dict[str, float]:
@@ -187,15 +203,15 @@ class RunData:
             # the snapshot or the log), and the final-record rule runs over the frame's rows
             # and theirs, which gives what it gives over every line (a task's first terminal
             # record, or its last failed one, is among them)
-            new = _read(found.frame.filter(pl.col("offset") >= last.covered))
-            spend = dict(last.spend)
-            for key, cost in _spend(new).items():
-                spend[key] = spend.get(key, 0.0) + cost
-            df = pl.concat([last.frame, self._with_cells(self._with_study(new))])
+            chunks = [_read(found.frame.filter(pl.col("offset") >= last.covered))]
+            frames, spend = [last.frame], dict(last.spend)
         else:
-            df = _read(found.frame)
-            spend = _spend(df)
-            df = self._with_cells(self._with_study(df))
+            chunks, frames, spend = _read_whole(found), [], {}
+        for chunk in chunks:  # a piece at a time: a column added to a million rows at once
+            for key, cost in _spend(chunk).items():  # held 200 MB more
+                spend[key] = spend.get(key, 0.0) + cost
+            frames.append(self._with_cells(self._with_study(chunk)))
+        df = pl.concat(frames) if frames else _empty()
         df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
         return Loaded(state, df, spend, found.note(), found.complete_bytes)
 

@@ -139,14 +139,14 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
     numeric = metrics.filter(pl.col("metric_type") == "mean-difference").select(
         "job", "experimentSlug"
     )
-    values = (
+    answers = (
         answered.join(numeric.lazy(), on=["job", "experimentSlug"])
         .filter(ok, pl.col("value").is_not_null())
         .group_by(keys)
         .agg(values=pl.col("value"))
     )
-    counts, values = pl.collect_all([counts, values], engine="streaming")
-    return counts.join(values, on=keys, how="left", nulls_equal=True).with_columns(
+    per_cell, values = pl.collect_all([counts, answers], engine="streaming")
+    return per_cell.join(values, on=keys, how="left", nulls_equal=True).with_columns(
         pl.col("values").fill_null([]),
         model=pl.col("modelKey").replace_strict(run.models, default=pl.col("modelKey")),
     )

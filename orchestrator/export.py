@@ -1,14 +1,15 @@
 """What study exports share: a run's checked records read in bounded memory.
 
-An exporter reads every line once (checked by results.ResultLines), keeps only where the
-records it wants are, then reads those back from the memory-mapped file. A task's final record
-is its first terminal one (ok, parse_error, refused, too_long); `failed` lines are attempts.
+An exporter takes where each task's final record is (results.final_mask: its first terminal
+one, ok, parse_error, refused or too_long, else its last `failed` attempt) from the columnar
+snapshot, which checks the log's lines as every reader does (engine/columnar.py), and parses
+only those records, from the memory-mapped log (the snapshot keeps only an answer's start).
 """
 
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 
 from orchestrator.engine.files import replace_whole
-from orchestrator.engine.results import ResultLines, unparsable
+from orchestrator.engine.results import ResultLines, final_mask, unparsable
 from orchestrator.errors import UserError
 from orchestrator.formats import EXPORT_FORMAT, FIELD
 from orchestrator.spec.models import FORMER_KINDS
@@ -65,6 +66,24 @@ def write_info(
     path = target / INFO
     replace_whole(path, "\n".join(lines).encode())
     return path
+
+
+def final_records(
+    path: Path, jobs: Collection[str]
+) -> Iterator[tuple[str, str, int, int, dict[str, Any]]]:
+    """(taskId, status, offset, length, record) of each task's final record in `jobs`, in the
+    log's order. The log is checked first, and refused (UserError) if a line is not a record,
+    before anything is yielded."""
+    import polars as pl
+
+    from orchestrator.engine.columnar import records as columns
+
+    lines = columns(path).frame.select("taskId", "status", "job", "offset").collect()
+    final = lines.filter(final_mask(lines)).filter(pl.col("job").is_in(list(jobs)))
+    with mapped(path) as data:
+        for task_id, status, offset in final.select("taskId", "status", "offset").iter_rows():
+            end = data.find(b"\n", offset)  # a record line is complete: it ends in one
+            yield task_id, status, offset, end - offset, _parse(path, data[offset:end])
 
 
 def records(path: Path, terminal_only: bool) -> Iterator[tuple[str, str, int, int, dict[str, Any]]]:

@@ -167,3 +167,53 @@ def test_a_decoy_menu_of_three_beside_two_is_also_read_among_the_options_both_li
     assert any("among the options both list" in f for f in decoy["flags"])
     others = [r for r in rows if r["experimentSlug"] != "decoy-subscription-choice"]
     assert all(r["attraction_effect"] is None for r in others)
+
+
+def test_the_export_parses_only_each_tasks_final_record(tmp_path, monkeypatch):
+    """The final records are found through the columnar snapshot (the log is not scanned
+    line by line again) and only they are parsed: a duplicate terminal line, a failed attempt
+    before an answer and a failed attempt after one are left out."""
+    import orchestrator.export as export
+    from orchestrator.engine.results import ResultLines
+
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "e"
+        jobs = ["paired"]
+        samples = 2
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "one"
+        temperature = 1.0
+        """,
+    )
+    assert CliRunner().invoke(app, ["run", str(cfg)]).exit_code == 0
+    run_dir = tmp_path / "runs" / "e" / "default"
+    log = run_dir / "results.ndjson"
+    lines = log.read_bytes().splitlines(keepends=True)
+    first, second = orjson.loads(lines[0]), orjson.loads(lines[1])
+    failed = second | {"status": "failed", "response": None, "error": "timeout"}
+    log.write_bytes(
+        orjson.dumps(failed)
+        + b"\n"  # a failed attempt before the task's answer
+        + b"".join(lines)
+        + lines[0].replace(b'"raw":"', b'"raw":"again: ', 1)  # a duplicate terminal line
+        + orjson.dumps(first | {"status": "failed", "response": None})
+        + b"\n"  # and a retry
+    )
+    parsed = []
+    parse = export._parse
+    monkeypatch.setattr(export, "_parse", lambda p, line: parsed.append(1) or parse(p, line))
+    monkeypatch.setattr(ResultLines, "records", lambda self: pytest.fail("scanned the log"))
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "ai-benchmark"])
+    assert result.exit_code == 0, result.output
+    (path,) = (run_dir / "export" / "ai-benchmark").glob("*.ndjson")
+    exported = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert len(exported) == len(parsed) == len(lines) == 24
+    by_case = {(r["caseId"], r["sample"]): r for r in exported}
+    assert (
+        by_case[(first["caseId"], first["sample"])]["response"]["raw"] == first["response"]["raw"]
+    )

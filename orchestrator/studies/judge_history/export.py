@@ -9,30 +9,22 @@ import orjson
 
 from orchestrator.engine.results import RESULTS
 from orchestrator.engine.store import RunStore
-from orchestrator.export import jobs_of_kind, mapped, records
+from orchestrator.export import final_records, jobs_of_kind
 
 CONDITIONS = ("blind", "history-framing", "history-anchor")
 
 
 def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     """One JSON per model run in the AI Judge History study's own result format: every valid
-    judgment with its task, condition, repetition, score, verdict and reason. Keeps where each
-    judge task's final record is, not the record, until the documents are written."""
+    judgment with its task, condition, repetition, score, verdict and reason."""
     manifest = RunStore(run_dir).read_manifest()
     jobs = jobs_of_kind(manifest, "judge-history")
     path = run_dir / RESULTS
-    final: dict[
-        str, tuple[int, int, str]
-    ] = {}  # task id -> (offset, length, status), first seen first
-    for task_id, status, offset, length, rec in records(path, terminal_only=False):
-        if rec["job"] in jobs and final.get(task_id, (0, 0, "failed"))[2] == "failed":
-            final[task_id] = (offset, length, status)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, str], dict[str, Any]] = {}
-    with mapped(path) as data:
-        for offset, length, status in final.values():
-            if status == "ok":
-                _add_judgment(runs, jobs, manifest, orjson.loads(data[offset : offset + length]))
+    for _, status, _, _, rec in final_records(path, jobs):
+        if status == "ok":
+            _add_judgment(runs, jobs, manifest, rec)
     counts = {}
     for (job_id, model_key), doc in runs.items():
         doc["judgments"].sort(

@@ -15,7 +15,7 @@ import orjson
 
 from orchestrator.engine.results import RESULTS
 from orchestrator.engine.store import RunStore
-from orchestrator.export import jobs_of_kind, mapped, records
+from orchestrator.export import final_records, jobs_of_kind, mapped
 
 SCHEMA_MODEL_FIELDS = ("provider", "name", "version", "temperature", "topP", "date")
 
@@ -69,8 +69,8 @@ def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     path = run_dir / RESULTS
     indexes: dict[str, _Index] = {}
     cells: dict[tuple[Any, ...], int] = {}  # (experiment, condition, variant, strategy) -> id
-    for _, status, offset, length, rec in records(path, terminal_only=True):
-        if rec["job"] in jobs and status != "too_long":
+    for _, status, offset, length, rec in final_records(path, jobs):
+        if status not in ("failed", "too_long"):
             cell = cells.setdefault(
                 (rec["experimentSlug"], rec["conditionIndex"], rec["variant"], rec["strategy"]),
                 len(cells),

@@ -83,6 +83,12 @@ def final_records(
     with mapped(path) as data:
         for task_id, status, offset in final.select("taskId", "status", "offset").iter_rows():
             end = data.find(b"\n", offset)  # a record line is complete: it ends in one
+            if end < 0:  # the log was replaced or cut while it was read
+                raise UserError(
+                    "the results file changed while it was exported",
+                    file=str(path),
+                    fix="export again once the run that writes it has stopped",
+                )
             yield task_id, status, offset, end - offset, _parse(path, data[offset:end])
 
 

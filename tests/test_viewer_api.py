@@ -654,3 +654,40 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     monkeypatch.setattr(viewer_data, "READ_ROWS", 7)  # a whole log read a few rows at a time
     assert_frame_equal(RunData.open(copy).loaded().frame, fresh.frame)
     assert after.frame.height == len(lines)  # every task once
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten in place"])
+def test_a_live_viewer_reads_a_changed_log_whole_after_another_reader_rebuilt(
+    run_dir, tmp_path, how
+):
+    """A log replaced (another file, changed anywhere) or rewritten in place (changed near its
+    end), whose snapshot a command rebuilt before the viewer's next read: the viewer's frame
+    and spend are read again from the log as it is, not its old rows with the new ones after."""
+    import os
+
+    from orchestrator.engine.columnar import records
+    from orchestrator.viewer.data import RunData
+
+    copy = tmp_path / "going"
+    shutil.copytree(run_dir, copy)
+    log = copy / "results.ndjson"
+    live = RunData.open(copy)
+    live.loaded()
+    lines = log.read_bytes().splitlines(keepends=True)
+    at = len(lines) // 2 if how == "replaced" else len(lines) - 2
+    changed = orjson.loads(lines[at]) | {"status": "refused", "costUsd": 9.0}
+    lines[at] = orjson.dumps(changed) + b"\n"
+    if how == "replaced":
+        (copy / "new").write_bytes(b"".join(lines))
+        os.replace(copy / "new", log)
+    else:
+        with open(log, "r+b") as f:
+            f.write(b"".join(lines))
+    records(log)  # a command: it sees the change and rebuilds the snapshot
+    live._next_load = 0.0
+    after = live.loaded()
+    fresh = RunData.open(copy).loaded()
+    assert_frame_equal(after.frame, fresh.frame)
+    assert after.spend == pytest.approx(fresh.spend)
+    row = after.frame.filter(pl.col("taskId") == changed["taskId"])
+    assert row["status"].to_list() == ["refused"]

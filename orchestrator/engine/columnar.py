@@ -109,6 +109,7 @@ class Records:
     torn_bytes: int
     path: Path
     whole: bool = False  # parsed from the whole log: the snapshot was missing or out of date
+    identity: tuple[int, ...] = ()  # the log file read (device, inode)
     parts: tuple[pl.LazyFrame, ...] = ()  # what `frame` is the union of, in file order
 
     def pieces(self) -> tuple[pl.LazyFrame, ...]:
@@ -142,15 +143,18 @@ def records(path: Path, again: bool = False) -> Records:
         df = df.with_columns(offset=pl.Series(_starts(path, 0, complete), dtype=pl.UInt64))
         if _identity(path) == identity:  # not replaced (repaired) while it was read
             digest = prefix_hash(path, complete)
-            remember(path, identity, complete, digest)
+            if again:
+                remember(path, identity, complete, digest)
             _save(folder, [], df, complete, lines.lines, digest.hexdigest(), identity)
-        return Records(df.lazy(), lines.lines, complete, torn, path, whole=True)
+        return Records(
+            df.lazy(), lines.lines, complete, torn, path, whole=True, identity=tuple(identity)
+        )
     meta, digest = found
     parts = [folder / name for name in meta["parts"]]
     start, first_line = meta["offset"], meta["lines"]
     base = pl.scan_parquet(parts) if parts else _empty()
     if complete == start:
-        return Records(base, first_line, complete, torn, path)
+        return Records(base, first_line, complete, torn, path, identity=tuple(identity))
     data = read_range(path, start, complete)
     lines = ResultLines(path, data=data, first_line=first_line).scan()
     new = _parse_bytes(path, data, first_line)
@@ -158,13 +162,22 @@ def records(path: Path, again: bool = False) -> Records:
     total = first_line + lines.lines
     if lines.lines >= PART_LINES:
         digest.update(data)  # the hash of exactly the bytes these rows were parsed from
-        remember(path, identity, complete, digest)
+        if again:
+            remember(path, identity, complete, digest)
         names = _save(folder, meta["parts"], new, complete, total, digest.hexdigest(), identity)
         if names is not None:
             parts = [folder / name for name in names]
-            return Records(pl.scan_parquet(parts), total, complete, torn, path)
+            return Records(
+                pl.scan_parquet(parts), total, complete, torn, path, identity=tuple(identity)
+            )
     return Records(
-        pl.concat([base, new.lazy()]), total, complete, torn, path, parts=(base, new.lazy())
+        pl.concat([base, new.lazy()]),
+        total,
+        complete,
+        torn,
+        path,
+        parts=(base, new.lazy()),
+        identity=tuple(identity),
     )
 
 
@@ -249,7 +262,6 @@ def _current(
             digest = prefix_digest(path, meta["offset"], identity)
         else:
             digest = prefix_hash(path, meta["offset"])
-            remember(path, identity, meta["offset"], digest)
     except Exception:  # noqa: BLE001 - a cache that cannot be read is rebuilt, never an error
         return None
     return (meta, digest) if digest.hexdigest() == meta["hash"] else None

@@ -57,10 +57,11 @@ _KNOWN: dict[Path, _Known] = {}
 
 def remember(path: Path, identity: list[int], nbytes: int, digest: xxhash.xxh3_64) -> None:
     """`digest` is the hash of the log's first `nbytes` bytes (as this process read them)."""
-    _KNOWN[path.absolute()] = _Known(identity, nbytes, digest.copy(), _edges(path, nbytes))
+    _KNOWN[path.absolute()] = _Known(identity, nbytes, digest.copy(), edges(path, nbytes))
 
 
-def _edges(path: Path, nbytes: int) -> bytes:
+def edges(path: Path, nbytes: int) -> bytes:
+    """The first and last EDGE bytes of the file's first `nbytes`."""
     return read_range(path, 0, min(EDGE, nbytes)) + read_range(path, max(0, nbytes - EDGE), nbytes)
 
 
@@ -70,7 +71,7 @@ def prefix_digest(path: Path, nbytes: int, identity: list[int]) -> xxhash.xxh3_6
     For a reader that reads one log again and again (the viewer), never for a command."""
     known = _KNOWN.get(path.absolute())
     if known is not None and known.identity == identity and known.offset <= nbytes:
-        if _edges(path, known.offset) == known.edges:
+        if edges(path, known.offset) == known.edges:
             digest = known.digest.copy()
             digest.update(read_range(path, known.offset, nbytes))
             if nbytes > known.offset:

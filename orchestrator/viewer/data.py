@@ -18,6 +18,7 @@ import orjson
 import polars as pl
 
 from orchestrator.engine.columnar import Records, records
+from orchestrator.engine.prefix import edges
 from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, final_mask
 from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.store import RunStore
@@ -136,6 +137,7 @@ class Loaded:
     spend: dict[str, float]  # per model, over every line: a superseded attempt was paid for too
     note: str | None
     covered: int = 0  # the log's bytes read into it
+    log: tuple[tuple[int, ...], bytes] = ((), b"")  # that log's identity and edges (prefix.py)
 
 
 @dataclass
@@ -198,7 +200,12 @@ class RunData:
             return Loaded(state, _empty(), {}, None)
         found = records(self.results, again=True)  # the log is read only where it grew
         last = self._loaded
-        if last is not None and 0 < last.covered <= found.complete_bytes and not found.whole:
+        if (
+            last is not None
+            and not found.whole
+            and 0 < last.covered <= found.complete_bytes
+            and last.log == (found.identity, edges(self.results, last.covered))
+        ):  # the same log, grown: not replaced, cut or rewritten at either end since
             # the log the frame was read from, with lines appended: only those are read (from
             # the snapshot or the log), and the final-record rule runs over the frame's rows
             # and theirs, which gives what it gives over every line (a task's first terminal
@@ -213,7 +220,8 @@ class RunData:
             frames.append(self._with_cells(self._with_study(chunk)))
         df = pl.concat(frames) if frames else _empty()
         df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
-        return Loaded(state, df, spend, found.note(), found.complete_bytes)
+        log = (found.identity, edges(self.results, found.complete_bytes))
+        return Loaded(state, df, spend, found.note(), found.complete_bytes, log)
 
     def _with_study(self, df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(

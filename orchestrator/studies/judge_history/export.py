@@ -20,11 +20,11 @@ def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     manifest = RunStore(run_dir).read_manifest()
     jobs = jobs_of_kind(manifest, "judge-history")
     path = run_dir / RESULTS
-    out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, str], dict[str, Any]] = {}
-    for _, status, _, _, rec in final_records(path, jobs):
+    for _, status, _, _, rec in final_records(path, jobs):  # the log checked: nothing written
         if status == "ok":
             _add_judgment(runs, jobs, manifest, rec)
+    out_dir.mkdir(parents=True, exist_ok=True)
     counts = {}
     for (job_id, model_key), doc in runs.items():
         doc["judgments"].sort(

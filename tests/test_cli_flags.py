@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from tests.conftest import cli, write_config
+from tests.conftest import ROOT, cli, write_config
 
 CONFIG = """
 name = "flags"
@@ -113,3 +113,26 @@ def test_a_run_folder_takes_no_flag_that_changes_its_plan(tmp_path):
     for args in (["--model", "simulated"], ["--limit", "2"], ["--output-dir", "x"]):
         done = cli("run", str(run_dir), *args, cwd=tmp_path)
         assert done.returncode == 2 and "cannot change a run that exists" in done.stderr
+
+
+def test_model_flags_replace_the_configs_models_and_leave_its_limit_tables_be(tmp_path):
+    """The demo config paces its local model under [limits.local]: with --model another
+    provider, that table names no model, and is no error then (it is one in the config
+    alone: a misnamed table would leave its models at the defaults)."""
+    cfg = write_config(
+        tmp_path,
+        CONFIG.format(out=tmp_path / "configured") + "[limits.simulated]\nmax_in_flight = 2\n",
+    )
+    assert cli("plan", str(cfg), cwd=tmp_path).returncode == 0
+    done = cli("plan", str(cfg), "--model", "openai/gpt-4o-mini", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [m["label"] for m in orjson.loads(done.stdout)["models"]] == ["openai/gpt-4o-mini"]
+    demo = cli(
+        "plan", "configs/demo.toml", "--model", "openai/gpt-4o-mini", "--limit", "2", cwd=ROOT
+    )
+    assert demo.returncode == 0, demo.stderr
+    typo = write_config(
+        tmp_path, CONFIG.format(out=tmp_path / "c") + "[limits.simulatd]\n", "t.toml"
+    )
+    wrong = cli("plan", str(typo), cwd=tmp_path)
+    assert wrong.returncode == 2 and "limits.simulatd" in wrong.stderr

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def check_campaign(campaign: Campaign) -> None:
-    check_limits(campaign.config, campaign.source)
+    if "models" not in campaign.flags:  # the config's [limits] are for its own models, which
+        check_limits(campaign.config, campaign.source)  # --model replaced: none is misnamed
     check_simulate(campaign.config, campaign.jobs, campaign.source)
     check_scoring(campaign.config, campaign.jobs, campaign.source)
     check_shots(campaign.config, campaign.jobs, campaign.source)

@@ -615,7 +615,7 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     """A run going on appends: new tasks, a terminal record after a failed one, a duplicate
     terminal one and a later failed attempt of a finished task. The next read parses only those
     lines, and the frame and spend it gives are those a fresh read of the whole log gives."""
-    from orchestrator.viewer import data as viewer_data
+    from orchestrator.viewer import listing
     from orchestrator.viewer.data import RunData
 
     copy = tmp_path / "going"
@@ -631,9 +631,9 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     assert records_[1]["taskId"] in before.frame["taskId"].to_list()  # its failed record
 
     read = []
-    whole_read = viewer_data._read
-    monkeypatch.setattr(viewer_data, "_read", lambda lf: read.append(r := whole_read(lf)) or r)
-    monkeypatch.setattr(viewer_data, "_read_whole", lambda found: read.append(None) or [])
+    new_rows = listing.read
+    monkeypatch.setattr(listing, "read", lambda lf: read.append(r := new_rows(lf)) or r)
+    monkeypatch.setattr(listing, "read_whole", lambda found: read.append(None) or [])
     appended = [
         *lines[-10:],
         lines[1],  # the failed task's terminal record
@@ -651,7 +651,7 @@ def test_a_live_runs_next_read_takes_only_the_appended_lines(run_dir, tmp_path, 
     fresh = RunData.open(copy).loaded()
     assert_frame_equal(after.frame, fresh.frame)
     assert after.spend == pytest.approx(fresh.spend)
-    monkeypatch.setattr(viewer_data, "READ_ROWS", 7)  # a whole log read a few rows at a time
+    monkeypatch.setattr(listing, "READ_ROWS", 7)  # a whole log read a few rows at a time
     assert_frame_equal(RunData.open(copy).loaded().frame, fresh.frame)
     assert after.frame.height == len(lines)  # every task once
 

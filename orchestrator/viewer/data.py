@@ -17,32 +17,18 @@ from typing import Any
 import orjson
 import polars as pl
 
-from orchestrator.engine.columnar import Records, records
+from orchestrator.engine.columnar import records
 from orchestrator.engine.prefix import edges
-from orchestrator.engine.results import RESULTS, ResultLines, check_results_path, final_mask
+from orchestrator.engine.results import RESULTS, ResultLines, check_results_path
 from orchestrator.engine.run_folder import manifest_jobs
 from orchestrator.engine.store import RunStore
 from orchestrator.errors import UserError
 from orchestrator.spec.identity import identity_key
 from orchestrator.spec.models import Job
 from orchestrator.studies import registered
+from orchestrator.viewer import listing
 from orchestrator.viewer.cells import CELL_FIELDS, Cells
 
-_SCHEMA = {
-    "taskId": pl.String,
-    "status": pl.String,
-    "modelKey": pl.String,
-    "experimentSlug": pl.String,
-    "conditionIndex": pl.Int64,
-    "sample": pl.Int64,
-    "job": pl.String,
-    "variant": pl.String,
-    "strategy": pl.String,
-    "optionOrder": pl.List(pl.String),
-    "response": pl.Struct({"value": pl.Float64, "choice": pl.String, "raw": pl.String}),
-    "latencyMs": pl.Float64,
-    "costUsd": pl.Float64,
-}
 FILTERS = {
     "study": "study",
     "experiment": "experimentSlug",
@@ -86,48 +72,7 @@ def file_state(path: Path) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
-LIST_RAW_CHARS = 4096  # what of an answer the lists hold (and search): its start
-READ_ROWS = 50_000  # rows of a whole log decoded at a time
 DETAIL_CHARS = 1 << 20  # what of one text a result's page sends at a time (?part=N)
-
-
-def _read(lf: pl.LazyFrame) -> pl.DataFrame:
-    """The listing's columns of every record line (`offset`: where the line starts in the log)."""
-    return _listing(lf).collect()
-
-
-def _read_whole(found: Records) -> list[pl.DataFrame]:
-    """_read of a whole log, READ_ROWS at a time: decoding a million rows of Parquet at once
-    held 90 MB more at its peak than the frame it gives."""
-    chunks = []
-    for piece in found.pieces():
-        rows = piece.select(pl.len()).collect().item()  # a Parquet file's: from its footer
-        query = _listing(piece)
-        chunks += [query.slice(at, READ_ROWS).collect() for at in range(0, rows, READ_ROWS)]
-    return chunks
-
-
-def _listing(lf: pl.LazyFrame) -> pl.LazyFrame:
-    return lf.select(
-        *(k for k in _SCHEMA if k not in ("response", "optionOrder")),
-        "offset",
-        pl.col("optionOrder").list.join("|").alias("order"),
-        pl.col("response")
-        .struct.field("choice")
-        .fill_null(pl.col("response").struct.field("value").cast(pl.String))
-        .alias("answer"),
-        # lists show the start of an answer: a 100 MB one is not kept whole in the frame
-        pl.col("response").struct.field("raw").str.slice(0, LIST_RAW_CHARS).alias("raw"),
-    )
-
-
-def _spend(df: pl.DataFrame) -> dict[str, float]:
-    return dict(df.group_by("modelKey").agg(pl.col("costUsd").sum()).iter_rows())
-
-
-def final_lines(df: pl.DataFrame) -> pl.Series:
-    """A mask of each task's final line (engine/results.final_mask: the rule every reader uses)."""
-    return df.select(final_mask(df)).to_series()
 
 
 @dataclass
@@ -197,7 +142,7 @@ class RunData:
     def _load(self, state: tuple[int, int]) -> Loaded:
         if state[0] <= 0:
             ResultLines(self.results).scan()  # a folder in its place is an error
-            return Loaded(state, _empty(), {}, None)
+            return Loaded(state, listing.empty(), {}, None)
         found = records(self.results, again=True)  # the log is read only where it grew
         last = self._loaded
         if (
@@ -210,16 +155,16 @@ class RunData:
             # the snapshot or the log), and the final-record rule runs over the frame's rows
             # and theirs, which gives what it gives over every line (a task's first terminal
             # record, or its last failed one, is among them)
-            chunks = [_read(found.frame.filter(pl.col("offset") >= last.covered))]
+            chunks = [listing.read(found.frame.filter(pl.col("offset") >= last.covered))]
             frames, spend = [last.frame], dict(last.spend)
         else:
-            chunks, frames, spend = _read_whole(found), [], {}
+            chunks, frames, spend = listing.read_whole(found), [], {}
         for chunk in chunks:  # a piece at a time: a column added to a million rows at once
-            for key, cost in _spend(chunk).items():  # held 200 MB more
+            for key, cost in listing.spend(chunk).items():  # held 200 MB more
                 spend[key] = spend.get(key, 0.0) + cost
             frames.append(self._with_cells(self._with_study(chunk)))
-        df = pl.concat(frames) if frames else _empty()
-        df = df.filter(final_lines(df))  # duplicates and superseded attempts counted once
+        df = pl.concat(frames) if frames else listing.empty()
+        df = df.filter(listing.final_lines(df))  # duplicates and superseded attempts counted once
         log = (found.identity, edges(self.results, found.complete_bytes))
         return Loaded(state, df, spend, found.note(), found.complete_bytes, log)
 
@@ -385,19 +330,6 @@ class RunData:
                 (record.get("experimentSlug"), record.get("conditionIndex"))
             ),
         }
-
-
-def _empty() -> pl.DataFrame:
-    schema = {
-        **{k: v for k, v in _SCHEMA.items() if k not in ("response", "optionOrder")},
-        "offset": pl.UInt64,
-        "order": pl.String,
-        "answer": pl.String,
-        "raw": pl.String,
-        "study": pl.String,
-        "cell": pl.UInt32,
-    }
-    return pl.DataFrame(schema=schema)
 
 
 def _int(text: str, name: str, low: int | None = None, high: int | None = None) -> int:

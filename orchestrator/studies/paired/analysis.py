@@ -136,15 +136,7 @@ def per_condition(run: Run, metrics: pl.DataFrame) -> pl.DataFrame:
         # the whole file in memory. A model's version is one value per identity anyway.
         model_version=pl.col("model").struct.field("version").max(),
     )
-    numeric = metrics.filter(pl.col("metric_type") == "mean-difference").select(
-        "job", "experimentSlug"
-    )
-    answers = (
-        answered.join(numeric.lazy(), on=["job", "experimentSlug"])
-        .filter(ok, pl.col("value").is_not_null())
-        .group_by(keys)
-        .agg(values=pl.col("value"))
-    )
+    answers = robust.answers(answered, metrics, keys)
     per_cell, values = pl.collect_all([counts, answers], engine="streaming")
     return per_cell.join(values, on=keys, how="left", nulls_equal=True).with_columns(
         pl.col("values").fill_null([]),

@@ -50,6 +50,18 @@ def implausible(ok: pl.Expr) -> pl.Expr:
     )
 
 
+def answers(answered: pl.LazyFrame, metrics: pl.DataFrame, keys: list[str]) -> pl.LazyFrame:
+    """The valid answers (`values`) per `keys` of the mean-difference experiments: a choice
+    has no value."""
+    numeric = metrics.filter(pl.col("metric_type") == "mean-difference")
+    return (
+        answered.join(numeric.lazy().select("job", "experimentSlug"), on=["job", "experimentSlug"])
+        .filter(pl.col("status") == "ok", pl.col("value").is_not_null())
+        .group_by(keys)
+        .agg(values=pl.col("value"))
+    )
+
+
 def cell_values(cond: pl.DataFrame, keys: list[str]) -> dict[tuple, dict[int, np.ndarray]]:
     """The valid answers per row and condition (per_condition's `values`), for the
     mean-difference experiments only: a choice has no value."""

@@ -4,6 +4,8 @@ task's final record (engine/results.final_mask)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from orchestrator.engine.columnar import Records
@@ -68,7 +70,7 @@ def final_lines(df: pl.DataFrame) -> pl.Series:
 
 
 def empty() -> pl.DataFrame:
-    schema = {
+    schema: dict[str, Any] = {
         **{k: v for k, v in SCHEMA.items() if k not in ("response", "optionOrder")},
         "offset": pl.UInt64,
         "order": pl.String,

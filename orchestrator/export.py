@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from orchestrator.engine.files import replace_whole
-from orchestrator.engine.results import ResultLines, final_mask, unparsable
+from orchestrator.engine.results import ResultLines, unparsable
 from orchestrator.errors import UserError
 from orchestrator.formats import EXPORT_FORMAT, FIELD
 from orchestrator.spec.models import FORMER_KINDS
@@ -76,20 +76,12 @@ def final_records(
     before anything is yielded."""
     import polars as pl
 
-    from orchestrator.engine.columnar import records as columns
+    from orchestrator.engine.columnar import final_rows, lines_at
 
-    lines = columns(path).frame.select("taskId", "status", "job", "offset").collect()
-    final = lines.filter(final_mask(lines)).filter(pl.col("job").is_in(list(jobs)))
-    with mapped(path) as data:
-        for task_id, status, offset in final.select("taskId", "status", "offset").iter_rows():
-            end = data.find(b"\n", offset)  # a record line is complete: it ends in one
-            if end < 0:  # the log was replaced or cut while it was read
-                raise UserError(
-                    "the results file changed while it was exported",
-                    file=str(path),
-                    fix="export again once the run that writes it has stopped",
-                )
-            yield task_id, status, offset, end - offset, _parse(path, data[offset:end])
+    final = final_rows(path, ["job", "offset"]).filter(pl.col("job").is_in(list(jobs)))
+    rows = final.select("taskId", "status", "offset").rows()
+    for (task_id, status, offset), line in zip(rows, lines_at(path, final["offset"]), strict=True):
+        yield task_id, status, offset, len(line), _parse(path, line)
 
 
 def records(path: Path, terminal_only: bool) -> Iterator[tuple[str, str, int, int, dict[str, Any]]]:

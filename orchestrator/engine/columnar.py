@@ -30,6 +30,7 @@ import contextlib
 import os
 import secrets
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +41,14 @@ import xxhash
 
 from orchestrator.engine.files import FILE_MODE, private_folder, replace_whole
 from orchestrator.engine.prefix import prefix_digest, prefix_hash, read_range, remember
-from orchestrator.engine.results import ResultLines, check_results_path, tail, torn_note, unparsable
+from orchestrator.engine.results import (
+    ResultLines,
+    check_results_path,
+    final_mask,
+    tail,
+    torn_note,
+    unparsable,
+)
 from orchestrator.engine.snapshot import check_and_parse
 
 if TYPE_CHECKING:
@@ -179,6 +187,38 @@ def records(path: Path, again: bool = False) -> Records:
         parts=(base, new.lazy()),
         identity=tuple(identity),
     )
+
+
+def final_rows(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """Each task's final record line (results.final_mask) of the results file `path`, as the
+    snapshot's columns (those given, with what the rule needs), in the log's order."""
+    frame = records(path).frame
+    if columns is not None:
+        frame = frame.select(list(dict.fromkeys(["taskId", "status", *columns])))
+    lines = frame.collect()
+    return lines.filter(final_mask(lines))
+
+
+def lines_at(path: Path, offsets: Iterable[int]) -> Iterator[bytes]:
+    """The whole record lines that start at these byte offsets of the log (final_rows' `offset`),
+    memory-mapped: for the fields the snapshot keeps only the start of."""
+    import mmap
+
+    from orchestrator.errors import UserError
+
+    offsets = list(offsets)
+    if not offsets:  # an empty log cannot be mapped
+        return
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for at in offsets:
+            end = data.find(b"\n", at)  # a record line is complete: it ends in one
+            if end < 0:  # the log was replaced or cut since its rows were read
+                raise UserError(
+                    "the results file changed while it was read",
+                    file=str(path),
+                    fix="read it again once the run that writes it has stopped",
+                )
+            yield data[at:end]
 
 
 def _parse(path: Path) -> pl.DataFrame:

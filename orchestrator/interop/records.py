@@ -16,8 +16,8 @@ from typing import Any
 
 import polars as pl
 
-from orchestrator.engine.columnar import records
-from orchestrator.engine.results import RESULTS, final_mask
+from orchestrator.engine.columnar import final_rows, lines_at
+from orchestrator.engine.results import RESULTS
 
 MESSAGE = pl.Struct({"role": pl.String, "content": pl.String})
 # What a final record gives each row, read from the log in full.
@@ -45,11 +45,9 @@ def final_table(run_dir: Path) -> pl.DataFrame:
     from orchestrator.viewer.cells import Cells
 
     path = run_dir / RESULTS
-    found = records(path)
-    lines = found.frame.with_row_index("line").collect()
-    final = lines.filter(final_mask(lines))
+    final = final_rows(path).with_row_index("line")
     full = pl.DataFrame(
-        _final_fields(path, final["offset"].to_list()), schema=FULL, orient="row"
+        _final_fields(path, final["offset"]), schema=FULL, orient="row"
     ).with_columns(final["line"])
     df = final.join(full, on="line", how="left", suffix="_full").sort("line")
     cells = Cells(run_dir)
@@ -102,19 +100,14 @@ def final_table(run_dir: Path) -> pl.DataFrame:
     )
 
 
-def _final_fields(path: Path, offsets: list[int]) -> list[tuple[Any, ...]]:
+def _final_fields(path: Path, offsets: pl.Series) -> list[tuple[Any, ...]]:
     """FULL's fields of the records at these byte offsets, each line parsed on its own (only
     the final records are parsed in full; the snapshot has the rest)."""
-    import mmap
-
     import orjson
 
-    out = []
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        for at in offsets:
-            rec = orjson.loads(mm[at : mm.find(b"\n", at)])
-            out.append(tuple(rec.get(name) for name in FULL))
-    return out
+    return [
+        tuple(orjson.loads(line).get(name) for name in FULL) for line in lines_at(path, offsets)
+    ]
 
 
 def _messages(cells: Any, row: dict[str, Any]) -> list[dict[str, str]] | None:

@@ -8,14 +8,26 @@ STAMP  := $(VENV)/.installed
 # pip on these machines warns about configured local indexes that do not exist; hide only that.
 QUIET_PIP := sed -u '/is ignored: it is neither a file nor a directory/d'
 
-.PHONY: demo test test-all check bench clean
+# The local model's llama.cpp: "portable" runs on any x86-64 CPU with AVX2, AMX included;
+# "native" is tuned for this CPU alone (make llama LLAMA_BUILD=native). docs/local-model.md.
+LLAMA_BUILD ?= portable
+LLAMA := $(PY) orchestrator/serving/llama_build.py $(if $(filter native,$(LLAMA_BUILD)),--native,)
 
-$(STAMP): pyproject.toml
+.PHONY: demo test test-all check bench llama clean
+
+$(STAMP): pyproject.toml orchestrator/serving/llama_build.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "== installing into $(VENV); the first time, llama-cpp-python compiles from source (about 4 minutes on 2 cores) =="
+	@echo "== installing into $(VENV); the first time, llama-cpp-python compiles from source (about 5 minutes on 2 cores) =="
 	$(PY) -m pip install --upgrade pip 2>&1 | $(QUIET_PIP)
+	@# llama.cpp first, built for any x86-64 CPU: the project's install then finds it in place
+	$(LLAMA) 2>&1 | $(QUIET_PIP)
 	$(PY) -m pip install --progress-bar off -e '.[dev,local,ray,inspect]' 2>&1 | $(QUIET_PIP)
 	@touch $@
+
+# Rebuild llama.cpp with other flags (LLAMA_BUILD=native|portable); a build made before with the
+# same flags is reused from $(VENV)/llama-wheels, never one from pip's cache.
+llama: $(STAMP)
+	$(LLAMA) 2>&1 | $(QUIET_PIP)
 
 demo: $(STAMP)
 	$(VENV)/bin/orchestrator plan configs/demo.toml

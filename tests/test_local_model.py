@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -62,7 +64,7 @@ def _llama_servers() -> dict[int, int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if b"llama_cpp.server" in cmdline:
+        if b"llama_cpp.server" in cmdline or b"orchestrator.serving.llama_serve" in cmdline:
             found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
     return found
 
@@ -219,6 +221,34 @@ def _fails_with(tmp_path, config: Path, *expected: str) -> None:
     assert result.exit_code == 2, result.output
     for piece in expected:
         assert piece in flat, f"{piece!r} not in {flat!r}"
+
+
+def test_a_server_killed_with_sigsegv_mid_run_is_restarted_and_every_task_is_done_once(tmp_path):
+    cfg = _config(tmp_path, samples=3)  # 36 tasks
+    results = tmp_path / "runs" / "loc" / "default" / "results.ndjson"
+    killed: list[int] = []
+
+    def kill_the_server_mid_run() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if results.exists() and results.read_bytes().count(b"\n") >= 3:
+                ours = [pid for pid, parent in _llama_servers().items() if parent == os.getpid()]
+                os.kill(ours[0], signal.SIGSEGV)
+                killed.append(ours[0])
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_server_mid_run)
+    killer.start()
+    result = CliRunner().invoke(app, ["run", str(cfg)])
+    killer.join()
+    said = " ".join(result.output.split())
+    assert killed and result.exit_code == 0, said
+    assert "was killed by SIGSEGV (signal 11) mid-run" in said
+    assert "restarting it (1 of at most 3)" in said and "the server is back" in said
+    records = [orjson.loads(line) for line in results.read_bytes().splitlines()]
+    assert len(records) == 36 and len({r["taskId"] for r in records}) == 36
+    assert {r["status"] for r in records} == {"ok"}  # the calls the crash cut, done again
 
 
 def test_a_missing_model_file_names_the_fix(tmp_path):

@@ -1,11 +1,12 @@
 """The embedded default: llama.cpp servers this process starts, talks to, and always stops.
 
-Each slot is one `python -m llama_cpp.server` process on a free loopback port (that server
-answers one request at a time, so slots are processes); with `backend = "ray"`, each replica is
-one such server on a node of a Ray cluster (cluster/). Calls go through the OpenAI-compatible
-adapter to the least busy server, an endpoint pool (pool.py). The servers die with us: they are
-stopped when the run ends, on Ctrl-C or an exception, and the kernel (or Ray) stops them if this
-process is killed outright.
+Each slot is one llama-cpp-python server process (serving/llama_serve.py) on a free loopback
+port (that server answers one request at a time, so slots are processes), supervised: checked
+with one token at start and restarted if it dies (supervisor.py). With `backend = "ray"`, each
+replica is one such server on a node of a Ray cluster (cluster/). Calls go through the
+OpenAI-compatible adapter to the least busy server, an endpoint pool (pool.py). The servers die
+with us: they are stopped when the run ends, on Ctrl-C or an exception, and the kernel (or Ray)
+stops them if this process is killed outright.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ import importlib.metadata
 import importlib.util
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-import aiohttp
 import anyio
 
 from orchestrator.errors import UserError
 from orchestrator.plan import Task
 from orchestrator.providers.base import Completion
+from orchestrator.providers.errors import Transient
 from orchestrator.providers.openai import OpenAIProvider
 from orchestrator.providers.pool import EndpointPool
+from orchestrator.providers.supervisor import EXIT_GRACE_S, Supervisor
 from orchestrator.serving.llama import LlamaServer, score_prefix
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.limits import LimitConfig
@@ -48,16 +50,20 @@ class LocalProvider:
         # cluster's node) answers this process only.
         self.server_key = secrets.token_urlsafe(24)
         self.replicas = None
-        self.servers: list[LlamaServer] = []
+        self.supervisor: Supervisor | None = None
         if config.backend == "ray":
             from orchestrator.providers.replicas import RayReplicas
 
             self.replicas = RayReplicas(model, self.say, self.server_key)
         else:
             threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
-            self.servers = [
-                LlamaServer(config, threads, key=self.server_key) for _ in range(config.slots)
-            ]
+            self.supervisor = Supervisor(
+                model.name,
+                config.slots,
+                lambda: LlamaServer(config, threads, key=self.server_key),
+                config.max_restarts,
+                self.say,
+            )
         self.pool: EndpointPool | None = None
         self.score_prefix = ""
 
@@ -73,29 +79,42 @@ class LocalProvider:
         client.score_prefix = self.score_prefix
         return client
 
-    async def _start_servers(self) -> list[str]:
-        for server in self.servers:
-            server.spawn()
-        try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-                async with anyio.create_task_group() as tg:
-                    for server in self.servers:
-                        tg.start_soon(server.wait_ready, session)
-        except BaseExceptionGroup as group:  # report the first server's problem, not a group
-            raise group.exceptions[0] from None
-        return [server.url for server in self.servers]
-
     async def start(self) -> None:
         if self.model.answers == "score":
             self.score_prefix = await anyio.to_thread.run_sync(
                 score_prefix, self.model.server.model_path
             )
-        urls = await (self.replicas.start() if self.replicas else self._start_servers())
+        if self.replicas:
+            urls = await self.replicas.start()
+        else:
+            assert self.supervisor is not None
+            urls = await self.supervisor.start()
+            self.supervisor.replace = self._replace
         self.pool = EndpointPool(
             self.model.name, [(url, self._client(url)) for url in urls], self.say
         )
         if self.replicas:
             self.replicas.follow(self.pool, self._client)
+
+    async def _replace(self, old_url: str, url: str) -> None:
+        """A restarted server's endpoint takes the dead one's place in the pool."""
+        assert self.pool is not None
+        client = self._client(url)
+        await client.start()
+        self.pool.replace(old_url, url, client)
+
+    async def _supervised(self, call: Callable[[], Awaitable[Completion]]) -> Completion:
+        """`call`, with the servers checked before it and after a failure: a server that died is
+        restarted (or the model stops), and the failed call is retried by the engine."""
+        if self.supervisor is None:
+            return self._built(await call())
+        await self.supervisor.recover()
+        try:
+            return self._built(await call())
+        except Transient as exc:
+            if await self.supervisor.recover(grace_s=EXIT_GRACE_S):
+                raise Transient(f"its llama.cpp server died under this call ({exc})") from None
+            raise
 
     def _built(self, completion: Completion) -> Completion:
         """llama-cpp-python's server sends no system_fingerprint: the build that served the
@@ -105,10 +124,14 @@ class LocalProvider:
         return dataclasses.replace(completion, system_fingerprint=f"llama-cpp-python {self.build}")
 
     async def complete(self, task: Task) -> Completion:
-        return self._built(await self.pool.complete(task))
+        assert self.pool is not None, "start() first"
+        pool = self.pool
+        return await self._supervised(lambda: pool.complete(task))
 
     async def score(self, task: Task, text: str, continuation: str) -> Completion:
-        return self._built(await self.pool.score(task, text, continuation))
+        assert self.pool is not None, "start() first"
+        pool = self.pool
+        return await self._supervised(lambda: pool.score(task, text, continuation))
 
     async def aclose(self) -> None:
         try:
@@ -117,7 +140,7 @@ class LocalProvider:
             if self.pool is not None:
                 await self.pool.aclose()
         finally:
-            for server in self.servers:
-                server.stop()
+            if self.supervisor is not None:
+                self.supervisor.stop()
             if self.replicas is not None:
                 await self.replicas.stop()

@@ -4,6 +4,7 @@ local provider starts one per slot (providers/local.py), a Ray replica one per r
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,46 @@ from orchestrator.spec.server import LocalServerConfig
 
 class LocalServerError(UserError):
     """The local server could not be started."""
+
+
+# Signals of a crash inside the server's own code: with llama.cpp, a build that does not suit
+# this CPU (AMX kernels that segfault, an instruction set the CPU lacks).
+_BUILD_SIGNALS = {signal.SIGSEGV, signal.SIGILL, signal.SIGBUS}
+REBUILD = (
+    "this llama.cpp build crashes on this CPU; rebuild it for any x86-64 CPU: "
+    "python -m orchestrator.serving.llama_build (in a checkout: make llama), "
+    "then run again to resume (docs/local-model.md, 'If the local server crashes')"
+)
+
+
+def exit_cause(returncode: int) -> str:
+    """How a process ended, in words: 'was killed by SIGSEGV (signal 11)', 'exited with code 1'."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "an unknown signal"
+    return f"was killed by {name} (signal {-returncode})"
+
+
+def exit_fix(returncode: int) -> str:
+    """What to do about a server that ended so."""
+    if -returncode in _BUILD_SIGNALS:
+        return REBUILD
+    if returncode == -signal.SIGKILL:
+        return (
+            "something killed it from outside, most often the kernel when memory runs out: "
+            "lower n_ctx or slots, or free memory, then run again to resume"
+        )
+    return (
+        "read the server's last lines above; check that model_path is a valid GGUF model "
+        "(reinstall it if it is corrupt) and that n_ctx fits in memory"
+    )
+
+
+# llama-cpp-python's server, kept off AMX kernels that crash and fast at log-probabilities.
+SERVER_MODULE = "orchestrator.serving.llama_serve"
 
 
 class LlamaServer:
@@ -49,12 +90,10 @@ class LlamaServer:
     def spawn(self) -> None:
         self.port = free_port(self.host)
         cfg = self.config
-        # With log-probabilities on, the server that reads them fast enough (llama_serve.py).
-        server = "orchestrator.serving.llama_serve" if cfg.logits_all else "llama_cpp.server"
         cmd = [
             sys.executable,
             "-m",
-            server,
+            SERVER_MODULE,
             "--model",
             str(cfg.model_path),
             "--host",
@@ -91,18 +130,34 @@ class LlamaServer:
         text = self.log.read().decode(errors="replace").strip().splitlines()
         return "\n      ".join(text[-lines:]) or "(the server printed nothing)"
 
+    def ended(self) -> int | None:
+        """The server's exit status once it has ended (negative: the signal that killed it)."""
+        return None if self.proc is None else self.proc.poll()
+
+    def crash(self, when: str) -> tuple[str, str]:
+        """(message, fix) for a server that has ended: how it ended, when, and its last words."""
+        code = self.ended()
+        assert code is not None, "the server is still running"
+        return (
+            f"the llama.cpp server for {self.config.model_path} {exit_cause(code)} {when}; "
+            f"its last lines:\n      {self.log_tail()}",
+            exit_fix(code),
+        )
+
+    async def _ended_within(self, seconds: float) -> int | None:
+        """Its exit status if it ends within `seconds` (a dropped connection comes first)."""
+        deadline = time.monotonic() + seconds
+        while self.ended() is None and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        return self.ended()
+
     async def wait_ready(self, session: aiohttp.ClientSession) -> None:
         assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + self.config.startup_timeout_s
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise LocalServerError(
-                    f"the llama.cpp server for {self.config.model_path} exited with code "
-                    f"{self.proc.returncode} while starting:\n      {self.log_tail()}",
-                    field="models[].server",
-                    fix="check that model_path is a valid GGUF model "
-                    "(reinstall it if it is corrupt) and that n_ctx fits in memory",
-                )
+            if self.ended() is not None:
+                message, fix = self.crash("while starting")
+                raise LocalServerError(message, field="models[].server", fix=fix)
             try:
                 async with session.get(self.url + "/models", headers=self.auth) as resp:
                     if resp.status == 200:
@@ -116,6 +171,41 @@ class LlamaServer:
             field="models[].server.startup_timeout_s",
             fix="raise startup_timeout_s (a large model loads slowly on a busy machine)",
         )
+
+    async def smoke(self, session: aiohttp.ClientSession) -> None:
+        """One completion of one token: a build that crashes on inference is found here, before
+        the first task, not by the run."""
+        body = {"prompt": "Hi", "max_tokens": 1, "temperature": 0.0}
+        timeout = aiohttp.ClientTimeout(total=self.config.startup_timeout_s)
+        try:
+            async with session.post(
+                self.url + "/completions", json=body, headers=self.auth, timeout=timeout
+            ) as resp:
+                status, text = resp.status, (await resp.content.read(2000)).decode(errors="replace")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if await self._ended_within(5.0) is not None:
+                message, fix = self.crash("on a first test completion of one token")
+                raise LocalServerError(message, field="models[].server", fix=fix) from None
+            raise LocalServerError(
+                f"the llama.cpp server for {self.config.model_path} did not answer a test "
+                f"completion of one token ({type(exc).__name__}: {exc}); it printed:\n"
+                f"      {self.log_tail()}",
+                field="models[].server.startup_timeout_s",
+                fix="raise startup_timeout_s if the machine is busy; else read its lines above",
+            ) from None
+        if status != 200:
+            raise LocalServerError(
+                f"the llama.cpp server for {self.config.model_path} answered a test completion "
+                f"of one token with HTTP {status}: {text.strip()[:300]}",
+                field="models[].server",
+                fix="read the server's answer above; check model_path and n_ctx",
+            )
+
+    async def start(self, session: aiohttp.ClientSession) -> None:
+        """Spawn it, wait until it answers, and check that it completes one token."""
+        self.spawn()
+        await self.wait_ready(session)
+        await self.smoke(session)
 
     def stop(self) -> None:
         stop_process(self.proc, 10)

@@ -1,6 +1,13 @@
 """`python -m orchestrator.serving.llama_serve ARGS`: llama-cpp-python's OpenAI-compatible
-server (the same arguments as `python -m llama_cpp.server`), with its prompt log-probabilities
-made fast enough to score answers with.
+server (the same arguments as `python -m llama_cpp.server`), with two changes.
+
+AMX. A llama.cpp build compiled with AMX (pip's default `-march=native` on an Intel CPU that has
+it) repacks Q4 weights for its AMX kernels, which crash with SIGSEGV on the first completion
+(ggml-org/llama.cpp#20824). When both the build and this CPU have AMX, the model loads without
+llama.cpp's extra buffer types (`use_extra_bufts`, the repacked weights), so those kernels never
+run. The portable build of `llama_build.py` has no AMX; this keeps any other build working.
+
+Log-probabilities, made fast enough to score answers with.
 
 For a completion with `echo` and `logprobs`, llama-cpp-python (0.3.x) sorts the whole vocabulary
 in Python for every prompt token, to list the top `logprobs` alternatives: measured here, 70 ms
@@ -71,8 +78,46 @@ def patch() -> bool:
     return True
 
 
+def _cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def keep_amx_off(system_info: bytes | None = None, cpu_flags: set[str] | None = None) -> bool:
+    """Load models without the AMX repacking when this build and this CPU both have AMX;
+    True if it did so."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info() if system_info is None else system_info
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    if b"AMX_INT8 = 1" not in info or "amx_int8" not in flags:
+        return False
+    defaults = llama_cpp.llama_model_default_params
+
+    def without_repacking():
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    llama_cpp.llama_model_default_params = without_repacking  # Llama() reads it at each load
+    print(
+        "llama_serve: this llama.cpp build and this CPU have AMX; weights are not repacked "
+        "for AMX (its kernels crash, ggml-org/llama.cpp#20824)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
 def main() -> None:
     patch()
+    keep_amx_off()
     from llama_cpp.server.__main__ import main as serve
 
     sys.argv[0] = "llama_cpp.server"

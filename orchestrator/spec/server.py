@@ -37,6 +37,12 @@ class LocalServerConfig(BaseModel):
     startup_timeout_s: float = Field(
         default=120.0, gt=0, description="How long a server (or a Ray replica) may take to start."
     )
+    max_restarts: int = Field(
+        default=3,
+        ge=0,
+        description="How often a server that dies mid-run is restarted (per slot) before its "
+        "model stops with the crash's cause.",
+    )
     logits_all: bool = Field(
         default=False,
         description='Keep every token\'s logits, for token log-probabilities (answers = "score" '

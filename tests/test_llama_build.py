@@ -1,0 +1,103 @@
+"""The local model's llama.cpp build (issue 41): portable flags by default, and a change of flags
+that really rebuilds, where pip's own wheel cache would hand back the earlier build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from orchestrator.serving import llama_build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_build_pins_the_same_llama_cpp_python_as_the_local_extra():
+    local = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["local"]
+    assert llama_build.LLAMA_CPP.replace("llama-cpp-python", "llama-cpp-python[server]") in local
+
+
+def test_the_portable_build_names_avx2_and_leaves_avx512_amx_and_native_tuning_out():
+    flags = llama_build.PORTABLE.split()
+    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX2=ON" in flags
+    assert {"-DGGML_AVX512=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_TILE=OFF"} <= set(flags)
+
+
+def test_each_set_of_flags_has_its_own_wheel_folder_and_a_native_one_is_this_cpus(monkeypatch):
+    source = llama_build.LLAMA_CPP
+    portable = llama_build.build_key(source, llama_build.PORTABLE)
+    native = llama_build.build_key(source, llama_build.NATIVE)
+    assert len({portable, native, llama_build.build_key(source, "-DGGML_CUDA=ON")}) == 3
+    assert portable == llama_build.build_key(source, "  " + llama_build.PORTABLE)  # spacing
+    monkeypatch.setattr(llama_build, "cpu_identity", lambda: "another CPU\nflags: avx2")
+    assert llama_build.build_key(source, llama_build.NATIVE) != native  # another machine
+    assert llama_build.build_key(source, llama_build.PORTABLE) == portable  # any machine
+
+
+def _fake_sdist(tmp_path: Path) -> Path:
+    """A package named like a dependency whose build records the CMAKE_ARGS it saw."""
+    src = tmp_path / "src"
+    (src / "fakellama").mkdir(parents=True)
+    (src / "fakellama" / "__init__.py").write_text("")
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "fakellama"\nversion = "1.0"\n'
+    )
+    (src / "setup.py").write_text(
+        "import os\nfrom setuptools import setup\n"
+        "open('fakellama/flags.txt', 'w').write(os.environ.get('CMAKE_ARGS', ''))\n"
+        "setup(packages=['fakellama'], package_data={'fakellama': ['flags.txt']})\n"
+    )
+    index = tmp_path / "index"
+    subprocess.run(  # an sdist, as PyPI serves llama-cpp-python
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(index)],
+        cwd=src,
+        check=True,
+        capture_output=True,
+    )
+    return index
+
+
+@pytest.mark.wheel
+def test_a_change_of_flags_rebuilds_where_pips_cache_would_return_the_old_build(
+    tmp_path, monkeypatch
+):
+    index = _fake_sdist(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    flags_file = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    flags_file = flags_file / "site-packages" / "fakellama" / "flags.txt"
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{index} {os.environ.get('PIP_FIND_LINKS', '')}".strip())
+
+    def pip_install(flags: str) -> None:
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--force-reinstall", "fakellama==1.0"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "CMAKE_ARGS": flags},
+        )
+
+    # The trap: pip's wheel cache gives back the first build for other flags.
+    pip_install("-DGGML_NATIVE=ON")
+    pip_install("-DGGML_NATIVE=OFF")
+    assert flags_file.read_text() == "-DGGML_NATIVE=ON"
+
+    wheels = tmp_path / "wheels"
+    assert llama_build.install("fakellama==1.0", "-DGGML_NATIVE=OFF -DGGML_AVX2=ON", wheels, python)
+    assert flags_file.read_text() == "-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
+    # the same flags again: nothing built or installed
+    assert not llama_build.install(
+        "fakellama==1.0", "-DGGML_NATIVE=OFF -DGGML_AVX2=ON", wheels, python
+    )
+    # back to other flags: a build of its own, installed over the same version
+    assert llama_build.install("fakellama==1.0", "-DGGML_NATIVE=ON", wheels, python)
+    assert flags_file.read_text() == "-DGGML_NATIVE=ON"
+    assert len(list(wheels.glob("*/*.whl"))) == 2

@@ -101,3 +101,24 @@ def test_a_change_of_flags_rebuilds_where_pips_cache_would_return_the_old_build(
     assert llama_build.install("fakellama==1.0", "-DGGML_NATIVE=ON", wheels, python)
     assert flags_file.read_text() == "-DGGML_NATIVE=ON"
     assert len(list(wheels.glob("*/*.whl"))) == 2
+
+
+def test_the_server_loads_without_amx_repacking_only_when_build_and_cpu_have_amx(monkeypatch):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from orchestrator.serving import llama_serve
+    from orchestrator.spec.localmodel import default_model_path
+
+    # put back whatever keep_amx_off replaces
+    monkeypatch.setattr(
+        llama_cpp, "llama_model_default_params", llama_cpp.llama_model_default_params
+    )
+    amx_build, plain_build = b"CPU : AVX2 = 1 | AMX_INT8 = 1 | ", b"CPU : AVX2 = 1 | "
+    assert not llama_serve.keep_amx_off(amx_build, {"avx2", "avx512f"})  # a CPU without AMX
+    assert not llama_serve.keep_amx_off(plain_build, {"avx2", "amx_tile", "amx_int8"})
+    assert llama_cpp.llama_model_default_params().use_extra_bufts
+    assert llama_serve.keep_amx_off(amx_build, {"avx2", "amx_tile", "amx_int8"})
+    assert not llama_cpp.llama_model_default_params().use_extra_bufts
+    model = default_model_path()
+    if model is not None and model.exists():  # and the server's Llama() loads with it
+        llm = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+        assert llm.model_params.use_extra_bufts is False

@@ -2,7 +2,9 @@
 
 This code runs on the cluster's nodes (the package must be installed there, and the model file
 must lie at the same path on each). The server is the actor's child and dies with it; if the
-server dies alone, the actor ends itself on the next address check, so that Ray restarts both.
+server dies alone, the actor says how (its signal, its last lines) and ends itself on the next
+address check, so that Ray restarts both, at most `max_restarts` times. A server that does not
+complete one token at start fails the actor's start, with the server's crash in words.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -54,9 +57,12 @@ class LlamaReplica:
     async def _ready(self) -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
             await self.server.wait_ready(session)
+            await self.server.smoke(session)
 
     def address(self) -> str:
         """The server's base URL; a replica whose server has died ends here, and Ray restarts it."""
-        if self.server.proc is None or self.server.proc.poll() is not None:
+        if self.server.ended() is not None:
+            message, fix = self.server.crash("on this replica")
+            print(f"{message}\n  fix: {fix}", file=sys.stderr, flush=True)
             os._exit(1)
         return self.server.url

@@ -2,7 +2,7 @@
 them when Ray restarts one, and stop them all at the end.
 
 Each replica is a `LlamaReplica` actor holding `num_cpus` / `num_gpus` of a node, spread over
-the nodes, restarted by Ray whenever it dies (max_restarts=-1). A restarted replica listens on a
+the nodes, restarted by Ray when it dies, at most `[models.server] max_restarts` times. A restarted replica listens on a
 new port: a watcher asks every replica for its address each WATCH_S and replaces the pool's
 endpoint when it changed. Until then calls to the dead one fail to connect and go to the others
 (providers/pool.py).
@@ -93,7 +93,7 @@ class RayReplicas:
                     name=f"{self.model.name}/{self.model.key}/{os.getpid()}/{i}",
                     num_cpus=cfg.num_cpus,
                     num_gpus=cfg.num_gpus,
-                    max_restarts=-1,
+                    max_restarts=cfg.max_restarts,
                     max_task_retries=0,
                     scheduling_strategy="SPREAD",
                     runtime_env={"env_vars": {KEY_VARIABLE: self.key}} if self.key else None,

@@ -93,19 +93,22 @@ def keep_amx_off(system_info: bytes | None = None, cpu_flags: set[str] | None = 
     """Load models without the AMX repacking when this build and this CPU both have AMX;
     True if it did so."""
     import llama_cpp
+    import llama_cpp.llama_cpp as bindings  # the name Llama() looks the defaults up in
 
-    info = llama_cpp.llama_print_system_info() if system_info is None else system_info
+    info = bindings.llama_print_system_info() if system_info is None else system_info
     flags = _cpu_flags() if cpu_flags is None else cpu_flags
     if b"AMX_INT8 = 1" not in info or "amx_int8" not in flags:
         return False
-    defaults = llama_cpp.llama_model_default_params
+    defaults = bindings.llama_model_default_params
 
     def without_repacking():
         params = defaults()
         params.use_extra_bufts = False
         return params
 
-    llama_cpp.llama_model_default_params = without_repacking  # Llama() reads it at each load
+    # Llama() reads it at each load, from the bindings module; the package re-exports it
+    bindings.llama_model_default_params = without_repacking
+    llama_cpp.llama_model_default_params = without_repacking
     print(
         "llama_serve: this llama.cpp build and this CPU have AMX; weights are not repacked "
         "for AMX (its kernels crash, ggml-org/llama.cpp#20824)",

@@ -46,6 +46,7 @@ class LocalProvider:
         self.model, self.limit, self.say = model, limit, say or (lambda _: None)
         self.build = importlib.metadata.version("llama_cpp_python")
         config = model.server
+        assert config is not None, "a local model's server is filled in when the config loads"
         # This run's key to its servers: a server on a shared machine (or a replica on a
         # cluster's node) answers this process only.
         self.server_key = secrets.token_urlsafe(24)
@@ -58,7 +59,7 @@ class LocalProvider:
         else:
             threads = config.n_threads or max(1, (os.cpu_count() or 1) // config.slots)
             self.supervisor = Supervisor(
-                model.name,
+                model.label,
                 config.slots,
                 lambda: LlamaServer(config, threads, key=self.server_key),
                 config.max_restarts,

@@ -11,6 +11,9 @@ QUIET_PIP := sed -u '/is ignored: it is neither a file nor a directory/d'
 # The local model's llama.cpp: "portable" runs on any x86-64 CPU with AVX2, AMX included;
 # "native" is tuned for this CPU alone (make llama LLAMA_BUILD=native). docs/local-model.md.
 LLAMA_BUILD ?= portable
+ifeq ($(filter $(LLAMA_BUILD),portable native),)
+$(error LLAMA_BUILD is "$(LLAMA_BUILD)": it must be portable or native)
+endif
 LLAMA := $(PY) orchestrator/serving/llama_build.py $(if $(filter native,$(LLAMA_BUILD)),--native,)
 
 .PHONY: demo test test-all check bench llama clean

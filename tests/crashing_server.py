@@ -51,10 +51,12 @@ def main() -> None:
 
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with lock:
-                answered[0] += 1
-                crash = answered[0] > crash_after
-            if crash:
+            with lock:  # one call at a time, as llama-cpp-python's server answers
+                self._answer()
+
+        def _answer(self):
+            answered[0] += 1
+            if answered[0] > crash_after:
                 print(
                     "ggml_backend_amx_mul_mat: repacked Q4_1 weights (stand-in)\n"
                     "Segmentation fault in ggml_compute_forward_mul_mat",

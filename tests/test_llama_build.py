@@ -101,6 +101,12 @@ def test_a_change_of_flags_rebuilds_where_pips_cache_would_return_the_old_build(
     assert llama_build.install("fakellama==1.0", "-DGGML_NATIVE=ON", wheels, python)
     assert flags_file.read_text() == "-DGGML_NATIVE=ON"
     assert len(list(wheels.glob("*/*.whl"))) == 2
+    # replaced behind its back (a reinstall from the index): the record alone is not trusted
+    pip_install("-DGGML_NATIVE=OFF")
+    assert flags_file.read_text() == "-DGGML_NATIVE=ON"  # pip's cache, still the first build
+    assert llama_build.install("fakellama==1.0", "-DGGML_NATIVE=ON", wheels, python)
+    assert flags_file.read_text() == "-DGGML_NATIVE=ON"
+    assert len(list(wheels.glob("*/*.whl"))) == 2  # reinstalled from its wheel, not rebuilt
 
 
 def test_the_server_loads_without_amx_repacking_only_when_build_and_cpu_have_amx(monkeypatch):
@@ -108,10 +114,9 @@ def test_the_server_loads_without_amx_repacking_only_when_build_and_cpu_have_amx
     from orchestrator.serving import llama_serve
     from orchestrator.spec.localmodel import default_model_path
 
-    # put back whatever keep_amx_off replaces
-    monkeypatch.setattr(
-        llama_cpp, "llama_model_default_params", llama_cpp.llama_model_default_params
-    )
+    # put back whatever keep_amx_off replaces, in the package and in its bindings module
+    for module in (llama_cpp, llama_cpp.llama_cpp):
+        monkeypatch.setattr(module, "llama_model_default_params", module.llama_model_default_params)
     amx_build, plain_build = b"CPU : AVX2 = 1 | AMX_INT8 = 1 | ", b"CPU : AVX2 = 1 | "
     assert not llama_serve.keep_amx_off(amx_build, {"avx2", "avx512f"})  # a CPU without AMX
     assert not llama_serve.keep_amx_off(plain_build, {"avx2", "amx_tile", "amx_int8"})

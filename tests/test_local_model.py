@@ -246,6 +246,7 @@ def test_a_server_killed_with_sigsegv_mid_run_is_restarted_and_every_task_is_don
     assert killed and result.exit_code == 0, said
     assert "was killed by SIGSEGV (signal 11) mid-run" in said
     assert "restarting it (1 of at most 3)" in said and "the server is back" in said
+    assert "cannot be reached" not in said and "set aside" not in said
     records = [orjson.loads(line) for line in results.read_bytes().splitlines()]
     assert len(records) == 36 and len({r["taskId"] for r in records}) == 36
     assert {r["status"] for r in records} == {"ok"}  # the calls the crash cut, done again

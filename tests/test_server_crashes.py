@@ -25,6 +25,8 @@ pytestmark = pytest.mark.skipif(
 def stand_in(monkeypatch):
     """Local servers are the stand-in; returns a writer of its "model" file."""
     monkeypatch.setattr("orchestrator.serving.llama.SERVER_MODULE", "tests.crashing_server")
+    # the issue's case: a native build (the fix for the portable one is tested below)
+    monkeypatch.setattr("orchestrator.serving.llama._portable_build", lambda: False)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
 
     def model(folder: Path, crash_after: int) -> Path:
@@ -128,6 +130,14 @@ def test_a_server_that_crashes_mid_run_is_restarted_and_every_task_is_done_once(
         (1, "exited with code 1", "valid GGUF model"),
     ],
 )
-def test_each_way_a_server_ends_has_its_own_words_and_fix(code, words, fix):
+def test_each_way_a_server_ends_has_its_own_words_and_fix(code, words, fix, monkeypatch):
+    monkeypatch.setattr("orchestrator.serving.llama._portable_build", lambda: False)
     assert exit_cause(code) == words
     assert fix in exit_fix(code)
+
+
+def test_a_crash_of_the_portable_build_asks_for_a_report_not_a_rebuild(monkeypatch):
+    monkeypatch.setattr("orchestrator.serving.llama._portable_build", lambda: True)
+    fix = exit_fix(-signal.SIGSEGV)
+    assert "already the portable build" in fix and "lscpu" in fix and "rebuild" not in fix
+    assert "stopped it from outside" in exit_fix(-signal.SIGTERM)

@@ -112,9 +112,11 @@ class LocalProvider:
         await self.supervisor.recover()
         try:
             return self._built(await call())
-        except Transient as exc:
+        except Transient:
             if await self.supervisor.recover(grace_s=EXIT_GRACE_S):
-                raise Transient(f"its llama.cpp server died under this call ({exc})") from None
+                raise Transient(
+                    "its llama.cpp server died under this call and was restarted"
+                ) from None
             raise
 
     def _built(self, completion: Completion) -> Completion:

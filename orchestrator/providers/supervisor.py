@@ -109,14 +109,14 @@ class Supervisor:
             try:
                 async with _session() as session:
                     await fresh.start(session)
-            except LocalServerError as exc:
+                if self.replace is not None:
+                    await self.replace(self.urls[slot], fresh.url)
+            except (LocalServerError, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 if fresh.ended() is None:  # alive but not answering: no use restarting it
                     fresh.stop()
                     self.fatal = Fatal(f"{self.label}: after a crash, {exc}")
                     raise self.fatal from None
                 continue  # it died again: counted, and restarted within the bound
-            if self.replace is not None:
-                await self.replace(self.urls[slot], fresh.url)
             self.urls[slot] = fresh.url
             self.say(f"{self.label}: the server is back, on {fresh.url}")
 

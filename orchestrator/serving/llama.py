@@ -43,10 +43,29 @@ def exit_cause(returncode: int) -> str:
     return f"was killed by {name} (signal {-returncode})"
 
 
+def _portable_build() -> bool:
+    """The installed llama.cpp was built with neither AVX-512 nor AMX (the portable build)."""
+    try:
+        import llama_cpp.llama_cpp as bindings
+
+        info = bindings.llama_print_system_info()
+    except Exception:  # noqa: BLE001 - not installed or not loadable: say nothing of it
+        return False
+    return b"AVX2 = 1" in info and b"AVX512" not in info and b"AMX" not in info
+
+
 def exit_fix(returncode: int) -> str:
     """What to do about a server that ended so."""
     if -returncode in _BUILD_SIGNALS:
+        if _portable_build():
+            return (
+                "the installed llama.cpp is already the portable build (AVX2, no AVX-512, no "
+                'AMX): report it with the output of lscpu and of python -c "import llama_cpp; '
+                'print(llama_cpp.llama_print_system_info())" (docs/local-model.md)'
+            )
         return REBUILD
+    if returncode in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP):
+        return "something stopped it from outside (a signal): run again to resume"
     if returncode == -signal.SIGKILL:
         return (
             "something killed it from outside, most often the kernel when memory runs out: "
@@ -162,7 +181,7 @@ class LlamaServer:
                 async with session.get(self.url + "/models", headers=self.auth) as resp:
                     if resp.status == 200:
                         return
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):
                 pass
             await anyio.sleep(0.1)
         raise LocalServerError(
@@ -174,8 +193,11 @@ class LlamaServer:
 
     async def smoke(self, session: aiohttp.ClientSession) -> None:
         """One completion of one token: a build that crashes on inference is found here, before
-        the first task, not by the run."""
-        body = {"prompt": "Hi", "max_tokens": 1, "temperature": 0.0}
+        the first task, not by the run. The prompt is some 40 tokens long, as real prompts are:
+        llama.cpp evaluates a prompt of one token by other kernels (AMX's tile kernels run only
+        for batches of several tokens)."""
+        prompt = "Answer with one word. Which of these is a colour: a table, a river, red, a dog?"
+        body = {"prompt": prompt * 2, "max_tokens": 1, "temperature": 0.0}
         timeout = aiohttp.ClientTimeout(total=self.config.startup_timeout_s)
         try:
             async with session.post(

@@ -7,7 +7,7 @@ pip compiles llama-cpp-python from source with llama.cpp's default, `-march=nati
 build crashes on Intel CPUs with AMX (llama.cpp repacks Q4 weights for its AMX kernels, which
 segfault: ggml-org/llama.cpp#20824), and one made on an AVX-512 machine dies with SIGILL on a CPU
 without it. The portable build turns native tuning off and names the instruction sets itself:
-AVX2, FMA, F16C and BMI2, which every x86-64 CPU since 2013-2015 has; no AVX-512, no AMX.
+AVX2, FMA, F16C and BMI2 (Intel Core since 2013, AMD since 2015); no AVX-512, no AMX.
 docs/local-model.md has the speed of each choice.
 
 pip's wheel cache keys a built wheel by the source, not by CMAKE_ARGS: after a change of flags
@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,7 +88,20 @@ def build(source: str, cmake_args: str, wheels: Path, python: str = sys.executab
     env = {**os.environ, "CMAKE_ARGS": cmake_args}
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
     partial = folder / "partial"
-    _pip(python, "wheel", "--no-deps", "--no-cache-dir", "-w", str(partial), source, env=env)
+    # From source always: a ready-made wheel on some index would ignore CMAKE_ARGS.
+    name = re.split(r"[<>=!~\[ ;@]", source, maxsplit=1)[0]
+    source_only = ["--no-binary", name] if re.fullmatch(r"[A-Za-z0-9._-]+", name) else []
+    _pip(
+        python,
+        "wheel",
+        "--no-deps",
+        "--no-cache-dir",
+        *source_only,
+        "-w",
+        str(partial),
+        source,
+        env=env,
+    )
     (wheel,) = partial.glob("*.whl")
     return wheel.rename(folder / wheel.name)  # only a whole wheel is ever found above
 
@@ -97,6 +111,19 @@ def installed_record(prefix: Path) -> dict:
         return json.loads((prefix / "llama-build.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def installed_from(python: str, source: str) -> str | None:
+    """The file pip installed `source`'s package from, in `python`'s environment (its
+    direct_url.json), or None: reinstalled another way, or not installed."""
+    name = re.split(r"[<>=!~\[ ;@]", source, maxsplit=1)[0]
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "try: print(json.loads(m.distribution(sys.argv[1]).read_text('direct_url.json'))['url'])\n"
+        "except Exception: print('')"
+    )
+    done = subprocess.run([python, "-c", code, name], capture_output=True, text=True)
+    return done.stdout.strip() or None
 
 
 def install(
@@ -113,14 +140,22 @@ def install(
         ).stdout.strip()
     )
     key = build_key(source, cmake_args)
-    if installed_record(prefix).get("key") == key:
+    record = installed_record(prefix)
+    # Installed already only if pip's own record says it came from the wheel of these flags:
+    # a `pip install -U` or a reinstall of the project since would have replaced it.
+    if record.get("key") == key and installed_from(python, source) == record.get("url"):
         print(f"llama-cpp-python: this build ({key}) is installed already")
         return False
     wheel = build(source, cmake_args, wheels, python)
     _pip(python, "install", "--no-deps", "--force-reinstall", "--no-cache-dir", str(wheel))
     if extra:  # the extra's own dependencies; the package itself is the one just installed
         _pip(python, "install", f"{wheel}[{extra}]")
-    record = {"key": key, "source": source, "cmake_args": cmake_args, "wheel": wheel.name}
+    record = {
+        "key": key,
+        "source": source,
+        "cmake_args": cmake_args,
+        "url": installed_from(python, source),
+    }
     (prefix / "llama-build.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"llama-cpp-python: installed the build {key} ({cmake_args})")
     return True

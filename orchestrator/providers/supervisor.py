@@ -48,8 +48,8 @@ class Supervisor:
             max_restarts,
             say,
         )
+        # Each slot's server; the one there is always the one the pool calls, or a dead one.
         self.servers = [make_server() for _ in range(slots)]
-        self.urls: list[str] = []  # each slot's endpoint in the pool
         self.restarts = [0] * slots
         self.replace: Callable[[str, str], Awaitable[None]] | None = None
         self.fatal: Fatal | None = None
@@ -63,8 +63,7 @@ class Supervisor:
                     tg.start_soon(server.start, session)
         except BaseExceptionGroup as group:  # report the first server's problem, not a group
             raise group.exceptions[0] from None
-        self.urls = [server.url for server in self.servers]
-        return self.urls
+        return [server.url for server in self.servers]
 
     def _dead(self) -> bool:
         return any(server.ended() is not None for server in self.servers)
@@ -89,7 +88,7 @@ class Supervisor:
     async def _revive(self, slot: int) -> None:
         if self.fatal is not None:
             raise self.fatal
-        when = "mid-run"
+        when, in_pool = "mid-run", self.servers[slot].url
         while (server := self.servers[slot]).ended() is not None:
             message, fix = server.crash(when)
             server.stop()
@@ -110,14 +109,13 @@ class Supervisor:
                 async with _session() as session:
                     await fresh.start(session)
                 if self.replace is not None:
-                    await self.replace(self.urls[slot], fresh.url)
+                    await self.replace(in_pool, fresh.url)
             except (LocalServerError, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 if fresh.ended() is None:  # alive but not answering: no use restarting it
                     fresh.stop()
                     self.fatal = Fatal(f"{self.label}: after a crash, {exc}")
                     raise self.fatal from None
                 continue  # it died again: counted, and restarted within the bound
-            self.urls[slot] = fresh.url
             self.say(f"{self.label}: the server is back, on {fresh.url}")
 
     def stop(self) -> None:

@@ -39,22 +39,34 @@ PORTABLE = (
     "-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 )
 NATIVE = "-DGGML_NATIVE=ON"
-BUILDS = {"portable": PORTABLE, "native": NATIVE}
+
+
+def cpu_info(*names: str) -> dict[str, str]:
+    """The first CPU's `names` fields of /proc/cpuinfo ("model name", "flags"); {} elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name in names and name not in found:
+            found[name] = value.strip()
+    return found
 
 
 def cpu_identity() -> str:
     """This CPU's model and instruction sets: what a native build is made for."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
+    info = cpu_info("model name", "flags")
+    if not info:
         return platform.processor() or platform.machine()
-    wanted = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        name = name.strip()
-        if name in ("model name", "flags") and name not in wanted:
-            wanted[name] = value.strip()
-    return f"{wanted.get('model name', '')}\n{wanted.get('flags', '')}"
+    return f"{info.get('model name', '')}\n{info.get('flags', '')}"
+
+
+def _package(source: str) -> str:
+    """The package name a pip requirement starts with ('llama-cpp-python==0.3.36')."""
+    return re.split(r"[<>=!~\[ ;@]", source, maxsplit=1)[0]
 
 
 def build_key(source: str, cmake_args: str) -> str:
@@ -89,7 +101,7 @@ def build(source: str, cmake_args: str, wheels: Path, python: str = sys.executab
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
     partial = folder / "partial"
     # From source always: a ready-made wheel on some index would ignore CMAKE_ARGS.
-    name = re.split(r"[<>=!~\[ ;@]", source, maxsplit=1)[0]
+    name = _package(source)
     source_only = ["--no-binary", name] if re.fullmatch(r"[A-Za-z0-9._-]+", name) else []
     _pip(
         python,
@@ -116,13 +128,12 @@ def installed_record(prefix: Path) -> dict:
 def installed_from(python: str, source: str) -> str | None:
     """The file pip installed `source`'s package from, in `python`'s environment (its
     direct_url.json), or None: reinstalled another way, or not installed."""
-    name = re.split(r"[<>=!~\[ ;@]", source, maxsplit=1)[0]
     code = (
         "import importlib.metadata as m, json, sys\n"
         "try: print(json.loads(m.distribution(sys.argv[1]).read_text('direct_url.json'))['url'])\n"
         "except Exception: print('')"
     )
-    done = subprocess.run([python, "-c", code, name], capture_output=True, text=True)
+    done = subprocess.run([python, "-c", code, _package(source)], capture_output=True, text=True)
     return done.stdout.strip() or None
 
 

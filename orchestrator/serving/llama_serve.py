@@ -26,6 +26,8 @@ import sys
 
 import numpy as np
 
+from orchestrator.serving.llama_build import cpu_info
+
 TOP = 20
 _PATTERN = re.compile(
     r"sorted\(\s*zip\(logprobs_token,\s*range\(len\(logprobs_token\)\)\),\s*reverse=True,?\s*\)"
@@ -78,17 +80,6 @@ def patch() -> bool:
     return True
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
-
-
 def keep_amx_off(system_info: bytes | None = None, cpu_flags: set[str] | None = None) -> bool:
     """Load models without the AMX repacking when this build and this CPU both have AMX;
     True if it did so."""
@@ -96,7 +87,7 @@ def keep_amx_off(system_info: bytes | None = None, cpu_flags: set[str] | None = 
     import llama_cpp.llama_cpp as bindings  # the name Llama() looks the defaults up in
 
     info = bindings.llama_print_system_info() if system_info is None else system_info
-    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    flags = set(cpu_info("flags").get("flags", "").split()) if cpu_flags is None else cpu_flags
     if b"AMX_INT8 = 1" not in info or "amx_int8" not in flags:
         return False
     defaults = bindings.llama_model_default_params

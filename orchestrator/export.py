@@ -9,6 +9,7 @@ only those records, from the memory-mapped log (the snapshot keeps only an answe
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from orchestrator.engine.files import replace_whole
+from orchestrator.engine.files import folder_within, write_file
 from orchestrator.engine.results import ResultLines, unparsable
 from orchestrator.errors import UserError
 from orchestrator.formats import EXPORT_FORMAT, FIELD
@@ -33,6 +34,15 @@ def jobs_of_kind(manifest: dict[str, Any], kind: str) -> dict[str, dict[str, Any
 
 
 INFO = "export.toml"
+
+
+def check_export_folder(run_dir: Path, target: Path) -> None:
+    """Where an export goes, checked before anything is written (and made only when a file is):
+    inside the run folder (its default, RUN_DIR/export/FORMAT), no folder on the way may be a
+    link, since a run folder from someone else may hold one; a folder the user named is theirs
+    to choose."""
+    inside = Path(os.path.abspath(target)).is_relative_to(os.path.abspath(run_dir))
+    folder_within(run_dir if inside else target, target, make=False)
 
 
 def _shown(path: Path, target: Path) -> str:
@@ -63,9 +73,7 @@ def write_info(
         *(f"{text(_shown(path, target))} = {n}" for path, n in sorted(counts.items())),
         "",
     ]
-    path = target / INFO
-    replace_whole(path, "\n".join(lines).encode())
-    return path
+    return write_file(target / INFO, "\n".join(lines).encode(), within=target)
 
 
 def final_records(

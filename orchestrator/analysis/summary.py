@@ -3,14 +3,16 @@ csv and json (`<stem>.*` in the run folder, the json naming the run)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import polars as pl
 
 from orchestrator.analysis.load import Run, open_run
+from orchestrator.engine.files import write_file
 from orchestrator.studies import registered
 from orchestrator.studies.base import Output, Study
 
@@ -34,22 +36,19 @@ def _run_header(run: Run) -> dict[str, Any]:
 
 
 def _write(df: pl.DataFrame, stem: Path, key: str, run: Run, paths: dict[str, Path]) -> None:
+    """`stem`.parquet, .csv and .json, in the run folder (engine/files.write_file: never through
+    a link that a folder from someone else holds)."""
     flat = df.with_columns(
         pl.col(c).list.join("; ") for c, t in df.schema.items() if t == pl.List(pl.String)
     )
-    for ext in ("parquet", "csv", "json"):
-        path = stem.with_suffix(f".{ext}")
-        if ext == "parquet":
-            df.write_parquet(path)
-        elif ext == "csv":
-            flat.write_csv(path)
-        else:
-            path.write_bytes(
-                orjson.dumps(
-                    {"run": _run_header(run), key: df.to_dicts()},
-                    option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                )
-            )
+    as_json = {"run": _run_header(run), key: df.to_dicts()}
+    writes: dict[str, bytes | Callable[[BinaryIO], object]] = {
+        "parquet": df.write_parquet,
+        "csv": flat.write_csv,
+        "json": orjson.dumps(as_json, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY),
+    }
+    for ext, data in writes.items():
+        path = write_file(stem.with_suffix(f".{ext}"), data, within=stem.parent)
         paths[f"{stem.name}.{ext}"] = path
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 import orjson
 
-from orchestrator.engine.files import open_append
+from orchestrator.engine.files import open_append, remove_file
+from orchestrator.engine.names import batch_input
 from orchestrator.errors import UserError
 
 JOURNAL = "batches.ndjson"
@@ -103,6 +104,7 @@ class Journal:
     def _apply(self, event: dict[str, Any]) -> None:
         kind, name = event["event"], event["batch"]
         if kind == "intent":
+            batch_input(event["input"], str(self.path))  # a name, never a path
             self.batches[name] = Batch(
                 name,
                 event["model"],
@@ -143,12 +145,12 @@ class Journal:
         """A line torn by a crash is cut before the next is appended, or the two would make
         one line that no reader could take (the readers skip a torn tail, and write nothing)."""
         try:
-            size = self.path.stat().st_size
+            size = self.path.lstat().st_size
         except FileNotFoundError:
             return
-        if size == 0:
+        if size == 0 or self.path.is_symlink():  # a link: open_append refuses it, naming it
             return
-        with open(self.path, "r+b") as f:
+        with os.fdopen(os.open(self.path, os.O_RDWR | os.O_NOFOLLOW), "r+b") as f:  # no link
             f.seek(size - 1)
             if f.read(1) == b"\n":
                 return
@@ -220,7 +222,8 @@ class Journal:
     def _drop_input(self, batch: Batch) -> None:
         """A closed batch's input file is never sent again (its tasks' next batch gets its own):
         it would only hold disk, ~1 KB a request."""
-        (self.run_dir / batch.input).unlink(missing_ok=True)
+        name = batch_input(batch.input, str(self.path))
+        remove_file(self.run_dir / INPUTS / name, within=self.run_dir)
 
     # --- what it holds ---------------------------------------------------------------------
     def open_batches(self, model_key: str | None = None) -> list[Batch]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.batch.api import BatchAPI, BatchLimits, Item, Unconfirmed
 from orchestrator.batch.journal import INPUTS, Batch
+from orchestrator.engine.files import folder_within, remove_file
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.store import ResultWriter
 from orchestrator.plan import Task
@@ -53,8 +54,7 @@ class Submitting:
 
         source = [unsent()]
         limits = self._limits.get(key, api.limits)
-        folder = self.run_dir / INPUTS
-        folder.mkdir(mode=0o700, exist_ok=True)
+        folder = folder_within(self.run_dir, self.run_dir / INPUTS)  # never through a link
         next_task = lambda: self._next_uncached(key, source[0], writer, done)  # noqa: E731
         pending = await next_task()
         while pending is not None and self._may_send(key):
@@ -151,9 +151,10 @@ class Submitting:
         """Input files of no open batch: written just before a crash cut short their intent, or
         left by one after `collected`. They were never sent, or never will be again. Run once,
         before any model writes a new one."""
-        if not folder.is_dir():
+        if not folder.is_dir() and not folder.is_symlink():
             return
+        folder_within(self.run_dir, folder)  # a linked folder is refused, never emptied
         keep = {Path(b.input).name for b in self.journal.open_batches()}
         for path in folder.glob("*.jsonl"):
             if path.name not in keep:
-                path.unlink(missing_ok=True)
+                remove_file(path, within=self.run_dir)

@@ -163,7 +163,7 @@ def export(
         )
     try:
         from orchestrator.engine.store import RunStore
-        from orchestrator.export import write_info
+        from orchestrator.export import check_export_folder, write_info
 
         manifest = RunStore(run_dir).read_manifest()
         target = out or run_dir / "export" / format
@@ -173,6 +173,7 @@ def export(
                 field="--out" if out else None,
                 fix="give --out a folder (it is created if missing)",
             )
+        check_export_folder(run_dir, target)
         if format in FORMATS:
             counts = FORMATS[format](run_dir, target, manifest)
         else:

@@ -1,19 +1,30 @@
 """How a run folder's files are written: private to the user (0700 folders, 0600 files: a
-manifest holds every prompt, results hold every answer), never through a symbolic link that
-someone else placed, and replaced whole through a unique temporary file that is on disk before
-it takes the name."""
+manifest holds every prompt, results hold every answer), never through a symbolic link, and
+replaced whole through a unique temporary file that is on disk before it takes the name.
+
+A run folder may come from someone else (a shared disk, a colleague's tarball), holding links
+placed at the names this tool writes. So `write_file`, the one writer of whole files, takes the
+folder it must stay in: the path must lie inside it, no folder between the two may be a link,
+and the file's own name is replaced, never followed. The one rule for modes: whatever this tool
+writes is 0600, in folders it makes 0700; a folder that exists keeps its mode (the user may have
+shared it on purpose).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from orchestrator.errors import UserError
 
 FOLDER_MODE, FILE_MODE = 0o700, 0o600
+_LINK_FIX = "remove the link (a run folder from someone else may hold one), then run again"
 
 
 def private_folder(path: Path) -> Path:
@@ -25,6 +36,84 @@ def private_folder(path: Path) -> Path:
         with contextlib.suppress(OSError):
             os.chmod(made, FOLDER_MODE)
     return path
+
+
+def folder_within(root: Path, path: Path, make: bool = True) -> Path:
+    """The folder `path`, made (0700) where missing, after checking that it lies inside `root`
+    (the run folder, or a folder the user named) and that neither it nor a folder between the
+    two is a symbolic link or a file. `root` itself is the user's choice and is not checked.
+    `make=False`: only the check, of the folders that exist (nothing is written)."""
+    base = Path(os.path.abspath(root))
+    target = Path(os.path.abspath(path))  # `..` resolved by the text, never by following links
+    if not target.is_relative_to(base):
+        raise UserError(
+            f"{path} lies outside {root}: this tool writes a run's files only inside its folder",
+            file=str(path),
+            fix="give a folder inside the run folder, or one of your own with --out",
+        )
+    if make and not base.is_dir():
+        private_folder(base)
+    at = base
+    for part in target.relative_to(base).parts:
+        at = at / part
+        try:
+            mode = os.lstat(at).st_mode
+        except FileNotFoundError:
+            if not make:
+                break
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(at, FOLDER_MODE)
+                os.chmod(at, FOLDER_MODE)  # mkdir's mode is masked by the umask
+            mode = os.lstat(at).st_mode
+        if stat.S_ISLNK(mode):
+            raise UserError(
+                f"{at} is a symbolic link: this tool never writes through one",
+                file=str(at),
+                fix=_LINK_FIX,
+            )
+        if not stat.S_ISDIR(mode):
+            raise UserError(f"{at} is not a folder", file=str(at), fix=f"remove or rename {at}")
+    return target
+
+
+def write_file(
+    path: Path, data: bytes | Callable[[BinaryIO], object], within: Path | None = None
+) -> Path:
+    """The file's content is `data` (or what `data(file)` writes), or what it was: a unique
+    temporary file beside it (made exclusively, 0600, never through a link), flushed to disk,
+    renamed over it (a link at its name is replaced, not followed), and the rename made
+    durable. `within`: the folder the file must stay in (folder_within); default its own."""
+    folder = folder_within(path.parent if within is None else within, path.parent)
+    tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(data, bytes | bytearray | memoryview):
+                f.write(data)
+            else:
+                data(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / path.name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    sync_folder(folder)
+    return folder / path.name
+
+
+def replace_whole(path: Path, data: bytes) -> None:
+    """write_file in the file's own folder (kept for the manifest's and the exports' callers)."""
+    write_file(path, data)
+
+
+def remove_file(path: Path, within: Path) -> None:
+    """Delete the file `path` (a link at its name is removed, never its target), refusing a
+    folder on the way that is a link or lies outside `within`. Missing already is fine."""
+    folder_within(within, path.parent)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def open_append(path: Path, text: bool = False):
@@ -44,23 +133,6 @@ def open_append(path: Path, text: bool = False):
     if text:
         return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
     return os.fdopen(fd, "ab")
-
-
-def replace_whole(path: Path, data: bytes) -> None:
-    """The file's content is `data`, or what it was: a unique temporary file beside it (made
-    exclusively, 0600), flushed to disk, then renamed over it, and the rename made durable."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    sync_folder(path.parent)
 
 
 def sync_folder(path: Path) -> None:

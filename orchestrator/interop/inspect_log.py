@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.names import model_key
 from orchestrator.errors import UserError
 from orchestrator.interop.records import final_table
 
@@ -36,12 +37,9 @@ def _inspect():
 
 def export_inspect(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[Path, int]:
     log, model, scorer = _inspect()
-    from orchestrator.engine.files import private_folder
-
     table = final_table(run_dir)
     if not table.height:
         return {}
-    private_folder(out_dir)
     written: dict[Path, int] = {}
     labels = manifest.get("models", {})
     for (job, key), rows in table.group_by("job", "modelKey", maintain_order=True):
@@ -82,10 +80,27 @@ def export_inspect(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> di
             ),
             samples=samples,
         )
+        key = model_key(key, str(run_dir / "results.ndjson"))
         path = out_dir / f"{_slug(str(job))}__{_slug(labels.get(key, name))}__{key}.eval"
-        log.write_eval_log(eval_log, str(path), format="eval")
-        written[path] = len(samples)
+        written[_write_log(log, eval_log, path)] = len(samples)
     return written
+
+
+def _write_log(log: Any, eval_log: Any, path: Path) -> Path:
+    """inspect_ai writes to a path, following a link there: it writes in a private temporary
+    folder, and the file is copied into place by the one writer (engine/files.py)."""
+    import shutil
+    import tempfile
+
+    from orchestrator.engine.files import write_file
+
+    with tempfile.TemporaryDirectory(prefix="orchestrator-") as tmp:
+        made = Path(tmp) / path.name
+        log.write_eval_log(eval_log, str(made), format="eval")
+        with open(made, "rb") as src:
+            return write_file(
+                path, lambda f: shutil.copyfileobj(src, f, 1 << 20), within=path.parent
+            )
 
 
 def _sample(r: dict[str, Any], log: Any, model: Any, scorer: Any) -> Any:

@@ -118,14 +118,14 @@ def _messages(cells: Any, row: dict[str, Any]) -> list[dict[str, str]] | None:
 def export_parquet(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     """records.parquet: every final record, one row each (zstd; polars, DuckDB, pandas and
     `datasets.load_dataset("parquet", ...)` read it)."""
-    from orchestrator.engine.files import private_folder
+    from orchestrator.engine.files import write_file
 
     table = final_table(run_dir)
     if not table.height:
         return {}
-    private_folder(out_dir)
-    path = out_dir / "records.parquet"
-    tmp = out_dir / ".records.parquet.tmp"
-    table.write_parquet(tmp, compression="zstd")
-    tmp.replace(path)
+    path = write_file(
+        out_dir / "records.parquet",
+        lambda f: table.write_parquet(f, compression="zstd"),
+        within=out_dir,
+    )
     return {path: table.height}

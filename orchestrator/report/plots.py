@@ -12,12 +12,14 @@ import matplotlib
 matplotlib.use("Agg")  # no display on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from orchestrator.engine.files import write_file  # noqa: E402
+
 __all__ = ["finish", "plt"]
 
 
 def finish(fig, png: Path | None) -> str:
-    if png is not None:
-        fig.savefig(png, dpi=110, bbox_inches="tight")
+    if png is not None:  # by the one writer: a link at the name is replaced, never followed
+        write_file(png, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)

@@ -14,6 +14,7 @@ import polars as pl
 
 from orchestrator.analysis.load import Run, final_records
 from orchestrator.analysis.summary import analyze
+from orchestrator.engine.files import folder_within, write_file
 from orchestrator.studies import registered
 from orchestrator.studies.base import Section
 
@@ -39,8 +40,7 @@ def _header(run: Run, records: int) -> list[tuple[str, str]]:
 def write_report(run_dir: Path) -> dict[str, Path]:
     result = analyze(run_dir)
     run = result.run
-    out_dir = run_dir / "report"
-    out_dir.mkdir(exist_ok=True)
+    out_dir = folder_within(run_dir, run_dir / "report")  # never a link a received folder holds
     records = final_records(run).select(pl.len()).collect().item()
     sections, figures = [], []
     for study in registered():
@@ -48,10 +48,8 @@ def write_report(run_dir: Path) -> dict[str, Path]:
         sections += part.sections + _deviations(study, part)
         figures += part.figures
     header = _header(run, records)
-    md = out_dir / "report.md"
-    md.write_text(_markdown(header, sections, figures), encoding="utf-8")
-    page = out_dir / "report.html"
-    page.write_text(_html(header, sections, figures), encoding="utf-8")
+    md = write_file(out_dir / "report.md", _markdown(header, sections, figures).encode())
+    page = write_file(out_dir / "report.html", _html(header, sections, figures).encode())
     return {"markdown": md, "html": page}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from orchestrator.analysis.load import open_run
+from orchestrator.engine.files import write_file
 from orchestrator.studies.instructed.analysis import rank
 from orchestrator.studies.instructed.answers import scan
 from orchestrator.studies.instructed.items import (
@@ -175,10 +176,9 @@ def export_answers(name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
     table = answers_table(run_dir)
     if not table.height:
         return {}
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{STEM}.{FORMATS[name]}"
     if FORMATS[name] == "csv":
-        table.write_csv(path)
+        path = write_file(path, table.write_csv, within=out_dir)
     else:
-        table.write_parquet(path)
+        path = write_file(path, table.write_parquet, within=out_dir)
     return {path: table.height}

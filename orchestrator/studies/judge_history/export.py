@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from orchestrator.engine.files import write_file
+from orchestrator.engine.names import model_key, plain
 from orchestrator.engine.results import RESULTS
 from orchestrator.engine.store import RunStore
 from orchestrator.export import final_records, jobs_of_kind
@@ -23,15 +25,14 @@ def export_judge_history(run_dir: Path, out_dir: Path) -> dict[Path, int]:
     runs: dict[tuple[str, str], dict[str, Any]] = {}
     for _, status, _, _, rec in final_records(path, jobs):  # the log checked: nothing written
         if status == "ok":
-            _add_judgment(runs, jobs, manifest, rec)
-    out_dir.mkdir(parents=True, exist_ok=True)
+            _add_judgment(runs, jobs, manifest, rec, path)
     counts = {}
-    for (job_id, model_key), doc in runs.items():
+    for (job_id, key), doc in runs.items():
         doc["judgments"].sort(
             key=lambda j: (j["taskId"], CONDITIONS.index(j["condition"]), j["repetition"])
         )
-        out = out_dir / f"{job_id}__{model_key}.json"
-        out.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        out = write_file(out_dir / f"{job_id}__{key}.json", data, within=out_dir)
         counts[out] = len(doc["judgments"])
     return counts
 
@@ -41,10 +42,13 @@ def _add_judgment(
     jobs: dict[str, dict[str, Any]],
     manifest: dict[str, Any],
     rec: dict[str, Any],
+    path: Path,
 ) -> None:
     job, model = jobs[rec["job"]], rec["model"]
+    where = str(path)
+    names = (plain(rec["job"], where, "job"), model_key(rec["modelKey"], where))
     doc = runs.setdefault(
-        (rec["job"], rec["modelKey"]),
+        names,
         {
             "studyId": job["study_id"],
             "specVersion": job["spec_version"],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
+from orchestrator.engine.names import model_key
 from orchestrator.report.format import fmt
 from orchestrator.studies.base import Figure, ReportPart, Section
 from orchestrator.studies.judge_history import plots
@@ -108,7 +109,7 @@ def report(summary: pl.DataFrame, tasks: pl.DataFrame, out_dir: Path) -> ReportP
     for r in summary.iter_rows(named=True):
         model_tasks = tasks.filter(pl.col("modelKey") == r["modelKey"])
         title = f"judge history · {r['model']} [{r['modelKey']}]: mean score per task and condition"
-        name = f"judge-{r['modelKey']}"
+        name = f"judge-{model_key(r['modelKey'], 'results.ndjson')}"  # a name, never a path
         part.figures.append(
             Figure(title, name, plots.judge_tasks(model_tasks, title, out_dir / f"{name}.png"))
         )

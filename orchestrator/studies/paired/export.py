@@ -7,12 +7,15 @@ from __future__ import annotations
 import mmap
 import re
 from array import array
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
 
+from orchestrator.engine.files import write_file
+from orchestrator.engine.names import model_key
 from orchestrator.engine.results import RESULTS
 from orchestrator.engine.store import RunStore
 from orchestrator.export import final_records, jobs_of_kind, mapped
@@ -33,9 +36,11 @@ def to_benchmark_record(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _file_name(rec: dict[str, Any]) -> str:
+def _file_name(rec: dict[str, Any], path: Path) -> str:
     label = f"{rec['model']['provider']}__{rec['model']['name']}"
-    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', label)}__{rec['modelKey']}.ndjson"
+    return (
+        f"{re.sub(r'[^A-Za-z0-9._-]+', '-', label)}__{model_key(rec['modelKey'], str(path))}.ndjson"
+    )
 
 
 class _Index:
@@ -75,28 +80,34 @@ def export_ai_benchmark(run_dir: Path, out_dir: Path) -> dict[Path, int]:
                 (rec["experimentSlug"], rec["conditionIndex"], rec["variant"], rec["strategy"]),
                 len(cells),
             )
-            indexes.setdefault(_file_name(rec), _Index()).add(cell, rec["sample"], offset, length)
+            indexes.setdefault(_file_name(rec, path), _Index()).add(
+                cell, rec["sample"], offset, length
+            )
     rank = np.empty(len(cells), np.int64)
     rank[[cells[c] for c in sorted(cells)]] = np.arange(len(cells))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    counts: dict[Path, int] = {}
+    written: dict[str, int] = {}
     with mapped(path) as data:
         for name, index in indexes.items():
-            counts[out_dir / name] = _write_sorted(out_dir / name, data, index, rank)
+            write = partial(_write_sorted, data, index, rank, written, name)
+            out = write_file(out_dir / name, write, within=out_dir)
+            counts[out] = written[name]
     return counts
 
 
-def _write_sorted(out: Path, data: mmap.mmap, index: _Index, rank: np.ndarray) -> int:
+def _write_sorted(
+    data: mmap.mmap, index: _Index, rank: np.ndarray, counts: dict[str, int], name: str, f: BinaryIO
+) -> None:
+    """The file's records into `f`, sorted; how many in counts[name]."""
     written, key, seen = 0, None, set()
-    with open(out, "wb") as f:
-        for i in index.order(rank).tolist():
-            at = index.offsets[i]
-            rec = orjson.loads(data[at : at + index.lengths[i]])
-            if (index.cells[i], index.samples[i]) != key:  # a task's copies sort next to each other
-                key, seen = (index.cells[i], index.samples[i]), set()
-            if rec["taskId"] in seen:  # a second terminal record of a task (pre-lock runs)
-                continue
-            seen.add(rec["taskId"])
-            f.write(orjson.dumps(to_benchmark_record(rec), option=orjson.OPT_APPEND_NEWLINE))
-            written += 1
-    return written
+    for i in index.order(rank).tolist():
+        at = index.offsets[i]
+        rec = orjson.loads(data[at : at + index.lengths[i]])
+        if (index.cells[i], index.samples[i]) != key:  # a task's copies sort next to each other
+            key, seen = (index.cells[i], index.samples[i]), set()
+        if rec["taskId"] in seen:  # a second terminal record of a task (pre-lock runs)
+            continue
+        seen.add(rec["taskId"])
+        f.write(orjson.dumps(to_benchmark_record(rec), option=orjson.OPT_APPEND_NEWLINE))
+        written += 1
+    counts[name] = written

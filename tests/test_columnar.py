@@ -117,7 +117,7 @@ def test_a_snapshot_that_cannot_be_written_is_no_error(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(folder))
 
-    monkeypatch.setattr(columnar, "private_folder", refuse)  # as a read-only folder answers
+    monkeypatch.setattr(columnar, "folder_within", refuse)  # as a read-only folder answers
     _same(records(path), path)
     assert not folder.exists()
     counts, paid, _ = tally(path)
@@ -131,13 +131,15 @@ def test_a_damaged_snapshot_is_rebuilt(tmp_path, monkeypatch):
     folder = path.parent / FOLDER
     (folder / META).write_bytes(b'{"format": 1, "offs')  # torn
     _same(records(path), path)
-    part = folder / _meta(path)["parts"][0]
+    part = folder / _meta(path)["parts"][0]["name"]
     part.unlink()  # a part gone
     _same(records(path), path)
-    (folder / _meta(path)["parts"][0]).write_bytes(b"not parquet")  # a part garbled
+    (folder / _meta(path)["parts"][0]["name"]).write_bytes(b"not parquet")  # a part garbled
     (folder / ".part-0123456789ab.parquet.tmp").write_bytes(b"half")  # a write cut short
     _same(records(path), path)
-    assert [p.name for p in folder.iterdir() if p.name != META] == _meta(path)["parts"]
+    assert [p.name for p in folder.iterdir() if p.name != META] == [
+        p["name"] for p in _meta(path)["parts"]
+    ]
 
 
 def test_a_reader_keeps_the_parts_it_took_while_another_rebuilds(tmp_path):

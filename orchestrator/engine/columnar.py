@@ -16,6 +16,13 @@ bytes. A reader (`records()`):
 - never writes anything else, and a snapshot that cannot be written (a read-only folder, a full
   disk) is not an error: the reader goes on with what it read.
 
+A run folder may come from someone else, so a snapshot is used only when it is provably this
+user's tool's work on this log: its meta is sealed with the user's key (engine/seal.py), an HMAC
+over the meta and each part's sha256, and each part must be a plain part name with the row
+count and schema the meta says. Anything else (an edited part, another run's, a link, a meta
+of the wrong shape) means a rebuild from the log, never a traceback, and `results.snapshot`
+as a link is neither read nor written through.
+
 Every record line is kept, not only final ones, so that the one rule for a task's final record
 (results.final_mask) stays in one place and spend and retries still count every attempt. A part
 is written to a unique name and renamed, then the meta file replaced whole: a kill -9 at any
@@ -39,7 +46,8 @@ import orjson
 import polars as pl
 import xxhash
 
-from orchestrator.engine.files import FILE_MODE, private_folder, replace_whole
+from orchestrator.engine.files import folder_within, remove_file, write_file
+from orchestrator.engine.names import SNAPSHOT_PART
 from orchestrator.engine.prefix import prefix_digest, prefix_hash, read_range, remember
 from orchestrator.engine.results import (
     ResultLines,
@@ -49,6 +57,7 @@ from orchestrator.engine.results import (
     torn_note,
     unparsable,
 )
+from orchestrator.engine.seal import file_digest, seal, sealed
 from orchestrator.engine.snapshot import check_and_parse
 
 if TYPE_CHECKING:
@@ -102,8 +111,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "systemFingerprint": pl.String(),
     "finishedAt": pl.String(),
 }
-# bumped when SCHEMA or what a part holds changes: an older snapshot is rebuilt
-FORMAT = 1
+# bumped when SCHEMA or what a part holds changes: an older snapshot is rebuilt (2: sealed)
+FORMAT = 2
+MAX_PART_BYTES = 16 << 30  # a part is read only up to this size (a 1M-record run's is ~60 MB)
 
 
 @dataclass
@@ -158,7 +168,7 @@ def records(path: Path, again: bool = False) -> Records:
             df.lazy(), lines.lines, complete, torn, path, whole=True, identity=tuple(identity)
         )
     meta, digest = found
-    parts = [folder / name for name in meta["parts"]]
+    parts = [folder / part["name"] for part in meta["parts"]]
     start, first_line = meta["offset"], meta["lines"]
     base = pl.scan_parquet(parts) if parts else _empty()
     if complete == start:
@@ -274,30 +284,72 @@ def _identity(path: Path) -> list[int]:
 
 
 def _meta(folder: Path) -> dict | None:
+    if folder.is_symlink():  # never read through a link a received folder holds
+        return None
     try:
-        meta = orjson.loads((folder / META).read_bytes())
+        with os.fdopen(os.open(folder / META, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            meta = orjson.loads(f.read(1 << 20))
     except (OSError, orjson.JSONDecodeError):
         return None
     return meta if isinstance(meta, dict) else None
 
 
+def _sealed_bytes(meta: dict) -> bytes:
+    return orjson.dumps({k: v for k, v in meta.items() if k != "seal"}, option=orjson.OPT_SORT_KEYS)
+
+
+def _well_formed(meta: dict, complete: int, identity: list[int]) -> bool:
+    """The meta's shape, and that it is about this log as it is (the same file, no longer)."""
+    parts = meta.get("parts")
+    return (
+        meta.get("format") == FORMAT
+        and meta.get("identity") == identity
+        and _count(meta.get("offset"))
+        and meta["offset"] <= complete
+        and _count(meta.get("lines"))
+        and isinstance(meta.get("hash"), str)
+        and isinstance(parts, list)
+        and len(parts) <= MAX_PARTS
+        and all(
+            isinstance(p, dict)
+            and isinstance(p.get("name"), str)
+            and SNAPSHOT_PART.fullmatch(p["name"]) is not None
+            and _count(p.get("rows"))
+            and isinstance(p.get("sha256"), str)
+            for p in parts
+        )
+        and sum(p["rows"] for p in parts) == meta["lines"]
+    )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _part_is(path: Path, part: dict) -> bool:
+    """The part file is the one sealed (its sha256), with the rows and columns it says."""
+    if file_digest(path, MAX_PART_BYTES) != part["sha256"]:
+        return False
+    schema = pl.read_parquet_schema(path)
+    rows = pl.scan_parquet(path).select(pl.len()).collect().item()  # from the file's footer
+    return rows == part["rows"] and schema == {**SCHEMA, "offset": pl.UInt64()}
+
+
 def _current(
     path: Path, folder: Path, complete: int, identity: list[int], again: bool
 ) -> tuple[dict, xxhash.xxh3_64] | None:
-    """The snapshot's meta and the digest of the prefix it covers, if its parts are a prefix of
-    the log as it is now (the same file, the same bytes, parts that read); else None."""
+    """The snapshot's meta and the digest of the prefix it covers, if it is sealed by this user
+    and its parts are a prefix of the log as it is now (the same file, the same bytes, parts
+    that are the ones sealed); else None."""
     meta = _meta(folder)
     try:
         if (
             meta is None
-            or meta.get("format") != FORMAT
-            or meta.get("identity") != identity
-            or not isinstance(meta.get("offset"), int)
-            or meta["offset"] > complete
+            or not _well_formed(meta, complete, identity)
+            or not sealed(meta.get("seal"), _sealed_bytes(meta))
+            or not all(_part_is(folder / p["name"], p) for p in meta["parts"])
         ):
             return None
-        for name in meta["parts"]:
-            pl.read_parquet_schema(folder / name)  # there, and a Parquet file
         if again:
             digest = prefix_digest(path, meta["offset"], identity)
         else:
@@ -309,7 +361,7 @@ def _current(
 
 def _save(
     folder: Path,
-    parts: list[str],
+    parts: list[dict],
     new: pl.DataFrame,
     offset: int,
     lines: int,
@@ -317,25 +369,29 @@ def _save(
     identity: list[int],
 ) -> list[str] | None:
     """Write `new` as a part after `parts` (compacting them all into one when there are too
-    many), then the meta that names them, and the log prefix they are (its bytes, lines and
-    hash, of the bytes they were parsed from): the parts' names; None if it cannot be written
-    (a read-only folder, a full disk: only a cache is lost)."""
+    many), then the sealed meta that names them, and the log prefix they are (its bytes, lines
+    and hash, of the bytes they were parsed from): the parts' names; None if it cannot be
+    written (a read-only folder, a full disk, a link, no seal key: only a cache is lost)."""
     try:
-        private_folder(folder)
+        if seal() is None:  # an unsealed snapshot would never be used
+            return None
+        folder_within(folder.parent, folder)  # made 0700; refused if it is a link
         if len(parts) + 1 > MAX_PARTS:
-            whole = pl.concat([pl.scan_parquet([folder / p for p in parts]), new.lazy()])
-            names = [_write_part(folder, whole.collect())]
+            whole = pl.concat([pl.scan_parquet([folder / p["name"] for p in parts]), new.lazy()])
+            written = [_write_part(folder, whole.collect())]
         else:
-            names = [*parts, _write_part(folder, new)]
+            written = [*parts, _write_part(folder, new)]
         meta = {
             "format": FORMAT,
             "offset": offset,
             "lines": lines,
             "hash": digest,
             "identity": identity,
-            "parts": names,
+            "parts": written,
         }
-        replace_whole(folder / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+        meta["seal"] = seal(_sealed_bytes(meta))
+        write_file(folder / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+        names = [p["name"] for p in written]
         _drop_stale(folder, names)
         return names
     except Exception:  # noqa: BLE001 - a cache: failing to write it never stops a reader
@@ -347,21 +403,16 @@ def _drop_stale(folder: Path, names: list[str]) -> None:
     now = time.time()
     for stale in [*folder.glob("part-*.parquet"), *folder.glob(".part-*.tmp")]:
         with contextlib.suppress(OSError):
-            if stale.name not in names and now - stale.stat().st_mtime > GRACE_S:
-                stale.unlink()
+            if stale.name not in names and now - stale.lstat().st_mtime > GRACE_S:
+                remove_file(stale, within=folder)
 
 
-def _write_part(folder: Path, df: pl.DataFrame) -> str:
+def _write_part(folder: Path, df: pl.DataFrame) -> dict:
+    """A new part (its name, rows and sha256, as the meta names it), written by the one writer."""
     name = f"part-{secrets.token_hex(6)}.parquet"
-    tmp = folder / f".{name}.tmp"
-    try:
-        df.write_parquet(tmp, compression="zstd", statistics=False)
-        os.chmod(tmp, FILE_MODE)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return name
+    path = write_file(
+        folder / name,
+        lambda f: df.write_parquet(f, compression="zstd", statistics=False),
+        within=folder,
+    )
+    return {"name": name, "rows": df.height, "sha256": file_digest(path, MAX_PART_BYTES)}

@@ -64,6 +64,38 @@ def load_target(
     return load_campaign(target, overrides)
 
 
+def check_endpoints(campaign: Campaign, run_dir: Path, trust: bool) -> None:
+    """Name each endpoint a resumed folder calls and the key variables it sends there; for a
+    folder this user did not make, ask before a key goes to a host that is not a provider's
+    own (engine/endpoints.py), or refuse without a terminal unless `trust`."""
+    import sys
+
+    from orchestrator.engine.endpoints import endpoints, untrusted
+    from orchestrator.engine.store import RunStore
+
+    for endpoint in endpoints(campaign):
+        ui.err_console.print(f"calls {endpoint.line()}", highlight=False, markup=False)
+    doubtful = untrusted(campaign, run_dir, RunStore(run_dir).manifest_path.read_bytes())
+    if not doubtful or trust:
+        return
+    listed = "\n    ".join(e.line() for e in doubtful)
+    what = (
+        f"this run folder was not made by you (its manifest is not sealed by your key), and "
+        f"resuming it sends your keys to hosts that are not a provider's own:\n    {listed}"
+    )
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        ui.err_console.print(what, highlight=False, markup=False)
+        if typer.confirm("send them there?", default=False, err=True):
+            return
+        raise UserError("not resumed: no key was sent", file=str(run_dir))
+    raise UserError(
+        what,
+        file=str(run_dir / "manifest.json"),
+        field="base_url",
+        fix="check those URLs; if you trust them, run again with --trust-endpoints",
+    )
+
+
 ModelOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -165,6 +197,13 @@ def run(
     model: ModelOpt = None,
     limit: LimitOpt = None,
     output_dir: OutputDirOpt = None,
+    trust_endpoints: Annotated[
+        bool,
+        typer.Option(
+            "--trust-endpoints",
+            help="Resuming a run folder you did not make (a colleague's, a paper's): send your keys to the URLs its manifest names even where they are not a provider's own host. Without it, such a run asks on a terminal and is refused elsewhere.",
+        ),
+    ] = False,
 ) -> None:
     """Run a campaign, or resume it: running the same command again skips finished tasks.
 
@@ -178,6 +217,8 @@ def run(
     """
     try:
         campaign = load_target(config, samples, run_id, model, limit, output_dir)
+        if campaign.run_dir is not None:  # a folder resumed: its manifest names the endpoints
+            check_endpoints(campaign, campaign.run_dir, trust_endpoints)
     except UserError as exc:
         ui.fail(exc)
     if no_cache:  # not part of the plan: a run may be resumed with or without it

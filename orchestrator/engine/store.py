@@ -229,8 +229,12 @@ class RunStore:
         """Create the run, or check that an existing one has the same plan; True if it existed."""
         if self.check(manifest, resume_hint):
             return True
+        from orchestrator.engine.endpoints import seal_manifest
+
         private_folder(self.path)
-        replace_whole(self.manifest_path, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+        replace_whole(self.manifest_path, data)
+        seal_manifest(self.path, data)  # this user's: resuming it sends keys without asking
         return False
 
     def writer(self, on_record: Callable[[dict[str, Any]], None]) -> ResultWriter:

@@ -69,7 +69,7 @@ class BatchClient:
         payload = orjson.dumps(body)
         try:
             if status == 200:
-                return Item(custom_id, completion=self.provider.completion(payload, NO_HEADERS))
+                return Item(custom_id, completion=self.provider.answer(payload, NO_HEADERS))
             return Item(custom_id, error=self.provider.error(status, NO_HEADERS, payload))
         except Exception as exc:  # Refused, a malformed body (Transient)
             return Item(custom_id, error=exc)

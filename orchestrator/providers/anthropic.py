@@ -69,7 +69,7 @@ class AnthropicProvider(HTTPProvider):
             raise self.malformed(payload) from None
         stop = data.get("stop_reason")
         if stop == "refusal":
-            raise Refused(f"refused: {text[:200]}")
+            raise Refused(f"refused: {self.scrub(text)[:200]}")  # scrubbed, then cut
         return Completion(
             text=text,
             served_model=data.get("model"),

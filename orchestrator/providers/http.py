@@ -2,13 +2,15 @@
 
 Subclasses speak one wire protocol: they build the URL, headers and body, read a completion out
 of a 200 answer, and read the server's rate-limit headers. API keys live only in the session's
-headers and are scrubbed from every message this module raises.
+headers and are scrubbed from every message this module raises and from every answer's text
+(answer()), in any form a server may echo them in (safety.secret_pattern).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import AsyncIterator
@@ -131,6 +133,24 @@ class HTTPProvider:
     def scrub(self, text: str) -> str:
         return self._mask.sub("***", text) if self._mask is not None else text
 
+    def answer(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
+        """A 200 answer read as its completion (the protocol's completion()), with the key
+        masked in its text and reasoning, as in messages: a server or model that echoes the
+        request's headers must not put the key into the records. Every answer, online or from
+        a batch, is read through here."""
+        done = self.completion(payload, headers)
+        mask = self._mask
+        if mask is None:
+            return done
+        reasoning = done.reasoning
+        if mask.search(done.text) or (reasoning is not None and mask.search(reasoning)):
+            done = dataclasses.replace(
+                done,
+                text=self.scrub(done.text),
+                reasoning=None if reasoning is None else self.scrub(reasoning),
+            )
+        return done
+
     def session_headers(self) -> dict[str, str]:
         """Every call's headers: the protocol's, the key (in api_key_header when the model
         names one, as Azure's `api-key`), and headers_env's."""
@@ -171,7 +191,7 @@ class HTTPProvider:
     async def complete(self, task: Task) -> Completion:
         status, headers, payload = await self.post(self.url(task), self.body(task))
         if status == 200:
-            return self.completion(payload, headers)
+            return self.answer(payload, headers)
         raise self.error(status, headers, payload)
 
     def _client(self) -> aiohttp.ClientSession:

@@ -98,7 +98,7 @@ class OpenAIProvider(HTTPProvider):
             self._switch_to_max_completion_tokens()
             status, headers, payload = await self.post(self._url, self.body(task))
         if status == 200:
-            return self.completion(payload, headers)
+            return self.answer(payload, headers)
         raise self.error(status, headers, payload)
 
     def _switch_to_max_completion_tokens(self) -> None:
@@ -172,7 +172,9 @@ class OpenAIProvider(HTTPProvider):
             raise self.malformed(payload) from None
         finish = choice.get("finish_reason")
         if finish == "content_filter" or message.get("refusal"):
-            raise Refused(f"refused ({finish}): {message.get('refusal') or text[:200]}")
+            refusal = message.get("refusal")  # scrubbed before it is cut, as error bodies are
+            said = self.scrub(str(refusal)) if refusal else self.scrub(text)[:200]
+            raise Refused(f"refused ({finish}): {said}")
         return Completion(
             text=text,
             served_model=data.get("model"),

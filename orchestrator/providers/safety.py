@@ -68,15 +68,44 @@ async def decoded(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
             data = inflate.unconsumed_tail
 
 
+def _hex(value: int, width: int) -> str:
+    """`value` in hex, as a pattern that takes either case of each letter digit."""
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{width}x}")
+
+
+def _any_form(c: str) -> str:
+    r"""Every form a server may write one character of a secret in: itself; JSON-escaped, as
+    `\uXXXX` (a surrogate pair past the BMP) or `\/` `\"` `\\`; URL-encoded, as `%XX` for each
+    byte of its UTF-8, or `+` for a space. Hex digits in either case."""
+    units = c.encode("utf-16-be", "surrogatepass")
+    forms = [
+        re.escape(c),
+        "".join(
+            rf"\\u{_hex(int.from_bytes(units[i : i + 2], 'big'), 4)}"
+            for i in range(0, len(units), 2)
+        ),
+        "".join(f"%{_hex(byte, 2)}" for byte in c.encode("utf-8", "surrogatepass")),
+    ]
+    if c in '/"\\':
+        forms.append(re.escape("\\" + c))
+    if c == " ":
+        forms.append(r"\+")
+    return f"(?:{'|'.join(forms)})"
+
+
 def secret_pattern(values: list[str | None]) -> re.Pattern[str] | None:
-    """What a provider masks in its messages: each secret long enough to be one, a shorter one
-    as a whole token only (not inside a longer run of letters and digits), so that a key `x`
-    never turns "exceeded" into "e***ceeded"; a long one wherever it stands."""
+    """What a provider masks in its messages and answers: each secret long enough to be one, in
+    any mix of the forms a server may echo it in (_any_form: a 401 body that quotes the request's
+    headers JSON-escaped, a URL-encoded one), longer secrets first; a shorter one as a whole
+    token only (not inside a longer run of letters and digits), so that a key `x` never turns
+    "exceeded" into "e***ceeded"; a long one wherever it stands."""
     secrets = sorted({v for v in values if v and len(v) >= MIN_SECRET}, key=len, reverse=True)
     if not secrets:
         return None
-    forms = [
-        re.escape(s) if len(s) >= LONG_SECRET else rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])"
-        for s in secrets
-    ]
+    forms = []
+    for secret in secrets:
+        form = "".join(_any_form(c) for c in secret)
+        if len(secret) < LONG_SECRET:
+            form = rf"(?<![A-Za-z0-9]){form}(?![A-Za-z0-9])"
+        forms.append(form)
     return re.compile("|".join(forms))

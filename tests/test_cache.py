@@ -385,6 +385,7 @@ def test_a_garbled_row_is_a_miss_not_a_failure(tmp_path, emulator):
         ).rowcount
     assert garbled == 4
     second, printed = run(config(tmp_path, server.base_url("openai"), "r2"))
-    assert second.exit_code == 0 and "warning" not in printed
+    assert second.exit_code == 0 and printed.count("warning:") == 1  # said once, for all four
+    assert "`usage`" in printed and "not json" not in printed  # the field, never its value
     assert len(server.log.arrivals) == TASKS + 4  # those four paid again, the rest cached
     assert Counter(r["cachedFrom"] for r in records(second.run_dir)) == {"c/r1": TASKS - 4, None: 4}

@@ -82,7 +82,10 @@ class RunCache:
             how = f"answered {store.hits:,} of {store.lookups:,} calls from earlier runs"
         if store.failed:
             return f"response cache {self.path}: off after the warning above"
-        return f"response cache on, {self.path}: {how}; kept {store.stored:,} new answers"
+        refused = (
+            f"; {store.refused:,} rows it could not trust were paid again" if store.refused else ""
+        )
+        return f"response cache on, {self.path}: {how}{refused}; kept {store.stored:,} new answers"
 
     def close(self) -> None:
         if self.store is not None:

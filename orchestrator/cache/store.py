@@ -9,6 +9,11 @@ the run's results anyway. Lookups are primary-key gets.
 A cache never fails a run: the first SQLite error (a file that is not a database, a lock held
 past the timeout, a full disk) is reported once through `warn` and the cache turns itself off
 for the rest of the run.
+
+A cache file may be shared, so its rows are untrusted: each field read is checked for the type
+and size an answer from the wire has (cache/rows.py). A row that fails is a miss: the call is made
+and paid again, its answer kept in the row's place, and the first such row of a run is reported
+through `warn`, naming the field, never its value.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import orjson
 
+from orchestrator.cache.rows import Refused, answer_of, text_of
 from orchestrator.providers.base import Completion
 
 BUSY_TIMEOUT_S = 5.0  # how long a write waits for another process's transaction
@@ -56,6 +62,9 @@ _GET = (
     "FROM responses WHERE key = ?"
 )
 _PUT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# In place of a row that was refused (cache/rows.py): the answer paid for it again.
+_REPLACE = "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_DROP_REASONING = "DELETE FROM reasoning WHERE key = ?"
 
 Row = tuple  # (key, text, usage, served, fingerprint, finish, logprob, run_id, model, created)
 
@@ -101,7 +110,9 @@ class ResponseCache:
     def __init__(self, path: Path, run_id: str, read: bool, warn: Callable[[str], None]) -> None:
         self.path, self.run_id, self.read, self._warn = path, run_id, read, warn
         self.hits = self.lookups = self.stored = 0
+        self.refused = 0  # rows read that were not answers this tool writes (cache/rows.py)
         self.failed = False  # turned off by an error (said once)
+        self._refused_keys: set[bytes] = set()  # their answers, once paid, replace them
         self._pending: dict[bytes, Row] = {}
         self._pending_reasoning: dict[bytes, str] = {}
         self._last_commit = time.monotonic()
@@ -113,6 +124,7 @@ class ResponseCache:
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             self._conn = connect(path)
+            self._conn.text_factory = text_of
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc, "open")
 
@@ -137,41 +149,53 @@ class ResponseCache:
                 pass
             self._conn = None
 
+    def _refuse(self, key: bytes, field: str) -> None:
+        """A row that is no answer this tool writes: a miss, said once a run."""
+        self.refused += 1
+        self._refused_keys.add(key)
+        if self.refused == 1:
+            self._warn(
+                f"the response cache {self.path} holds an answer this tool would not have "
+                f"written: its `{field}` is not what an answer from the wire may be. It was not "
+                "used: the call was made (and paid) again, as is any other such answer in this "
+                "run, and the new answer replaces it\n"
+                "  fix: if others can write to this cache file, give `cache` a path only you "
+                "write"
+            )
+
     def get(self, key: bytes) -> Completion | None:
         if not self.read or self._conn is None:
             return None
         self.lookups += 1
         row = self._pending.get(key)
-        if row is not None:
-            found, reasoning = row[1:8], self._pending_reasoning.get(key)
-        else:
-            try:
-                found = self._conn.execute(_GET, (key,)).fetchone()
-                trace = self._conn.execute(_GET_REASONING, (key,)).fetchone() if found else None
-            except sqlite3.Error as exc:
-                self._fail(exc, "read")
-                return None
-            if found is None:
-                return None
-            reasoning = trace[0] if trace else None
-        text, usage, served, fingerprint, finish, logprob, run_id = found
+        if row is not None:  # paid in this run, by this process: not read from the file
+            text, usage, served, fingerprint, finish, logprob, run_id = row[1:8]
+            self.hits += 1
+            return Completion(
+                text,
+                usage=orjson.loads(usage) if usage is not None else None,
+                served_model=served,
+                system_fingerprint=fingerprint,
+                finish_reason=finish,
+                logprob=logprob,
+                cached_from=run_id,
+                reasoning=self._pending_reasoning.get(key),
+            )
         try:
-            usage = orjson.loads(usage) if usage else None
-            if not isinstance(text, str) or not isinstance(usage, dict | None):
-                raise ValueError("not an answer")
-        except ValueError:  # a row someone or something garbled: a miss, and it is paid again
+            found = self._conn.execute(_GET, (key,)).fetchone()
+            trace = self._conn.execute(_GET_REASONING, (key,)).fetchone() if found else None
+        except sqlite3.Error as exc:
+            self._fail(exc, "read")
+            return None
+        if found is None:
+            return None
+        try:
+            completion = answer_of(found, trace[0] if trace else None)
+        except Refused as refused:  # someone else's row, or a garbled one: paid again
+            self._refuse(key, refused.field)
             return None
         self.hits += 1
-        return Completion(
-            text,
-            usage=usage,
-            served_model=served,
-            system_fingerprint=fingerprint,
-            finish_reason=finish,
-            logprob=logprob,
-            cached_from=run_id,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-        )
+        return completion
 
     def put(self, key: bytes, completion: Completion, model: str) -> None:
         if self._conn is None:
@@ -199,11 +223,16 @@ class ResponseCache:
         self._last_commit = time.monotonic()
         if self._conn is None or not self._pending:
             return
-        rows, before = list(self._pending.values()), self._conn.total_changes
+        rows = [r for k, r in self._pending.items() if k not in self._refused_keys]
+        again = [r for k, r in self._pending.items() if k in self._refused_keys]
         try:
             self._conn.execute("BEGIN IMMEDIATE")  # takes the write lock now, waiting its turn
             try:
+                # a refused row's trace goes with it, whether or not the new answer has one
+                self._conn.executemany(_DROP_REASONING, ((r[0],) for r in again))
+                before = self._conn.total_changes
                 self._conn.executemany(_PUT, rows)
+                self._conn.executemany(_REPLACE, again)
                 self._conn.executemany(_PUT_REASONING, self._pending_reasoning.items())
                 self._conn.execute("COMMIT")
             except BaseException:
@@ -213,6 +242,7 @@ class ResponseCache:
         except sqlite3.Error as exc:
             self._fail(exc, "written")
             return
+        self._refused_keys.difference_update(r[0] for r in again)
         self._pending.clear()
         self._pending_reasoning.clear()
         self.stored += (

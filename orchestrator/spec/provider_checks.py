@@ -39,6 +39,28 @@ OWN_FIELDS = {
     ),
     "gemini": ("contents", "systemInstruction"),
 }  # fmt: skip
+# Fields the tool writes inside an object of its own (extra_body merges into it key by key):
+# each is refused, the object's other fields may be sent (Gemini's stopSequences,
+# candidateCount, ...). Gemini's generationConfig holds what the record and the cost estimate
+# assume: the temperature, the token limit, the thinking budget.
+OWN_NESTED = {
+    "gemini": {
+        "generationConfig": (
+            "maxOutputTokens", "temperature", "topP", "seed", "responseMimeType",
+            "responseSchema", "thinkingConfig",
+        ),
+    },
+}  # fmt: skip
+# The model's setting that writes a nested field: where the user sets it instead.
+_SETTING = {
+    "maxOutputTokens": "max_tokens",
+    "temperature": "temperature",
+    "topP": "top_p",
+    "seed": "seed",
+    "responseMimeType": "structured_output",
+    "responseSchema": "structured_output",
+    "thinkingConfig": "thinking_budget",
+}
 # Claude models with JSON outputs (output_config.format), as Anthropic's docs list them.
 ANTHROPIC_JSON_OUTPUTS = re.compile(
     r"^claude-(?:(?:opus|sonnet|haiku)-4-[5-9]|(?:opus|sonnet|haiku)-[5-9])"
@@ -67,17 +89,44 @@ def _secret_in(value: object, path: str = "extra_body") -> str | None:
 OWN_HEADERS = ("content-type", "content-length", "host")
 
 
+def _camel(name: str) -> str:
+    """A field's JSON name: Gemini's API reads max_output_tokens as maxOutputTokens (a proto
+    field is read by either name)."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+
+
+def _overwritten(provider: str, extra: dict) -> list[str]:
+    """The fields of extra_body, as written there, that would replace one the tool writes: an
+    own field, or a value that is no table in place of an object that holds own fields."""
+    spell = _camel if provider == "gemini" else str
+    top = set(OWN_FIELDS.get(provider, ()))
+    nested = OWN_NESTED.get(provider, {})
+    out = []
+    for name, value in extra.items():
+        field = spell(str(name))
+        if field in top:
+            out.append(str(name))
+        elif field in nested:
+            if not isinstance(value, dict):  # replaces the whole object, own fields and all
+                out.append(str(name))
+                continue
+            out += [f"{name}.{inner}" for inner in value if spell(str(inner)) in nested[field]]
+    return sorted(out)
+
+
 def _request_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
     """extra_body, headers_env and api_key_header: what may be sent beside the tool's own."""
     out = []
-    own = set(OWN_FIELDS.get(model.provider or "", ())) & set(model.extra_body or {})
+    own = _overwritten(model.provider or "", model.extra_body or {})
     if own:
-        name = sorted(own)[0]
+        name = own[0]
+        setting = _SETTING.get(_camel(name.rpartition(".")[2])) if "." in name else None
         out.append(
             (
                 f"extra_body.{name}",
                 f"extra_body may not set '{name}': the tool writes it from the plan",
-                f"remove '{name}' from extra_body",
+                f"remove '{name}' from extra_body"
+                + (f"; set the model's `{setting}` instead" if setting else ""),
             )
         )
     if (where := _secret_in(model.extra_body)) is not None:
@@ -121,6 +170,16 @@ def _request_problems(model: ModelConfig) -> list[tuple[str, str, str]]:
                 "api_key_header",
                 "api_key_header must be an HTTP header name",
                 'e.g. api_key_header = "api-key" (Azure OpenAI)',
+            )
+        )
+    elif model.api_key_header is not None and model.api_key_header.lower() in OWN_HEADERS:
+        out.append(
+            (
+                "api_key_header",
+                f"api_key_header '{model.api_key_header}' is a header the tool sets itself "
+                "(Content-Type, Content-Length, Host): the key cannot go there",
+                "name the header your server reads the key from, e.g. "
+                'api_key_header = "api-key" (Azure OpenAI)',
             )
         )
     return out

@@ -47,7 +47,11 @@ def _error(status: int, message: str, fix: str | None) -> web.Response:
 @web.middleware
 async def local_only(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Only a page addressed to this machine: a web page elsewhere whose host name a DNS trick
-    points at 127.0.0.1 (DNS rebinding) names its own host, and is refused."""
+    points at 127.0.0.1 (DNS rebinding) names its own host, and is refused. And only the
+    viewer's own page: a request a browser says another site made (Sec-Fetch-Site cross-site,
+    or same-site: another port of this machine) is refused, so a page elsewhere cannot load
+    the run's answers or embed them. Its own page (same-origin), an address typed in (none)
+    and clients that send no such header (curl, older browsers) are answered."""
     host = request.headers.get("Host", "")
     if not _LOCAL_HOST.fullmatch(host):  # exactly a loopback name and a port, nothing after
         return _error(
@@ -55,10 +59,17 @@ async def local_only(request: web.Request, handler: Handler) -> web.StreamRespon
             f"the viewer answers pages of 127.0.0.1 only, not of {host[:80]!r}",
             "open the address orchestrator view printed",
         )
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() in _OTHER_SITES:
+        return _error(
+            403,
+            "the viewer answers its own page only, not a request made by another site",
+            "open the address orchestrator view printed in the browser's address bar",
+        )
     return await handler(request)
 
 
 _LOCAL_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::\d{1,5})?")
+_OTHER_SITES = ("cross-site", "same-site")  # Sec-Fetch-Site values of a request not its own
 # The page loads only its own files and asks only its own API: no inline script, no other
 # origin, no framing, and no sniffing a JSON answer (which quotes model text) into a page.
 SECURITY_HEADERS = {

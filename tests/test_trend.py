@@ -202,3 +202,26 @@ def test_every_panel_of_a_study_without_strategies_has_its_nights(tmp_path):
     panels = part.select(PANEL).unique().rows()
     assert panels and all(key[2] is None for key in panels)
     assert [panel_rows(part, key).height for key in panels] == [2] * len(panels)
+
+
+def test_a_received_campaign_folder_s_links_are_never_written_through(campaign, tmp_path):
+    copy = tmp_path / "nightly"
+    shutil.copytree(campaign, copy)
+    victim = tmp_path / "victim.csv"
+    victim.write_text("mine\n")
+    (copy / "trend").mkdir(exist_ok=True)
+    for name in ("trend.csv", "report.md"):
+        (copy / "trend" / name).unlink(missing_ok=True)
+        (copy / "trend" / name).symlink_to(victim)  # planted by whoever sent the folder
+    done = cli("trend", str(copy), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "mine\n"
+    assert not (copy / "trend" / "trend.csv").is_symlink()
+
+    shutil.rmtree(copy / "trend")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (copy / "trend").symlink_to(elsewhere)
+    done = cli("trend", str(copy), cwd=tmp_path)
+    assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr
+    assert list(elsewhere.iterdir()) == []

@@ -31,20 +31,17 @@ def _name(c: Comparison) -> str:
 
 
 def write_comparison(c: Comparison, folder: Path, fail_on: set[str], exit_code: int) -> Path:
+    from orchestrator.engine.files import write_file
     from orchestrator.nightly.runs import output_folder
 
     output_folder(folder, "comparison")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{_name(c)}.json"
-    path.write_bytes(
-        orjson.dumps(
-            as_json(c, fail_on, exit_code), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-        )
+    data = orjson.dumps(
+        as_json(c, fail_on, exit_code), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
     )
+    path = write_file(folder / f"{_name(c)}.json", data, within=folder)
     lists = [col for col, t in c.effects.schema.items() if isinstance(t, pl.List)]
-    c.effects.with_columns(pl.col(col).list.join("; ") for col in lists).write_csv(
-        path.with_suffix(".csv")
-    )
+    flat = c.effects.with_columns(pl.col(col).list.join("; ") for col in lists)
+    write_file(path.with_suffix(".csv"), flat.write_csv, within=folder)
     return path
 
 

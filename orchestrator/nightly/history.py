@@ -9,8 +9,6 @@ Nothing is written into a run folder (a finished night stays as it was).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -156,20 +154,12 @@ def served_cell(row: dict[str, Any]) -> str:
 
 def write_history(frame: pl.DataFrame, out: Path) -> tuple[Path, Path]:
     """history.csv and history.parquet in `out`, each replaced whole (a reader never sees half)."""
-    out.mkdir(parents=True, exist_ok=True)
-    csv, parquet = out / "history.csv", out / "history.parquet"
+    from orchestrator.engine.files import write_file
+
     lists = [c for c, t in SCHEMA.items() if isinstance(t, pl.List)]
     flat = frame.with_columns(pl.col(c).list.join("; ") for c in lists)
-    for path, write in ((csv, flat.write_csv), (parquet, frame.write_parquet)):
-        fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)  # made exclusively: no link placed at a known name is written through
-        try:
-            write(name)
-            os.replace(name, path)
-        except BaseException:
-            Path(name).unlink(missing_ok=True)
-            raise
-    return csv, parquet
+    csv = write_file(out / "history.csv", flat.write_csv, within=out)
+    return csv, write_file(out / "history.parquet", frame.write_parquet, within=out)
 
 
 def history_table(frame: pl.DataFrame, campaign_dir: Path):

@@ -36,6 +36,7 @@ def out_folder(campaign_dir: Path, out: Path | None) -> Path:
 
 def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dict[str, Path]]:
     """Collect, then write: nothing is written when the campaign cannot be read."""
+    from orchestrator.engine.files import folder_within, write_file
     from orchestrator.nightly.trend_data import (
         campaign_folder,
         change_rows,
@@ -50,10 +51,14 @@ def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dic
     runs = campaign_folder(campaign_dir)
     target = out_folder(campaign_dir, out)
     trend = collect(campaign_dir, runs)
-    target.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": target / "trend.csv", "parquet": target / "trend.parquet"}
-    table(trend.rows).write_csv(paths["csv"])
-    table(trend.rows).write_parquet(paths["parquet"])
+    # a campaign folder may come from someone else: never into a link it holds
+    folder_within(campaign_dir if out is None else target, target)
+    paths = {
+        "csv": write_file(target / "trend.csv", table(trend.rows).write_csv, within=target),
+        "parquet": write_file(
+            target / "trend.parquet", table(trend.rows).write_parquet, within=target
+        ),
+    }
     sections, changes = [], trend.changes()
     for study in trend.rows["study"].unique(maintain_order=True):
         rows = trend.rows.filter(trend.rows["study"] == study)
@@ -77,10 +82,10 @@ def write_trend(campaign_dir: Path, out: Path | None = None) -> tuple[Trend, dic
         )
     header = _header(campaign_dir, trend)
     title = f"Trend: {campaign_dir.resolve().name}"
-    paths["markdown"] = target / "report.md"
-    paths["markdown"].write_text(_markdown(header, sections, [], title=title), encoding="utf-8")
-    paths["html"] = target / "report.html"
-    paths["html"].write_text(_html(header, sections, [], title=title), encoding="utf-8")
+    markdown = _markdown(header, sections, [], title=title).encode()
+    paths["markdown"] = write_file(target / "report.md", markdown, within=target)
+    page = _html(header, sections, [], title=title).encode()
+    paths["html"] = write_file(target / "report.html", page, within=target)
     return trend, paths
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from orchestrator.engine.files import write_file
 from orchestrator.nightly.trend_data import marker
 from orchestrator.report.plots import finish, plt
 
@@ -37,7 +38,7 @@ def study_figures(
         name = f"trend-{study}" + (f"-{start // PANELS + 1}" if len(panels) > PANELS else "")
         fig = _figure(part, chunk, nights, colour, dict(models), study)
         svg = finish(fig, out_dir / f"{name}.png")
-        (out_dir / f"{name}.svg").write_text(svg, encoding="utf-8")
+        write_file(out_dir / f"{name}.svg", svg.encode())
         figures.append((name, svg))
     return figures
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.engine.files import folder_within, write_file
 from orchestrator.errors import UserError
 from orchestrator.studies.trace_audit.analysis import labelled
 from orchestrator.studies.trace_audit.records import audit_frame, open_audit
@@ -69,22 +70,21 @@ def run_calibration(audit_dir: Path, target_risk: float, low: float, console: Co
         )
     frame = labelled_frame(audit_dir)
     table, picks = agreement_table(frame, low=low), thresholds(frame, target_risk=target_risk)
-    out = audit_dir / "calibration"
-    out.mkdir(exist_ok=True)
-    table.write_csv(out / "agreement.csv")
-    picks.write_csv(out / "thresholds.csv")
+    out = folder_within(audit_dir, audit_dir / "calibration")  # never into a link
+    write_file(out / "agreement.csv", table.write_csv)
+    write_file(out / "thresholds.csv", picks.write_csv)
     matrices = {}
     for bias in BIAS_TYPES:
         scores, flags = confusion(frame, bias)
         matrices[bias] = {"scores": scores.to_dicts(), "flags": flags.to_dicts()}
         print_frame(scores, f"{bias}: judge score (rows) by reference score (columns)", console)
-    (out / "confusion.json").write_bytes(orjson.dumps(matrices, option=orjson.OPT_INDENT_2))
+    write_file(out / "confusion.json", orjson.dumps(matrices, option=orjson.OPT_INDENT_2))
     print_frame(table, "agreement with the golden set's labels, per bias", console)
     print_frame(picks, f"review thresholds for a target miss rate of {target_risk:.0%}", console)
     written = "agreement.csv, thresholds.csv, confusion.json"
     screener = screener_table(frame)
     if screener.height:  # a two-stage audit: what the screener cleared nobody saw
-        screener.write_csv(out / "screener.csv")
+        write_file(out / "screener.csv", screener.write_csv)
         written += ", screener.csv"
         print_frame(screener, "the screener against the golden set's labels", console)
         console.print(
@@ -146,14 +146,12 @@ def run_gate(
         result = gate(current, base, tolerance=tolerance, accepted=accepted, alpha=alpha, only=ids)
     except ValueError as exc:  # what the statistics refuse, said as the options' fault
         raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
-    (audit_dir / "gate.json").write_bytes(
-        orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
-    )
+    write_file(audit_dir / "gate.json", orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     print_frame(result.catches, "catches of reference-flagged traces (exact sign-flip)", console)
     print_frame(result.shifts, "mean score shifts (paired t)", console)
     flipped = result.flipped_traces
     if flipped_out is not None:
-        flipped_out.write_text("".join(f"{t}\n" for t in flipped))
+        write_file(flipped_out, "".join(f"{t}\n" for t in flipped).encode())
     if flipped:
         where = f"written to {flipped_out}" if flipped_out else "--flipped-out FILE writes them"
         console.print(

@@ -252,6 +252,35 @@ def test_an_edited_manifest_is_no_longer_mine(tmp_path, monkeypatch, me, endpoin
     assert len(endpoint.seen) == calls
 
 
+def test_a_received_folder_does_not_choose_the_cache_file_it_writes(tmp_path, monkeypatch):
+    shared = tmp_path / "elsewhere" / "their-cache.sqlite"
+    shared.parent.mkdir()
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "theirs"
+        jobs = ["paired"]
+        samples = 1
+        items = 1
+        cache = "{shared}"
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "m"
+        """,
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "their-config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "their-cache-home"))
+    run = tmp_path / "runs" / "theirs" / "default"
+    assert cli("run", str(cfg), cwd=tmp_path).returncode == 0 and shared.exists()
+    shared.unlink()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "my-config"))  # I received it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "my-cache-home"))
+    done = cli("run", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "not used" in done.stderr and not shared.exists()
+
+
 # --- 5. a record's modelKey is a name, never a path ------------------------------------------
 @pytest.mark.parametrize("fmt", ["ai-benchmark", "judge-history"])
 def test_a_model_key_that_is_a_path_is_refused_and_nothing_is_written(tmp_path, me, fmt):

@@ -64,18 +64,27 @@ def load_target(
     return load_campaign(target, overrides)
 
 
-def check_endpoints(campaign: Campaign, run_dir: Path, trust: bool) -> None:
-    """Name each endpoint a resumed folder calls and the key variables it sends there; for a
-    folder this user did not make, ask before a key goes to a host that is not a provider's
-    own (engine/endpoints.py), or refuse without a terminal unless `trust`."""
+def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
+    """What a resumed folder's manifest chooses for the user, checked (engine/endpoints.py):
+    each endpoint it calls and the key variables it sends there are named; for a folder this
+    user did not make, a key goes to a host that is not a provider's own only after a yes on a
+    terminal, or `trust`; and its cache file's path (a file it would write) is not used."""
     import sys
 
-    from orchestrator.engine.endpoints import endpoints, untrusted
+    from orchestrator.engine.endpoints import endpoints, made_here
     from orchestrator.engine.store import RunStore
 
     for endpoint in endpoints(campaign):
         ui.err_console.print(f"calls {endpoint.line()}", highlight=False, markup=False)
-    doubtful = untrusted(campaign, run_dir, RunStore(run_dir).manifest_path.read_bytes())
+    if made_here(run_dir, RunStore(run_dir).manifest_path.read_bytes()):
+        return
+    if isinstance(campaign.config.cache, str):
+        ui.note(
+            f"this run folder was not made by you: the cache file its manifest names "
+            f"({campaign.config.cache}) is not used; your own cache folder's is"
+        )
+        campaign.config = campaign.config.model_copy(update={"cache": True})
+    doubtful = [e for e in endpoints(campaign) if e.secrets and not e.official]
     if not doubtful or trust:
         return
     listed = "\n    ".join(e.line() for e in doubtful)
@@ -218,7 +227,7 @@ def run(
     try:
         campaign = load_target(config, samples, run_id, model, limit, output_dir)
         if campaign.run_dir is not None:  # a folder resumed: its manifest names the endpoints
-            check_endpoints(campaign, campaign.run_dir, trust_endpoints)
+            check_received(campaign, campaign.run_dir, trust_endpoints)
     except UserError as exc:
         ui.fail(exc)
     if no_cache:  # not part of the plan: a run may be resumed with or without it

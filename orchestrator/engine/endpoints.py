@@ -64,14 +64,6 @@ def endpoints(campaign: Campaign) -> list[Endpoint]:
     return found
 
 
-def untrusted(campaign: Campaign, run_dir: Path, manifest: bytes) -> list[Endpoint]:
-    """The endpoints that need the user's yes before this folder is resumed: those that would
-    get a credential and are not a provider's own host, in a folder this user did not make."""
-    if made_here(run_dir, manifest):
-        return []
-    return [e for e in endpoints(campaign) if e.secrets and not e.official]
-
-
 def _secrets(model: ModelConfig) -> tuple[str, ...]:
     names = [model.api_key_env] if model.api_key_env else []
     return tuple(names + sorted((model.headers_env or {}).values()))

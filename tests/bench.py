@@ -480,6 +480,12 @@ def bench_snapshot() -> None:
     run()
 
 
+def bench_seal() -> None:
+    from tests.bench_seal import bench_seal as run
+
+    run()
+
+
 def bench_engine_whole() -> None:
     from tests.bench_engine import bench_engine_whole as run
 
@@ -515,6 +521,7 @@ def main() -> None:
         ("batch", bench_batch),
         ("view", bench_view),
         ("snapshot", bench_snapshot),
+        ("seal", bench_seal),
         ("pool", bench_pool),
     ):
         if not which or name in which:

@@ -71,12 +71,13 @@ def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
     terminal, or `trust`; and its cache file's path (a file it would write) is not used."""
     import sys
 
-    from orchestrator.engine.endpoints import endpoints, made_here
+    from orchestrator.engine.endpoints import endpoints, made_here, seal_manifest
     from orchestrator.engine.store import RunStore
 
     for endpoint in endpoints(campaign):
         ui.err_console.print(f"calls {endpoint.line()}", highlight=False, markup=False)
-    if made_here(run_dir, RunStore(run_dir).manifest_path.read_bytes()):
+    manifest = RunStore(run_dir).manifest_path.read_bytes()
+    if made_here(run_dir, manifest):
         return
     if isinstance(campaign.config.cache, str):
         ui.note(
@@ -85,7 +86,10 @@ def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
         )
         campaign.config = campaign.config.model_copy(update={"cache": True})
     doubtful = [e for e in endpoints(campaign) if e.secrets and not e.official]
-    if not doubtful or trust:
+    if not doubtful:
+        return
+    if trust:  # trusted once, the folder is the user's: its manifest sealed as it is now
+        seal_manifest(run_dir, manifest)
         return
     listed = "\n    ".join(e.line() for e in doubtful)
     what = (
@@ -95,6 +99,7 @@ def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
     if sys.stdin.isatty() and sys.stderr.isatty():
         ui.err_console.print(what, highlight=False, markup=False)
         if typer.confirm("send them there?", default=False, err=True):
+            seal_manifest(run_dir, manifest)  # asked once: not again for this manifest
             return
         raise UserError("not resumed: no key was sent", file=str(run_dir))
     raise UserError(
@@ -210,7 +215,7 @@ def run(
         bool,
         typer.Option(
             "--trust-endpoints",
-            help="Resuming a run folder you did not make (a colleague's, a paper's): send your keys to the URLs its manifest names even where they are not a provider's own host. Without it, such a run asks on a terminal and is refused elsewhere.",
+            help="Resuming a run folder you did not make (a colleague's, a paper's, or one of yours from before run folders were sealed): send your keys to the URLs its manifest names even where they are not a provider's own host, and count the folder as yours from then on. Without it, such a run asks on a terminal and is refused elsewhere.",
         ),
     ] = False,
 ) -> None:

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.engine.files import write_file
+from orchestrator.engine.files import read_regular, write_file
 from orchestrator.engine.seal import seal, sealed
 from orchestrator.spec.campaign import DEFAULT_URLS, Campaign, ModelConfig
 
@@ -32,11 +32,8 @@ def seal_manifest(run_dir: Path, manifest: bytes) -> None:
 
 def made_here(run_dir: Path, manifest: bytes) -> bool:
     """Whether this user's tool wrote this manifest (its seal holds)."""
-    try:
-        mark = (run_dir / SEAL).read_bytes()[:100].decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return False
-    return sealed(mark, manifest)
+    mark = read_regular(run_dir / SEAL, 100)
+    return mark is not None and sealed(mark.decode("ascii", "replace").strip(), manifest)
 
 
 @dataclass(frozen=True)
@@ -53,14 +50,19 @@ class Endpoint:
 
 
 def endpoints(campaign: Campaign) -> list[Endpoint]:
-    """Every URL a run of this campaign calls with the user's credentials, model by model."""
+    """Every place a run of this campaign calls with the user's credentials, model by model:
+    each URL with its key and header variables, and a Ray cluster the models join (its token)."""
     models = [(m.label, m) for m in campaign.config.models]
     models += [(f"{field} ({m.label})", m) for field, m in campaign.config.helpers()]
     found = []
     for label, model in models:
         secrets = _secrets(model)
         for url in _urls(model):
-            found.append(Endpoint(label, url, secrets, _official(url)))
+            found.append(Endpoint(label, url, secrets, _official(model, url)))
+        server = model.server
+        if server is not None and server.backend == "ray" and server.address not in (None, "auto"):
+            # joining sends the Ray token, the per-run server key and the model file's path
+            found.append(Endpoint(label, f"ray://{server.address}", ("RAY_AUTH_TOKEN",), False))
     return found
 
 
@@ -76,27 +78,32 @@ def _urls(model: ModelConfig) -> list[str]:
     return [u for u in urls if u]
 
 
-def _official(url: str) -> bool:
+def _official(model: ModelConfig, url: str) -> bool:
+    """The host is the model's own provider's (or preset's), reached over https, and what goes
+    there is that service's own key variable alone: an OpenAI key sent to Groq's host is not."""
+    own = official_services().get(model.preset or model.provider or "")
     parts = urlsplit(url)
     return (
-        parts.scheme == "https"
+        own is not None
+        and parts.scheme == "https"
         and parts.port in (None, 443)
-        and ((parts.hostname or "") in official_hosts())
+        and parts.hostname == own[0]
+        and model.api_key_env in (None, own[1])
+        and not model.headers_env
     )
 
 
 @cache
-def official_hosts() -> frozenset[str]:
-    """The hosts of the providers' own APIs: the built-in presets' https URLs and the default
+def official_services() -> dict[str, tuple[str, str | None]]:
+    """{service: (host, key variable)} of the providers' own APIs: the built-in presets' https
     URLs, never a loopback one or a placeholder (Azure's YOUR-RESOURCE)."""
     from orchestrator.spec.builtin import builtin_dir
     from orchestrator.spec.loading import load_toml
 
     presets = load_toml(builtin_dir("configs") / "presets.toml", "presets file")
-    urls = [p.get("base_url", "") for p in presets.values() if isinstance(p, dict)]
-    hosts = set()
-    for url in [*urls, *DEFAULT_URLS.values()]:
-        parts = urlsplit(str(url))
+    services = {}
+    for name, preset in presets.items():
+        parts = urlsplit(str(preset.get("base_url", "")) if isinstance(preset, dict) else "")
         if parts.scheme == "https" and parts.hostname and "your-" not in parts.hostname:
-            hosts.add(parts.hostname)
-    return frozenset(hosts)
+            services[name] = (parts.hostname, preset.get("api_key_env"))
+    return services

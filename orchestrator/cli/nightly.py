@@ -192,6 +192,7 @@ def _compare(app: typer.Typer) -> None:
         ] = False,
         as_json: ui.JsonOpt = False,
     ) -> None:
+        from orchestrator.engine.files import folder_within
         from orchestrator.nightly.compare_view import print_comparison, write_comparison
         from orchestrator.nightly.comparing import (
             fail_on_set,
@@ -204,7 +205,10 @@ def _compare(app: typer.Typer) -> None:
         try:
             wanted = fail_on_set(fail_on)
             older, newer = pick_runs(run_a, run_b, previous)
-            output_folder(out or newer.parent / "compare", "comparison")  # before any read
+            folder = out or newer.parent / "compare"
+            output_folder(folder, "comparison")  # before any read
+            # a campaign folder may come from someone else: no link on the way into it
+            folder_within(newer.parent if out is None else folder, folder, make=False)
             try:
                 comparison = load_and_compare(older, newer)
             except UserError:
@@ -214,7 +218,7 @@ def _compare(app: typer.Typer) -> None:
                 raise typer.Exit(3) from None
             counted = comparison.counted(wanted)
             code = 1 if counted else 0
-            path = write_comparison(comparison, out or newer.parent / "compare", wanted, code)
+            path = write_comparison(comparison, folder, wanted, code)
         except UserError as exc:
             ui.fail(exc)
         if as_json:  # the comparison file's document (docs/schemas/compare.schema.json)

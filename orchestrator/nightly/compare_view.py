@@ -27,7 +27,11 @@ def _p(x: float | None) -> str:
 
 
 def _name(c: Comparison) -> str:
-    return f"{c.a.name}__{c.b.name}"
+    """The comparison's file name, of the two runs' ids: names read from their manifests."""
+    from orchestrator.engine.names import plain
+
+    a, b = (plain(r.name, str(r.run.path / "manifest.json"), "runId") for r in (c.a, c.b))
+    return f"{a}__{b}"
 
 
 def write_comparison(c: Comparison, folder: Path, fail_on: set[str], exit_code: int) -> Path:

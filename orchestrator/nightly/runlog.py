@@ -17,7 +17,7 @@ from typing import IO
 
 from rich.console import Console
 
-from orchestrator.engine.files import open_append, private_folder
+from orchestrator.engine.files import folder_within, open_append, private_folder
 from orchestrator.errors import UserError
 
 AUTO = "auto"
@@ -48,8 +48,8 @@ class Tee:
 def log_path(given: str, campaign_dir: Path, run_id: str) -> Path:
     """The log file: auto's beside the runs (its folder made), or the one given, in a folder
     that exists (a typo must not create folders elsewhere)."""
-    if given == AUTO:
-        return campaign_dir / "logs" / f"{run_id}.log"
+    if given == AUTO:  # a campaign folder may come from someone else: never a linked logs/
+        return folder_within(campaign_dir, campaign_dir / "logs", make=False) / f"{run_id}.log"
     path = Path(given)
     if path.is_dir():
         raise UserError(

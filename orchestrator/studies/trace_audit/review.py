@@ -34,6 +34,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.engine.files import FILE_MODE
 from orchestrator.errors import UserError
 from orchestrator.studies.trace_audit.records import disposition
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES, steps_of
@@ -75,11 +76,11 @@ def read_reviews(path: Path) -> dict[str, dict]:
     """taskId -> its latest review. A last line without a newline is a write cut short (a kill)
     and is skipped, so that trace is shown again; any other bad line stops the review, since
     quietly dropping a person's work would show them traces they already judged."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():  # an audit folder may come from someone else
         raise UserError(
-            f"{path.name} is not a file",
+            f"{path.name} is not a file (a link, or a folder)",
             file=str(path),
             fix=f"move it out of the audit folder: {REVIEWS} is written by the review",
         )
@@ -107,7 +108,8 @@ def _append(path: Path, line: dict) -> None:
     """Append one review, durable before the next trace is shown. A torn last line is cut
     first: appending after it would glue two lines into one bad one. (Opened per trace: a
     person takes seconds per trace, and nothing stays open between them.)"""
-    with open(path, "a+b") as f:
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW  # never through a link
+    with os.fdopen(os.open(path, flags, FILE_MODE), "a+b") as f:
         size = f.seek(0, os.SEEK_END)
         if size:
             f.seek(size - 1)

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from orchestrator.engine.files import open_append, remove_file
-from orchestrator.engine.names import batch_input
+from orchestrator.engine.names import batch_input, provider_id
 from orchestrator.errors import UserError
 
 JOURNAL = "batches.ndjson"
@@ -117,9 +117,10 @@ class Journal:
         if batch is None:
             return  # an event of an intent that was torn: nothing was sent for it
         if kind == "uploaded":
-            batch.file_id = event["file"]
+            batch.file_id = provider_id(event["file"], str(self.path), "file")
         elif kind == "created":
-            batch.batch_id, batch.state = event["id"], "created"
+            batch.batch_id = provider_id(event["id"], str(self.path), "id")
+            batch.state = "created"
         elif kind == "state":
             batch.state, batch.counts = event["state"], event.get("counts") or {}
         elif kind == "collected":

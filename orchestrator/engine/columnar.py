@@ -34,7 +34,6 @@ its `offset`.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import time
 from collections.abc import Iterable, Iterator
@@ -46,7 +45,7 @@ import orjson
 import polars as pl
 import xxhash
 
-from orchestrator.engine.files import folder_within, remove_file, write_file
+from orchestrator.engine.files import folder_within, read_regular, remove_file, write_file
 from orchestrator.engine.names import SNAPSHOT_PART
 from orchestrator.engine.prefix import prefix_digest, prefix_hash, read_range, remember
 from orchestrator.engine.results import (
@@ -286,10 +285,10 @@ def _identity(path: Path) -> list[int]:
 def _meta(folder: Path) -> dict | None:
     if folder.is_symlink():  # never read through a link a received folder holds
         return None
+    data = read_regular(folder / META, 1 << 20)  # not through a link, nor from a FIFO
     try:
-        with os.fdopen(os.open(folder / META, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
-            meta = orjson.loads(f.read(1 << 20))
-    except (OSError, orjson.JSONDecodeError):
+        meta = orjson.loads(data) if data is not None else None
+    except orjson.JSONDecodeError:
         return None
     return meta if isinstance(meta, dict) else None
 

@@ -111,9 +111,23 @@ def replace_whole(path: Path, data: bytes) -> None:
 def remove_file(path: Path, within: Path) -> None:
     """Delete the file `path` (a link at its name is removed, never its target), refusing a
     folder on the way that is a link or lies outside `within`. Missing already is fine."""
-    folder_within(within, path.parent)
+    folder = folder_within(within, path.parent)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        os.unlink(folder / path.name)  # the path checked, not the one given
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of a regular file, never through a link nor from a FIFO or a device
+    (which would block, or never end): a run folder's small files (a seal, a snapshot's meta)
+    as read from a folder that may be someone else's. None if it is not such a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read(limit)
 
 
 def open_append(path: Path, text: bool = False):

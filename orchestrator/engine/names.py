@@ -15,6 +15,11 @@ from orchestrator.errors import UserError
 PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # A snapshot part (engine/columnar.py) and a batch's input file (batch/submit.py), as written.
 SNAPSHOT_PART = re.compile(r"part-[0-9a-f]{12}\.parquet")
+# A provider's id of a batch or a file (batch_..., msgbatch_..., batches/..., file-...): it goes
+# into the provider's URLs, so never a path of its own (no `..`, no query, at most one `/`).
+PROVIDER_ID = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}(?:/[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,255})?"
+)
 BATCH_INPUT = re.compile(r"batches/([A-Za-z0-9][A-Za-z0-9._-]{0,127}\.jsonl)")
 
 
@@ -59,6 +64,19 @@ def batch_input(value: Any, file: str) -> str:
         f"a batch's input is not a batch input file of this run ({_shown(value)})",
         file=file,
         field="input",
+        fix="restore the batch journal from the copy it came from; never edit it by hand (it "
+        "records which batches were paid for)",
+    )
+
+
+def provider_id(value: Any, file: str, field: str) -> str:
+    """A batch's or a file's id at the provider, as a batch journal holds it (PROVIDER_ID)."""
+    if isinstance(value, str) and PROVIDER_ID.fullmatch(value) and ".." not in value:
+        return value
+    raise UserError(
+        f"{field} is not a provider's id ({_shown(value)}): it goes into the provider's URLs",
+        file=file,
+        field=field,
         fix="restore the batch journal from the copy it came from; never edit it by hand (it "
         "records which batches were paid for)",
     )

@@ -135,21 +135,19 @@ class HTTPProvider:
 
     def answer(self, payload: bytes, headers: CIMultiDictProxy) -> Completion:
         """A 200 answer read as its completion (the protocol's completion()), with the key
-        masked in its text and reasoning, as in messages: a server or model that echoes the
+        masked in its text, reasoning and names, as in messages: a server or model that echoes the
         request's headers must not put the key into the records. Every answer, online or from
         a batch, is read through here."""
         done = self.completion(payload, headers)
         mask = self._mask
         if mask is None:
             return done
-        reasoning = done.reasoning
-        if mask.search(done.text) or (reasoning is not None and mask.search(reasoning)):
-            done = dataclasses.replace(
-                done,
-                text=self.scrub(done.text),
-                reasoning=None if reasoning is None else self.scrub(reasoning),
-            )
-        return done
+        texts: dict[str, Any] = {  # every string of the answer that is kept in the record
+            name: self.scrub(value)
+            for name in ("text", "reasoning", "served_model", "system_fingerprint", "finish_reason")
+            if isinstance(value := getattr(done, name), str) and mask.search(value)
+        }
+        return dataclasses.replace(done, **texts) if texts else done
 
     def session_headers(self) -> dict[str, str]:
         """Every call's headers: the protocol's, the key (in api_key_header when the model

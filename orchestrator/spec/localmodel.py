@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
+import stat
 from pathlib import Path
 
 from orchestrator.errors import UserError
@@ -30,11 +32,15 @@ def check_gguf(
 ) -> str:
     """sha256 of a readable GGUF file, or a UserError saying what is wrong with it."""
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        # not blocking on a FIFO, and /dev/zero or a text file is never read to its end: a
+        # model path may come from a run folder's manifest
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+            magic = f.read(4) if regular else b""
             digest = hashlib.sha256(magic)
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+            if magic == b"GGUF":
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
     except FileNotFoundError:
         raise UserError(
             f"model file {path} does not exist", file=config_file, field=where, fix=missing_fix
@@ -48,7 +54,8 @@ def check_gguf(
         ) from None
     if magic != b"GGUF":
         raise UserError(
-            f"{path} is not a GGUF model file (it starts with {magic!r})",
+            f"{path} is not a GGUF model file "
+            + (f"(it starts with {magic!r})" if regular else "(not a regular file)"),
             file=config_file,
             field=where,
             fix="point model_path to a .gguf file, or reinstall it if it is corrupt",

@@ -145,6 +145,14 @@ def test_a_batch_answer_that_echoes_the_key_is_masked(protocol, monkeypatch):
     assert done.reasoning == "the header said Bearer ***, that is ***"
 
 
+def test_a_served_model_name_that_echoes_the_key_is_masked(monkeypatch):
+    monkeypatch.setenv(ENV, KEY)
+    model = ModelConfig(provider="openai", name="m", base_url="http://127.0.0.1:9", api_key_env=ENV)
+    body = _answers("r", "t")["openai"] | {"model": f"m-{KEY}", "system_fingerprint": KEY}
+    done = batch_api(make_provider(model, LimitConfig())).answered("t-1", 200, body).completion
+    assert done is not None and (done.served_model, done.system_fingerprint) == ("m-***", "***")
+
+
 def test_a_refusal_that_quotes_the_key_is_masked(monkeypatch):
     monkeypatch.setenv(ENV, KEY)
     model = ModelConfig(provider="openai", name="m", base_url="http://127.0.0.1:9", api_key_env=ENV)

@@ -233,6 +233,123 @@ def test_resuming_a_folder_made_elsewhere_names_the_endpoint_and_sends_no_key(
     done = cli("run", str(run), "--trust-endpoints", cwd=tmp_path)
     assert done.returncode == 1 and len(endpoint.seen) > calls  # asked for: sent
     assert endpoint.seen[-1]["Authorization"] == "Bearer sk-mine-0123456789abcdef"
+    calls = len(endpoint.seen)
+    assert cli("run", str(run), cwd=tmp_path).returncode == 1  # trusted once: mine now
+    assert len(endpoint.seen) > calls
+
+
+def _model(**fields):
+    from orchestrator.spec.campaign import ModelConfig
+
+    return ModelConfig(name="m", **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "official"),
+    [
+        (
+            {
+                "provider": "openai",
+                "base_url": "https://api.openai.com/v1",
+                "api_key_env": "OPENAI_API_KEY",
+            },
+            True,
+        ),
+        ({"provider": "anthropic", "api_key_env": "ANTHROPIC_API_KEY"}, True),  # its default URL
+        (
+            {
+                "preset": "groq",
+                "provider": "openai",
+                "base_url": "https://api.groq.com/openai/v1",
+                "api_key_env": "GROQ_API_KEY",
+            },
+            True,
+        ),
+        # another service's host, or another service's key: not the provider's own
+        (
+            {
+                "provider": "openai",
+                "base_url": "https://api.groq.com/openai/v1",
+                "api_key_env": "OPENAI_API_KEY",
+            },
+            False,
+        ),
+        (
+            {
+                "preset": "groq",
+                "provider": "openai",
+                "base_url": "https://api.groq.com/openai/v1",
+                "api_key_env": "OPENAI_API_KEY",
+            },
+            False,
+        ),
+        (
+            {
+                "provider": "openai",
+                "base_url": "http://api.openai.com/v1",
+                "api_key_env": "OPENAI_API_KEY",
+            },
+            False,
+        ),
+        (
+            {
+                "provider": "openai",
+                "base_url": "http://127.0.0.1:8000/v1",
+                "api_key_env": "OPENAI_API_KEY",
+            },
+            False,
+        ),
+        (
+            {
+                "provider": "openai",
+                "base_url": "https://api.openai.com/v1",
+                "headers_env": {"X-Org": "ORG"},
+            },
+            False,
+        ),
+    ],
+)
+def test_a_provider_s_own_host_is_the_one_of_its_own_service_and_key(fields, official):
+    from orchestrator.engine.endpoints import _official, _urls
+
+    model = _model(**fields)
+    assert [_official(model, url) for url in _urls(model)] == [official]
+
+
+def test_every_url_a_campaign_sends_keys_to_is_named(tmp_path):
+    from orchestrator.engine.endpoints import endpoints
+    from orchestrator.session import load_campaign
+
+    cfg = write_config(
+        tmp_path,
+        """
+        name = "c"
+        jobs = ["paired"]
+        [[models]]
+        provider = "openai"
+        name = "pool"
+        base_urls = ["http://10.0.0.1/v1", "http://10.0.0.2/v1"]
+        api_key_env = "POOL_KEY"
+        headers_env = {"X-Team" = "TEAM_HEADER"}
+        [[models]]
+        provider = "local"
+        [models.server]
+        backend = "ray"
+        address = "head.example:6379"
+        [extractor]
+        provider = "openai"
+        name = "x"
+        base_url = "https://extract.example/v1"
+        api_key_env = "EXTRACT_KEY"
+        """,
+    )
+    found = {(e.url, e.secrets, e.official) for e in endpoints(load_campaign(cfg))}
+    assert found == {
+        ("http://10.0.0.1/v1", ("POOL_KEY", "TEAM_HEADER"), False),
+        ("http://10.0.0.2/v1", ("POOL_KEY", "TEAM_HEADER"), False),
+        ("ray://head.example:6379", ("RAY_AUTH_TOKEN",), False),
+        ("https://extract.example/v1", ("EXTRACT_KEY",), False),
+    }
 
 
 def test_resuming_my_own_folder_asks_nothing(tmp_path, monkeypatch, me, endpoint):
@@ -414,3 +531,76 @@ def test_the_seal_key_is_private_and_made_once(tmp_path, me):
     assert user_key() == user_key() and len(user_key() or b"") == 32
     assert key_path().is_relative_to(me)
     assert stat.S_IMODE(key_path().stat().st_mode) == 0o600
+
+
+# --- the reviewers' further cases: every other writer and reader of a received folder -------
+def test_compare_writes_into_no_linked_folder_of_a_received_campaign(tmp_path, me):
+    from tests.test_compare import _config, _nights
+
+    nights = _nights(tmp_path, _config(tmp_path), "n1", "n2")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (nights / "compare").symlink_to(elsewhere)
+    done = cli("compare", str(nights / "n1"), str(nights / "n2"), cwd=tmp_path)
+    assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_manifest_run_id_that_is_a_path_names_no_comparison_file(tmp_path, me):
+    from tests.test_compare import _config, _nights
+
+    nights = _nights(tmp_path, _config(tmp_path), "n1", "n2")
+    manifest = nights / "n2" / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"runId": "n2"', b'"runId": "../../x"'))
+    done = cli("compare", str(nights / "n1"), str(nights / "n2"), cwd=tmp_path)
+    assert done.returncode == 2 and "runId" in done.stderr, done.stderr
+    assert not (nights / "compare").exists() or list((nights / "compare").iterdir()) == []
+
+
+def test_an_audit_review_never_writes_through_a_linked_reviews_file(tmp_path):
+    from orchestrator.studies.trace_audit.review import REVIEWS, _append, read_reviews
+
+    victim = _victim(tmp_path, ".bash_profile")
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    (audit / REVIEWS).symlink_to(victim)
+    with pytest.raises(UserError, match="not a file"):
+        read_reviews(audit / REVIEWS)
+    with pytest.raises(OSError):
+        _append(audit / REVIEWS, {"taskId": "$(touch pwned)"})
+    assert victim.read_text() == MINE
+
+
+def test_a_snapshot_meta_that_is_a_fifo_is_no_hang(tmp_path, me):
+    run = _run(tmp_path)
+    truth = _status(run, tmp_path)
+    (run / FOLDER / META).unlink()
+    os.mkfifo(run / FOLDER / META)  # opening it to read would wait for a writer forever
+    assert _status(run, tmp_path) == truth
+
+
+def test_the_viewer_of_a_received_run_writes_no_snapshot_through_a_link(tmp_path, me):
+    from orchestrator.viewer.data import RunData
+
+    run = _run(tmp_path)
+    table = tmp_path / "elsewhere"
+    table.mkdir()
+    (run / FOLDER).symlink_to(table)
+    frame = RunData.open(run).loaded().frame
+    assert frame.height == len((run / "results.ndjson").read_bytes().splitlines())
+    assert list(table.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("event", "value"),
+    [("created", "../../v1/files/file-x"), ("uploaded", "file-1?purpose=x"), ("created", 7)],
+)
+def test_a_journal_s_provider_ids_are_ids_never_paths(tmp_path, event, value):
+    run = tmp_path / "run"
+    run.mkdir()
+    _journal_with_input(run, "batches/bo-1.jsonl")
+    field = "id" if event == "created" else "file"
+    with open(run / JOURNAL, "ab") as f:
+        f.write(orjson.dumps({"event": event, "batch": "b", field: value, "at": "x"}) + b"\n")
+    with pytest.raises(UserError, match=field):
+        Journal(run)

@@ -15,11 +15,11 @@ from orchestrator.providers.registry import make_provider
 from orchestrator.providers.safety import secret_pattern
 from orchestrator.spec.campaign import ModelConfig
 from orchestrator.spec.limits import LimitConfig
-from tests.conftest import cli, write_config
-from tests.test_untrusted_servers import Loopback
+from tests.conftest import cli
+from tests.test_untrusted_servers import Loopback, _config
 
 KEY = "sk-test/abc+def_0123456789"
-ENV = "KEY_MASKING_TEST_KEY"
+ENV = "SECRET_KEY_FOR_TEST"  # the variable test_untrusted_servers._config names
 
 # Every way a server may write the key back: JSON escapes (any hex case, any character, `\/`),
 # URL encoding (any hex case), and a mix of both within one key.
@@ -165,24 +165,6 @@ def test_a_refusal_that_quotes_the_key_is_masked(monkeypatch):
 
 
 # --- a whole run against a server that echoes the key ------------------------------------------
-def _config(tmp_path, provider: str, url: str):
-    return write_config(
-        tmp_path,
-        f"""
-        name = "u"
-        jobs = ["paired"]
-        samples = 2
-        output_dir = "{tmp_path / "runs"}"
-        [[models]]
-        provider = "{provider}"
-        name = "m"
-        base_url = "{url}"
-        api_key_env = "{ENV}"
-        [limits.{provider}]
-        max_in_flight = 2
-        max_attempts = 2
-        """,
-    )
 
 
 def _run(tmp_path, provider: str, handler):

@@ -91,12 +91,13 @@ def test_an_export_replaces_a_link_at_its_file_name_and_never_writes_through_it(
         assert stat.S_IMODE(path.stat().st_mode) == 0o600  # 12: one rule for modes
 
 
-def test_an_export_into_a_linked_folder_is_refused_before_anything_is_written(tmp_path, me):
+@pytest.mark.parametrize(("verb", "folder"), [("export", "export"), ("report", "report")])
+def test_a_linked_output_folder_is_refused_before_anything_is_written(tmp_path, me, verb, folder):
     run = _run(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (run / "export").symlink_to(elsewhere)
-    done = cli("export", str(run), cwd=tmp_path)
+    (run / folder).symlink_to(elsewhere)
+    done = cli(verb, str(run), cwd=tmp_path)
     assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and list(elsewhere.iterdir()) == []
 
@@ -116,16 +117,6 @@ def test_analyze_and_report_write_through_no_link(tmp_path, me):
     for path in [*(run / n for n in names), run / "report" / "report.md"]:
         assert path.is_file() and not path.is_symlink()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600  # 12: as every file the tool writes
-
-
-def test_a_report_into_a_linked_folder_is_refused(tmp_path, me):
-    run = _run(tmp_path)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (run / "report").symlink_to(elsewhere)
-    done = cli("report", str(run), cwd=tmp_path)
-    assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr
-    assert list(elsewhere.iterdir()) == []
 
 
 # --- 2. a linked snapshot folder is neither written nor emptied ------------------------------

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import UserError
 from orchestrator.spec.loading import validate
@@ -28,8 +28,14 @@ class SeedContract(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["number", "rating", "choice"]
     options: list[str] = []
-    minimum: int = 1
-    maximum: int = 7
+    minimum: int | None = None  # a rating's bounds are declared, never assumed
+    maximum: int | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SeedContract:
+        if self.type == "rating" and (self.minimum is None or self.maximum is None):
+            raise ValueError('a rating declares its scale: "minimum" and "maximum"')
+        return self
 
 
 class SeedCondition(BaseModel):
@@ -81,7 +87,28 @@ def is_seed000(data: Any) -> bool:
 
 _QUOTED_CHOICE = re.compile(r'\{\s*"choice"\s*:\s*"([^"]+)"\s*\}')
 _OPTION_LIST = re.compile(r"Choose one option:\s*(.+?)\.\s*Return", re.S)
-_RATING_SCALE = re.compile(r"(\d+)\s*=\s*[^.;]*?\band\s+(\d+)\s*=")
+# A rating scale as prompts state it: "1 = poor and 7 = good", "from 1 (very unappealing) to 10
+# (very appealing)", "on a 1-10 scale", "a scale of 1 to 10", "between 1 and 10".
+_RATING_SCALES = (
+    re.compile(r"(\d+)\s*=\s*[^.;]*?\band\s+(\d+)\s*="),
+    re.compile(r"\bfrom\s+(\d+)\b[^.;]*?\bto\s+(\d+)\b", re.I),
+    re.compile(
+        r"\b(\d+)\s*(?:-|–|to)\s*(\d+)[- ]point\b|\b(\d+)\s*(?:-|–)\s*(\d+)\s+scale\b", re.I
+    ),
+    re.compile(r"\bscale\s+(?:of|from)\s+(\d+)\s*(?:-|–|to)\s*(\d+)\b", re.I),
+    re.compile(r"\bbetween\s+(\d+)\s+and\s+(\d+)\b", re.I),
+)
+
+
+def rating_scale(prompt: str) -> tuple[int, int] | None:
+    """The (lowest, highest) rating a prompt's wording states, or None if it states none that
+    this reads (then the job must declare it: a guessed scale loses answers outside it)."""
+    for pattern in _RATING_SCALES:
+        for found in pattern.finditer(prompt):
+            lo, hi = (int(n) for n in found.groups() if n is not None)
+            if -10 <= lo <= 10 and lo < hi <= lo + 100:  # a scale, not a span of years
+                return lo, hi
+    return None
 
 
 def infer_contract(prompt: str, metric: SeedMetric) -> ResponseContract | None:
@@ -96,8 +123,9 @@ def infer_contract(prompt: str, metric: SeedMetric) -> ResponseContract | None:
             kind="choice", field=metric.choiceField, options=tuple(dict.fromkeys(options))
         )
     if re.search(r'"value"\s*:\s*integer', prompt):
-        m = _RATING_SCALE.search(prompt)
-        lo, hi = (int(m.group(1)), int(m.group(2))) if m else (1, 7)
+        if (scale := rating_scale(prompt)) is None:
+            return None  # never a guessed 1-7: an answer of 9 on a 1-10 scale would be lost
+        lo, hi = scale
         return ResponseContract(kind="rating", field=metric.valueField, minimum=lo, maximum=hi)
     if re.search(r'"value"\s*:\s*number', prompt):
         return ResponseContract(kind="number", field=metric.valueField)
@@ -125,14 +153,39 @@ def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) 
             ) from None
     contract = infer_contract(cond.prompt, exp.metric)
     if contract is None:
-        raise UserError(
-            "cannot tell the response contract from the prompt text",
-            file=str(path),
-            field=f"{where}.prompt",
-            fix='add "responseContract": {"type": "number"|'
-            '"rating"|"choice", "options": [...]} to the experiment',
-        )
+        raise _undeclared(cond.prompt, exp.metric, where, path)
     return contract
+
+
+def _undeclared(prompt: str, metric: SeedMetric, where: str, path: Path) -> UserError:
+    """Why no contract could be read from the prompt, said as what the user can change."""
+    asks_choice = bool(_QUOTED_CHOICE.search(prompt) or _OPTION_LIST.search(prompt))
+    asks_integer = bool(re.search(r'"value"\s*:\s*integer', prompt))
+    if metric.type == "mean-difference" and asks_choice and not asks_integer:
+        what = (
+            "the metric type is mean-difference (a number per answer), but the prompt asks for "
+            "a choice"
+        )
+        fix = 'use "metric": {"type": "choice-share-difference", ...}, or ask for a number'
+    elif metric.type == "choice-share-difference" and not asks_choice:
+        what = (
+            "the metric type is choice-share-difference, but the prompt lists no options "
+            "this can read"
+        )
+        fix = 'declare them: "responseContract": {"type": "choice", "options": ["A", "B"]}'
+    elif asks_integer:
+        what = (
+            "the prompt asks for an integer rating but states no scale this can read (such as "
+            "'1 = poor and 7 = good' or 'from 1 to 10')"
+        )
+        fix = 'declare it: "responseContract": {"type": "rating", "minimum": 1, "maximum": 10}'
+    else:
+        what = "cannot tell the response contract from the prompt text"
+        fix = (
+            'add "responseContract": {"type": "number"|"rating"|"choice", ...} to the '
+            "experiment (docs/jobs.md)"
+        )
+    return UserError(what, file=str(path), field=f"{where}.prompt", fix=fix)
 
 
 def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:

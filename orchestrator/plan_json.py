@@ -27,6 +27,7 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
                     "label": cell.condition.label,
                     "items": set(),
                     "tasks": 0,
+                    "answer": _answer(cell.variant.contract),
                 },
             )
         )
@@ -56,6 +57,25 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
             }
         )
     return jobs
+
+
+def _answer(contract: Any) -> dict[str, Any]:
+    """What an answer must be, as planned: a person checks a rating's scale here before paying."""
+    shown: dict[str, Any] = {"kind": contract.kind, "field": contract.field}
+    if contract.kind in ("rating", "judgment"):
+        shown |= {"minimum": contract.minimum, "maximum": contract.maximum}
+    if contract.options:
+        shown["options"] = list(contract.options)
+    return shown
+
+
+def answer_text(contract: Any) -> str:
+    """The answer contract in a few words, for `plan`'s table: `rating 1-10`, `choice (3)`."""
+    if contract.kind in ("rating", "judgment"):
+        return f"{contract.kind} {contract.minimum}-{contract.maximum}"
+    if contract.options:
+        return f"{contract.kind} ({len(contract.options)} options)"
+    return str(contract.kind)
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:

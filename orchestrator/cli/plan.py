@@ -36,7 +36,8 @@ def plan(
     campaign, seed, plan_hash;
     jobs[]: id, strategies, samples {model key: n}, tasks, experiments[]:
       slug, tasks, conditions[]: index, label, items (prompt variants),
-      tasks (items x strategies x samples x models);
+      tasks (items x strategies x samples x models), answer {kind, field, minimum,
+      maximum, options} (the answer contract planned: a rating's scale, a choice's options);
     models[]: key, label, limit_key, tasks, calls, input_tokens,
       output_tokens {typical, max}, free, cost_usd {typical, max} or nulls;
       batch (sent through the provider's batch API, priced at its batch price), turnaround;
@@ -58,11 +59,17 @@ def plan(
         sys.stdout.write(orjson.dumps(plan_json(p), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     # One row per experiment x condition x strategy: variants and option orders are summed.
-    rows: dict[tuple[str, str], dict[tuple[str, str, str], list[int]]] = {}
+    from orchestrator.plan_json import answer_text
+
+    rows: dict[tuple[str, str], dict[tuple[str, str, str, str], list[int]]] = {}
     for cell in p.cells:
-        row = rows.setdefault((cell.job.id, cell.model.label), {}).setdefault(
-            (cell.experiment.slug, cell.condition.label, cell.strategy.id), [0, 0, 0]
+        key = (
+            cell.experiment.slug,
+            cell.condition.label,
+            answer_text(cell.variant.contract),
+            cell.strategy.id,
         )
+        row = rows.setdefault((cell.job.id, cell.model.label), {}).setdefault(key, [0, 0, 0])
         row[0] += 1 if cell.first_sample == 1 else 0  # a variant's first presentation counts it
         row[1] += cell.samples * cell.calls_per_task
         row[2] += cell.samples * cell.calls_per_task * cell.prompt_estimate
@@ -70,6 +77,7 @@ def plan(
         table = Table(
             "experiment",
             "condition",
+            "answer",
             "strategy",
             Column("variants", justify="right"),
             Column("calls", justify="right"),
@@ -77,8 +85,8 @@ def plan(
             title=f"job {job} on {model}",
             title_justify="left",
         )
-        for (exp, cond, strategy), (variants, calls, tokens) in table_rows.items():
-            table.add_row(exp, cond, strategy, str(variants), f"{calls:,}", f"{tokens:,}")
+        for (exp, cond, answer, strategy), (variants, calls, tokens) in table_rows.items():
+            table.add_row(exp, cond, answer, strategy, str(variants), f"{calls:,}", f"{tokens:,}")
         ui.console.print(table)
     print_estimates(p)
     print_sources(campaign)

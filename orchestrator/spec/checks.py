@@ -4,6 +4,7 @@ is written."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,7 +60,8 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
                     field=where,
                     fix=f"use one of: {', '.join(experiments)}",
                 )
-            variants = {v.id for c in experiments[slug].conditions for v in c.variants}
+            conditions = experiments[slug].conditions
+            variants = {v.id for c in conditions for v in c.variants}
             for vid in answers.variants:
                 if vid not in variants:
                     raise UserError(
@@ -67,6 +69,37 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
                         file=str(path),
                         field=f"{where}.variants.{vid}",
                         fix=f"use one of: {', '.join(sorted(variants))}",
+                    )
+            _check_conditions(answers, conditions, where, path)
+
+
+def _check_conditions(answers, conditions, where: str, path: Path | None) -> None:
+    """Each condition's planted answers fit that condition: no more conditions than the
+    experiment has, and shares keyed by its options or their roles (a share keyed by
+    "Programme B" for the option "Program B" would plant nothing, silently)."""
+    lists = [("conditions", answers.conditions)]
+    lists += [(f"variants.{vid}", given) for vid, given in answers.variants.items()]
+    for name, given in lists:
+        if len(given) > len(conditions):
+            raise UserError(
+                f"{len(given)} conditions given, but the experiment has {len(conditions)}",
+                file=str(path),
+                field=f"{where}.{name}",
+                fix="give one entry per condition, in the experiment's order",
+            )
+        for i, (planted, condition) in enumerate(zip(given, conditions, strict=False)):
+            known = {
+                o for v in condition.variants for o in (*v.contract.options, *v.contract.roles)
+            }
+            for option in planted.shares:
+                if option not in known:
+                    close = difflib.get_close_matches(option, sorted(known), n=1)
+                    hint = f"did you mean '{close[0]}'? " if close else ""
+                    raise UserError(
+                        f"condition {i} ('{condition.label}') has no option '{option}'",
+                        file=str(path),
+                        field=f"{where}.{name}[{i}].shares",
+                        fix=f"{hint}key shares by one of: {', '.join(sorted(known)) or '(none: not a choice)'}",
                     )
 
 

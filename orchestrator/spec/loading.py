@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +136,13 @@ def validate(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        more = len(exc.errors()) - 1
+        errors = exc.errors(include_url=False)
+        # an unknown key first: `conditons` explains the missing `conditions` beside it
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        more = len(errors) - 1
         msg = redact(err["msg"]) + _shown(err)
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            msg = f"unknown key '{redact(str(err['loc'][-1]))}'"
         if more:
             msg += f"; {more} more problem(s) after this one"
         loc = prefix + tuple(err["loc"])
@@ -144,6 +150,46 @@ def validate(
         if flag is not None:
             raise UserError(msg, field=flag, fix=_fix_for(err, flag)) from None
         name = err["loc"][-1] if err["loc"] else ""
-        raise UserError(
-            msg, file=str(path), field=field_path(loc), fix=_fix_for(err, name)
-        ) from None
+        fix = _fix_for(err, name)
+        if err["type"] == "extra_forbidden" and (close := _close_field(model, err, errors)):
+            fix = f"did you mean '{close}'? {fix}"
+        raise UserError(msg, file=str(path), field=field_path(loc), fix=fix) from None
+
+
+def _close_field(model: type[BaseModel], err: dict[str, Any], errors: list[dict]) -> str | None:
+    """The known field an unknown key is likely a misspelling of: a required one missing beside
+    it, else one of its model's fields (found by walking the models along its path)."""
+    name, parent = err["loc"][-1], tuple(err["loc"][:-1])
+    missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
+    known = missing or _fields_at(model, parent)
+    found = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    if not found and not missing:  # a case slip: `valuefield` for `valueField`
+        found = [k for k in known if str(k).lower() == str(name).lower()]
+    return found[0] if found else None
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model reached along `loc` (list indexes and dict keys passed
+    through), or [] where the path leaves the models."""
+    current: Any = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if fields is None:
+            return []
+        if isinstance(part, str) and part in fields:
+            current = _model_in(fields[part].annotation)
+        # else: an index or a dict key, whose value is of the model found before it
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (itself, or inside list[...], dict[..., ...],
+    ... | None), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None

@@ -19,9 +19,10 @@ from orchestrator.spec.loading import validate
 from orchestrator.spec.models import Condition, Experiment, Job, Metric, ResponseContract, Variant
 from orchestrator.spec.plausible import plausible_range
 
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+# Strict, as configs are: a misspelt `valuefield` or `conditons` is refused with its path and
+# a did-you-mean, never ignored. The seed-000 format's other published fields are declared,
+# so a file of the published format reads as it is.
+STRICT = ConfigDict(extra="forbid")
 
 
 class SeedContract(BaseModel):
@@ -39,13 +40,13 @@ class SeedContract(BaseModel):
 
 
 class SeedCondition(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     label: str
     prompt: str = Field(min_length=1)
 
 
 class SeedMetric(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     type: Literal["mean-difference", "choice-share-difference"]
     direction: Literal["condition0-minus-condition1", "condition1-minus-condition0"]
     label: str = ""
@@ -56,7 +57,7 @@ class SeedMetric(BaseModel):
 
 
 class SeedExperiment(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     experimentSlug: str = Field(pattern=r"^[a-z0-9-]+$")
     biasSlug: str = ""
     metric: SeedMetric
@@ -67,18 +68,30 @@ class SeedExperiment(BaseModel):
 
 
 class SeedProtocol(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     systemPrompt: str
     minimumSamplesPerCondition: int = Field(ge=1)
     deterministicMinimumSamplesPerCondition: int | None = Field(default=None, ge=1)
     recommendedTemperature: float | None = None
+    freshContextPerCase: bool = True  # published; every call here has a fresh context
+    responseContract: Any = None  # published: the answer formats, in words
 
 
 class SeedSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     title: str = ""
     protocol: SeedProtocol
     experiments: list[SeedExperiment] = Field(min_length=1)
+    # published, descriptive only
+    version: Any = None
+    updatedAt: Any = None
+    description: Any = None
+    status: Any = None
+    principles: Any = None
+    resultFormat: Any = None
+    canonicalUrl: Any = None
+    promptPackUrl: Any = None
+    resultSchemaUrl: Any = None
 
 
 def is_seed000(data: Any) -> bool:

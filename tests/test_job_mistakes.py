@@ -1,0 +1,149 @@
+"""A catalogue of mistakes in a user's own job file and in what a config plants on it (issue
+43, item 3): each is exit 2, naming the file, the key's path and a fix (a did-you-mean where
+one is close), and nothing is written. On 0.2.0 each was accepted silently."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli, write_config
+
+PROMPT = 'How good is it? Use 1 = poor and 7 = good. Return JSON only: {"value": integer}.'
+CHOICE = 'Which? Return JSON only: {"choice": "Program A"} or {"choice": "Program B"}.'
+JOB = {
+    "title": "My study",
+    "protocol": {"systemPrompt": "Answer with JSON.", "minimumSamplesPerCondition": 3},
+    "experiments": [
+        {
+            "experimentSlug": "rating",
+            "metric": {"type": "mean-difference", "direction": "condition0-minus-condition1"},
+            "conditions": [{"label": "a", "prompt": PROMPT}, {"label": "b", "prompt": PROMPT}],
+        },
+        {
+            "experimentSlug": "programs",
+            "metric": {
+                "type": "choice-share-difference",
+                "direction": "condition0-minus-condition1",
+                "targetOption": "Program A",
+            },
+            "conditions": [
+                {"label": "gain", "prompt": CHOICE},
+                {"label": "loss", "prompt": CHOICE},
+            ],
+        },
+    ],
+}
+
+
+def _edit(change):
+    job = copy.deepcopy(JOB)
+    change(job)
+    return job
+
+
+def _rename(table: dict, old: str, new: str) -> None:
+    table[new] = table.pop(old)
+
+
+# (job file, what the config plants, the file blamed, the key's path, what the fix says)
+MISTAKES = {
+    "a misspelt metric field": (
+        _edit(lambda j: j["experiments"][0]["metric"].update(valuefield="score")),
+        "",
+        "my-job.json",
+        "experiments[0].metric.valuefield",
+        "did you mean 'valueField'?",
+    ),
+    "a misspelt required key": (
+        _edit(lambda j: _rename(j["experiments"][0], "conditions", "conditons")),
+        "",
+        "my-job.json",
+        "experiments[0].conditons",
+        "did you mean 'conditions'?",
+    ),
+    "a misspelt prompt": (
+        _edit(lambda j: _rename(j["experiments"][1]["conditions"][0], "prompt", "promt")),
+        "",
+        "my-job.json",
+        "experiments[1].conditions[0].promt",
+        "did you mean 'prompt'?",
+    ),
+    "a misspelt protocol key": (
+        _edit(lambda j: j["protocol"].update(minimumSamplesPerCondtion=3)),
+        "",
+        "my-job.json",
+        "protocol.minimumSamplesPerCondtion",
+        "did you mean 'minimumSamplesPerCondition'?",
+    ),
+    "a share keyed by an option that is not there": (
+        JOB,
+        """
+        [models.simulate.effects.programs]
+        conditions = [{shares = {"Programme B" = 0.3}}, {shares = {"Program B" = 0.7}}]
+        """,
+        "campaign.toml",
+        "models[0].simulate.effects.programs.conditions[0].shares",
+        "did you mean 'Program B'?",
+    ),
+    "more planted conditions than the experiment has": (
+        JOB,
+        """
+        [models.simulate.effects.rating]
+        conditions = [{mean = 3}, {mean = 5}, {mean = 6}]
+        """,
+        "campaign.toml",
+        "models[0].simulate.effects.rating.conditions",
+        "one entry per condition",
+    ),
+    "a planted experiment that is not there": (
+        JOB,
+        """
+        [models.simulate.effects.ratings]
+        conditions = [{mean = 3}]
+        """,
+        "campaign.toml",
+        "models[0].simulate.effects.ratings",
+        "rating",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("job", "planted", "blamed", "where", "fix"), MISTAKES.values(), ids=list(MISTAKES)
+)
+def test_a_job_file_mistake_is_exit_2_naming_the_file_the_key_and_a_fix(
+    tmp_path, job, planted, blamed, where, fix
+):
+    path = tmp_path / "my-job.json"
+    path.write_text(json.dumps(job))
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "mine"
+        jobs = ["{path}"]
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        {planted}
+        """,
+    )
+    for verb in ("plan", "run"):
+        done = cli(verb, str(cfg), cwd=tmp_path)
+        said = " ".join(done.stderr.split())
+        assert done.returncode == 2, (verb, done.stdout, done.stderr)
+        assert blamed in said and f"field '{where}'" in said and "fix:" in said, said
+        assert fix in said and "Traceback" not in said
+        assert not (tmp_path / "runs").exists()
+
+
+def test_the_published_seed_000_file_reads_as_it_is():
+    from orchestrator.studies.paired.reader import job_from_seed000
+
+    root = Path(__file__).resolve().parents[1]
+    job = job_from_seed000(json.loads((root / "jobs" / "paired.json").read_text()), Path("p"), "p")
+    assert len(job.experiments) == 6

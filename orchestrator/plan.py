@@ -188,10 +188,45 @@ def _items(
     the same for every model and strategy, so drawn once."""
     return [
         (exp, cond, variant, pick_shots(campaign, exp, variant))
-        for exp in job.experiments
+        for exp in limited_experiments(campaign, job)
         for cond in exp.conditions
         for variant in sampled(campaign, exp, cond)
     ]
+
+
+def limited_experiments(campaign: Campaign, job: Job) -> tuple[Experiment, ...]:
+    """The job's experiments under the campaign's `items` limit. A job whose every condition
+    holds one item (the seed-000 format: an experiment is one item pair) has nothing to sample
+    within a condition, so its limit takes that many experiments, in the order of a seeded hash
+    of their slugs (a larger limit keeps a smaller one's), as --limit does in other tools."""
+    limit, experiments = campaign.config.items, tuple(job.experiments)
+    if limit is None or len(experiments) <= limit or not one_item_each(job):
+        return experiments
+    seed = f"{campaign.config.seed}:{job.id}:".encode()
+    ranked = sorted(
+        (e.slug for e in experiments),
+        key=lambda slug: hashlib.blake2b(seed + slug.encode(), digest_size=8).digest(),
+    )
+    keep = set(ranked[:limit])
+    return tuple(e for e in experiments if e.slug in keep)
+
+
+def one_item_each(job: Job) -> bool:
+    return all(len(c.variants) == 1 for e in job.experiments for c in e.conditions)
+
+
+def limit_note(campaign: Campaign, job: Job) -> str | None:
+    """How the `items` limit applies to the job, for `plan` (None without a limit)."""
+    limit = campaign.config.items
+    if limit is None:
+        return None
+    if one_item_each(job):
+        kept = len(limited_experiments(campaign, job))
+        return (
+            f"job {job.id}: one item per condition, so the limit of {limit} takes {kept} of its "
+            f"{len(job.experiments)} experiments (chosen by the seed)"
+        )
+    return f"job {job.id}: at most {limit} items per experiment x condition (chosen by the seed)"
 
 
 def build_cells(campaign: Campaign) -> list[Cell]:

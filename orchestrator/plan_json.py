@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.estimate import durations, estimate, total_cost
-from orchestrator.plan import Plan
+from orchestrator.plan import Plan, limit_note
 
 FORMAT = "bias-orchestrator-plan/1"
 
@@ -45,8 +45,10 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
                     "conditions": conditions,
                 }
             )
+        note = limit_note(plan.campaign, job)
         jobs.append(
             {
+                **({"limit": note} if note else {}),
                 "id": job.id,
                 "strategies": [s.id for s in plan.campaign.strategies_for(job)],
                 "samples": {

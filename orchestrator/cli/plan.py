@@ -109,6 +109,11 @@ def print_sources(campaign) -> None:
     )
     if said:
         ui.console.print(f"settings: {said}", highlight=False)
+    from orchestrator.plan import limit_note
+
+    for job in campaign.jobs:
+        if note := limit_note(campaign, job):
+            ui.console.print(f"limit: {escape(note)}", highlight=False)
 
 
 def _usd(x: float | None) -> str:

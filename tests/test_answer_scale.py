@@ -129,3 +129,13 @@ def test_a_declared_scale_is_the_one_planned(tmp_path):
     plan = json.loads(done.stdout)
     answers = [c["answer"] for c in plan["jobs"][0]["experiments"][0]["conditions"]]
     assert answers == [{"kind": "rating", "field": "value", "minimum": 0, "maximum": 10}] * 2
+
+
+def test_a_report_of_my_own_job_names_no_seed_s_deviations(tmp_path):
+    job = _job(tmp_path, [APPEAL.format(what="bike"), APPEAL.format(what="used bike")])
+    assert cli("run", str(_config(tmp_path, job)), cwd=tmp_path).returncode == 0
+    run = tmp_path / "runs" / "mine" / "default"
+    assert cli("report", str(run), cwd=tmp_path).returncode == 0
+    report = (run / "report" / "report.md").read_text()
+    assert "appeal" in report and "Deviations from the seed-000" not in report
+    assert "decoy" not in report.lower()

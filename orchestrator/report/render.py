@@ -45,7 +45,7 @@ def write_report(run_dir: Path) -> dict[str, Path]:
     sections, figures = [], []
     for study in registered():
         part = study.report(result.tables, run, out_dir)
-        sections += part.sections + _deviations(study, part)
+        sections += part.sections + _deviations(study, part, run)
         figures += part.figures
     header = _header(run, records)
     md = write_file(out_dir / "report.md", _markdown(header, sections, figures).encode())
@@ -53,15 +53,21 @@ def write_report(run_dir: Path) -> dict[str, Path]:
     return {"markdown": md, "html": page}
 
 
-def _deviations(study, part) -> list[Section]:
-    """A study's departures from its seed's method, after its own sections (none if it has none
-    in this run)."""
-    if not (part.sections and study.deviations):
+def _deviations(study, part, run: Run) -> list[Section]:
+    """A study's departures from its seed's method, after its own sections, for the jobs that
+    follow that seed: its built-in jobs. A user's own job in the study's format follows no seed
+    document, so it gets none (the decoy menu of seed 000 is not theirs)."""
+    from orchestrator.export import jobs_of_kind
+    from orchestrator.spec.jobs import FORMER_NAMES, builtin_jobs
+
+    seeded = sorted(set(jobs_of_kind(run.manifest, study.kind)) & {*builtin_jobs(), *FORMER_NAMES})
+    if not (part.sections and study.deviations and seeded):
         return []
     return [
         Section(
             f"Deviations from {study.seed}",
-            "Where this analysis departs from the seed document's method, and why.",
+            f"Where this analysis of job {', '.join(seeded)}, which follows that document, "
+            "departs from its method, and why. Jobs of your own follow no seed: none apply.",
             [{"deviation": d.what, "why": d.why} for d in study.deviations],
         )
     ]

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from orchestrator.studies.paired.reader import rating_scale
+from orchestrator.wording import rating_scale
 from tests.conftest import cli, write_config
 
 APPEAL = (
@@ -85,6 +85,32 @@ def test_a_one_to_ten_rating_keeps_an_answer_of_nine(tmp_path):
     condition = manifest["jobs"]["my-job"]["experiments"][0]["conditions"][0]
     contract = condition["variants"][0]["contract"]
     assert (contract["minimum"], contract["maximum"]) == (1, 10)
+
+
+def test_the_emulator_answers_on_the_scale_the_prompt_states(tmp_path, emulator):
+    server = emulator()
+    job = _job(tmp_path, [APPEAL.format(what="bike"), APPEAL.format(what="used bike")])
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "mine"
+        jobs = ["{job}"]
+        samples = 30
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "openai"
+        name = "emulated"
+        base_url = "{server.base_url("openai")}"
+        temperature = 0.7
+        """,
+    )
+    done = cli("run", str(cfg), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "runs" / "mine" / "default" / "results.ndjson"
+    records = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    values = [r["response"]["value"] for r in records]
+    assert {r["status"] for r in records} == {"ok"} and len(values) == 60
+    assert max(values) > 7 and min(values) >= 1 and max(values) <= 10  # 0.2.0: 1-7 only
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from orchestrator.wording import rating_scale
+
 _QUOTED = re.compile(r'\{\s*"choice"\s*:\s*"([^"]+)"\s*\}')
 _OPTIONS = re.compile(r"Choose one option:\s*(.+?)\.\s*Return", re.S)
 
@@ -41,8 +43,9 @@ def from_prompt(prompt: str, rng: random.Random) -> str:
         if not options and (m := _OPTIONS.search(prompt)):
             options = [o.strip() for o in m.group(1).split(";") if o.strip()]
         return orjson.dumps({"choice": rng.choice(options or ["yes"])}).decode()
-    if "integer" in prompt:
-        return orjson.dumps({"value": rng.randint(1, 7)}).decode()
+    if "integer" in prompt:  # on the scale the prompt states, as a model reading it would
+        lo, hi = rating_scale(prompt) or (1, 7)
+        return orjson.dumps({"value": rng.randint(lo, hi)}).decode()
     return orjson.dumps({"value": round(rng.uniform(1, 1000), 2)}).decode()
 
 

@@ -147,3 +147,24 @@ def test_the_published_seed_000_file_reads_as_it_is():
     root = Path(__file__).resolve().parents[1]
     job = job_from_seed000(json.loads((root / "jobs" / "paired.json").read_text()), Path("p"), "p")
     assert len(job.experiments) == 6
+
+
+def test_an_audit_judge_s_miss_keyed_by_a_bias_that_is_not_there_is_refused(tmp_path):
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "audit"
+        jobs = ["trace-audit-golden"]
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "judge"
+        temperature = 0
+        [models.simulate.audit]
+        miss = {{anchoring = 1.0}}
+        """,
+    )
+    done = cli("plan", str(cfg), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "models[0].simulate.audit.miss" in said, said
+    assert "did you mean 'Anchoring'?" in said and not (tmp_path / "runs").exists()

@@ -9,9 +9,9 @@ import random
 import orjson
 
 from orchestrator.plan import Task
+from orchestrator.spec.simulate import AUDIT_BIASES as BIASES
 from orchestrator.spec.simulate import AuditAnswers
 
-BIASES = ("Anchoring", "Confirmation", "Availability", "Representativeness")
 RETRY_MARK = "[PREVIOUS_OUTPUT_VALIDATION_ERROR:"
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Unknown fields are typos, and strict types: `refusal_rate = true` is a mistake, not 1.
 STRICT = ConfigDict(extra="forbid", strict=True)
@@ -102,6 +102,22 @@ class JudgeAnswers(BaseModel):
     )
 
 
+# The biases a seed-003 audit scores (studies/trace_audit/validate.BIAS_TYPES): what `miss` and
+# `cues` are keyed by. A key that is not one of them would plant nothing, silently.
+AUDIT_BIASES = ("Anchoring", "Confirmation", "Availability", "Representativeness")
+
+
+def _audit_biases(table: dict[str, Any]) -> dict[str, Any]:
+    for key in table:
+        if key not in AUDIT_BIASES:
+            close = [b for b in AUDIT_BIASES if b.lower() == key.lower()]
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ValueError(
+                f"'{key}' is not a bias of the audit: {hint}use {', '.join(AUDIT_BIASES)}"
+            )
+    return table
+
+
 class AuditAnswers(BaseModel):
     """A simulated trace-audit judge (seed 003). Per bias it gives the trace's reference score
     (golden traces) with probability `agreement`, else one point off at random (clipped to
@@ -136,6 +152,11 @@ class AuditAnswers(BaseModel):
         "(a judge that reads the reasoning, as a real one would, rather than its labels).",
     )
     cue_score: int = Field(default=2, ge=1, le=5, description="The score a bias's cue gives.")
+
+    @field_validator("miss", "cues")
+    @classmethod
+    def _keyed_by_biases(cls, table: dict[str, Any]) -> dict[str, Any]:
+        return _audit_biases(table)
 
 
 class ReasoningAnswers(BaseModel):

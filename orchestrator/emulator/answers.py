@@ -38,6 +38,8 @@ def from_schema(schema: dict[str, Any], rng: random.Random) -> str:
 
 
 def from_prompt(prompt: str, rng: random.Random) -> str:
+    if "json" not in prompt.lower():  # asked in words, answered in words (an extractor's work)
+        return f"I would say about {rng.randint(2, 40)} weeks, give or take."
     if '"choice"' in prompt:
         options = [o for o in _QUOTED.findall(prompt) if o != "..."]
         if not options and (m := _OPTIONS.search(prompt)):

@@ -71,6 +71,27 @@ def _answer(contract: Any) -> dict[str, Any]:
     return shown
 
 
+def contract_warnings(plan: Plan) -> list[str]:
+    """Where a condition's wording states another rating scale than its contract (a declared
+    1-10 on a prompt that says 1-7): the model reads the prompt, the parser the contract."""
+    from orchestrator.wording import rating_scale
+
+    said: dict[tuple[str, str, int], str] = {}
+    for cell in plan.cells:
+        contract = cell.variant.contract
+        worded = rating_scale(cell.variant.prompt) if contract.kind == "rating" else None
+        if worded and worded != (contract.minimum, contract.maximum):
+            key = (cell.job.id, cell.experiment.slug, cell.condition.index)
+            said.setdefault(
+                key,
+                f"job {key[0]}, experiment {key[1]}, condition '{cell.condition.label}': the "
+                f"prompt states a {worded[0]}-{worded[1]} scale, the answer contract "
+                f"{contract.minimum}-{contract.maximum}; answers outside the contract are "
+                "parse errors",
+            )
+    return list(said.values())
+
+
 def answer_text(contract: Any) -> str:
     """The answer contract in a few words, for `plan`'s table: `rating 1-10`, `choice (3)`."""
     if contract.kind in ("rating", "judgment"):
@@ -104,7 +125,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         f"model {e.label} has no price (see configs/prices.toml): its cost is unknown"
         for e in estimates.values()
         if e.price is None and not e.free
-    ]
+    ] + contract_warnings(plan)
     return {
         "format": FORMAT,
         "campaign": plan.campaign.config.name,

@@ -165,3 +165,16 @@ def test_a_report_of_my_own_job_names_no_seed_s_deviations(tmp_path):
     report = (run / "report" / "report.md").read_text()
     assert "appeal" in report and "Deviations from the seed-000" not in report
     assert "decoy" not in report.lower()
+
+
+def test_a_declared_scale_the_wording_contradicts_is_a_warning_naming_both(tmp_path):
+    prompts = ['Use 1 = poor and 7 = good. Return JSON only: {"value": integer}.'] * 2
+    job = _job(
+        tmp_path, prompts, responseContract={"type": "rating", "minimum": 1, "maximum": 10}
+    )
+    done = cli("plan", str(_config(tmp_path, job)), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0 and "the prompt states a 1-7 scale" in said, said
+    assert "the answer contract 1-10" in said and "condition 'c0'" in said
+    planned = json.loads(cli("plan", str(_config(tmp_path, job)), "--json", cwd=tmp_path).stdout)
+    assert any("1-7 scale" in w for w in planned["warnings"])

@@ -90,6 +90,10 @@ def plan(
         ui.console.print(table)
     print_estimates(p)
     print_sources(campaign)
+    from orchestrator.plan_json import contract_warnings
+
+    for warning in contract_warnings(p):
+        ui.note(warning)
 
 
 def print_sources(campaign) -> None:

@@ -156,7 +156,7 @@ def validate(
         raise UserError(msg, file=str(path), field=field_path(loc), fix=fix) from None
 
 
-def _close_field(model: type[BaseModel], err: dict[str, Any], errors: list[dict]) -> str | None:
+def _close_field(model: type[BaseModel], err: Any, errors: list[Any]) -> str | None:
     """The known field an unknown key is likely a misspelling of: a required one missing beside
     it, else one of its model's fields (found by walking the models along its path)."""
     name, parent = err["loc"][-1], tuple(err["loc"][:-1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import socket
 import threading
@@ -20,7 +21,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.conftest import cli, run_quietly, write_config
+from tests.conftest import ROOT, cli, run_quietly, write_config
 
 CONFIG = """
 name = "viewed"
@@ -352,6 +353,91 @@ def test_an_effect_shows_its_conditions_answers_side_by_side(run_dir, served):
         model="nope",
     )
     assert status == 404 and body["error"]
+
+
+def test_an_effect_may_be_named_by_fewer_parameters_when_they_name_one(run_dir, served):
+    """A parameter left out matches any value: study, experiment and model name one effect of
+    the paired study (its measure and strategy follow); study and model alone name several,
+    and the 400 names the parameters that tell them apart, with their values."""
+    effects = served.ok("/api/overview")["effects"]
+    row = effects[0]
+    full = served.ok(
+        "/api/effect",
+        study=row["study"],
+        measure=row["measure"],
+        experiment=row["experiment"],
+        strategy=row["strategy"],
+        model=row["modelKey"],
+    )
+    short = served.ok(
+        "/api/effect", study=row["study"], experiment=row["experiment"], model=row["modelKey"]
+    )
+    assert short == full and short["effect"] == row and short["scope"] == "experiment"
+    status, body = served.get("/api/effect", study=row["study"], model=row["modelKey"])
+    mine = [e for e in effects if e["study"] == row["study"] and e["modelKey"] == row["modelKey"]]
+    assert status == 400 and f"{len(mine)} effects" in body["error"], body
+    said = body["error"] + " " + body["fix"]
+    assert "experiment" in said and all(e["experiment"] in said for e in mine)
+    assert "strategy" not in body["error"]  # one strategy: it tells none apart
+    status, body = served.get("/api/effect", experiment=row["experiment"])
+    assert status == 400 and "study" in body["error"] and "model" in body["error"]
+    assert row["modelKey"] in body["fix"] and "paired" in body["fix"]
+    status, body = served.get(
+        "/api/effect", study=row["study"], experiment="no-such", model=row["modelKey"]
+    )
+    assert status == 404 and body["error"]
+
+
+def test_study_and_model_alone_open_a_runs_only_effect(tmp_path):
+    """The docs' minimal request: in a run of one experiment and one model, study and model
+    name its one effect."""
+    spec = json.loads((ROOT / "jobs" / "paired.json").read_text())
+    spec["experiments"] = spec["experiments"][:1]
+    (tmp_path / "one.json").write_text(json.dumps(spec))
+    config = write_config(
+        tmp_path,
+        f"""
+        name = "one"
+        jobs = ["{tmp_path / "one.json"}"]
+        samples = 4
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim-a"
+        temperature = 1.0
+        """,
+    )
+    s = Served(run_quietly(config).run_dir)
+    try:
+        (row,) = s.ok("/api/overview")["effects"]
+        got = s.ok("/api/effect", study=row["study"], model=row["modelKey"])
+        assert got["effect"] == row and len(got["conditions"]) == 2
+        assert all(c["total"] and c["label"] for c in got["conditions"])
+    finally:
+        s.close()
+
+
+def _documented(route: str) -> str:
+    """The row of docs/viewer.md's table of routes for this route."""
+    text = (ROOT / "docs" / "viewer.md").read_text()
+    return next(line for line in text.splitlines() if line.startswith(f"| `GET {route}` |"))
+
+
+def test_the_docs_name_every_field_each_route_answers(run_dir, served):
+    row = served.ok("/api/overview")["effects"][0]
+    answers = {
+        "/api/overview": served.ok("/api/overview"),
+        "/api/facets": served.ok("/api/facets"),
+        "/api/answers": served.ok("/api/answers"),
+        "/api/answer/TASK_ID": served.ok(f"/api/answer/{_records(run_dir)[0]['taskId']}"),
+        "/api/effect": served.ok(
+            "/api/effect", study=row["study"], experiment=row["experiment"], model=row["modelKey"]
+        ),
+    }
+    for route, body in answers.items():
+        words = set(re.findall(r"\w+", _documented(route)))
+        assert set(body) <= words, f"{route}: {sorted(set(body) - words)} not in docs/viewer.md"
+    assert "?part=" in _documented("/api/answer/TASK_ID")
 
 
 def test_numeric_answers_of_an_effect_are_counted_in_shared_bins(tmp_path):

@@ -76,32 +76,48 @@ def overview(data: RunData) -> dict[str, Any]:
     }
 
 
+# The parameters that name an effect, and the effects table's columns they match.
+EFFECT_KEY = {
+    "study": "study",
+    "measure": "measure",
+    "experiment": "experiment",
+    "strategy": "strategy",
+    "model": "modelKey",
+}
+_SHOWN = 12  # values listed in an error, at most
+
+
 def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
     """An effect's row and, per condition behind it, its answers: how many, the most frequent
-    ones and the first rows (control and treatment side by side)."""
-    wanted = {
-        k: params.get(k) or None for k in ("study", "measure", "experiment", "strategy", "model")
-    }
-    if not wanted["study"] or not wanted["model"]:
-        raise UserError(
-            "an effect is named by study, measure, experiment, strategy and model",
-            fix="open it from the effects table",
-        )
+    ones and the first rows (control and treatment side by side). study and model are
+    required; a parameter left out matches any value, so the given ones need only name one
+    effect. Where they name several, the one with no value in each left-out column is taken
+    (the page leaves out an empty value); otherwise a 400 names what tells them apart."""
+    given = {k: params.get(k) or None for k in EFFECT_KEY}
     table = effects(data)
-    found = table.filter(
-        *(
-            pl.col(c) == wanted[k] if wanted[k] is not None else pl.col(c).is_null()
-            for k, c in (
-                ("study", "study"),
-                ("measure", "measure"),
-                ("experiment", "experiment"),
-                ("strategy", "strategy"),
-                ("model", "modelKey"),
-            )
+    if missing := [k for k in ("study", "model") if given[k] is None]:
+        raise UserError(
+            f"an effect needs {' and '.join(missing)} (and, where they name several, "
+            "measure, experiment or strategy)",
+            fix=f"give {_choices(table, missing)}",
         )
-    )
+    named = {k: v for k, v in given.items() if v is not None}
+    found = table.filter(*(pl.col(EFFECT_KEY[k]) == v for k, v in named.items()))
+    left_out = [k for k in EFFECT_KEY if k not in named]
+    if found.height > 1 and left_out:
+        empty = found.filter(*(pl.col(EFFECT_KEY[k]).is_null() for k in left_out))
+        if empty.height == 1:
+            found = empty
     if not found.height:
         raise NotFound("no such effect in this run", fix="open it from the effects table")
+    if apart := [k for k in left_out if found[EFFECT_KEY[k]].n_unique() > 1]:
+        raise UserError(
+            f"{', '.join(f'{k} {v}' for k, v in named.items())} name {found.height} "
+            f"effects, told apart by {' and '.join(apart)}",
+            fix=f"give {_choices(found, apart)}, or open the effect from the effects table",
+        )
+    row = found.row(0, named=True)
+    wanted = {k: row[c] for k, c in EFFECT_KEY.items()}
     frame = data.loaded().frame
     rows = frame.filter(pl.col("study") == wanted["study"], pl.col("modelKey") == wanted["model"])
     # Paired effects name their experiment; other studies pool experiments into an effect (a
@@ -137,7 +153,18 @@ def effect(data: RunData, params: dict[str, str]) -> dict[str, Any]:
                 "rows": data.rows(part.head(_TOP)),
             }
         )
-    return {"effect": found.row(0, named=True), "scope": scope, "conditions": conditions}
+    return {"effect": row, "scope": scope, "conditions": conditions}
+
+
+def _choices(table: pl.DataFrame, keys: list[str]) -> str:
+    """Each parameter with the values its column takes in `table`, as an error lists them."""
+
+    def values(column: str) -> str:
+        got = sorted(v for v in table[column].unique().to_list() if v is not None)
+        more = f", and {len(got) - _SHOWN} more" if len(got) > _SHOWN else ""
+        return f"one of {', '.join(got[:_SHOWN])}{more}" if got else "none in this run"
+
+    return "; ".join(f"{k} ({values(EFFECT_KEY[k])})" for k in keys)
 
 
 BINS = 10

@@ -119,3 +119,76 @@ def test_inspect_without_inspect_ai_says_how_to_get_it(run_dir, tmp_path, monkey
     assert done.returncode == 2
     assert "bias-orchestrator[inspect]" in done.stderr
     assert not list(tmp_path.glob("*.eval"))
+
+
+@pytest.fixture(scope="module")
+def mixed_run(tmp_path_factory) -> Path:
+    """Two studies, one of them counterbalanced (a list in optionOrder)."""
+    tmp = tmp_path_factory.mktemp("interop-mixed")
+    cfg = write_config(
+        tmp,
+        f"""
+        name = "m"
+        jobs = ["paired", "bias-strength"]
+        samples = 1
+        output_dir = "{tmp / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        temperature = 1.0
+        [models.simulate]
+        parse_error_rate = 0.2
+        """,
+    )
+    return run_quietly(cfg).run_dir
+
+
+def _design(run_dir: Path) -> dict[tuple[str, str, int], tuple[str, str]]:
+    """(job, experiment, condition) -> (condition label, bias slug), from the manifest's jobs."""
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    return {
+        (job_id, e["slug"], c["index"]): (c["label"], e["bias_slug"])
+        for job_id, job in manifest["jobs"].items()
+        for e in job["experiments"]
+        for c in e["conditions"]
+    }
+
+
+def _export(run_dir: Path, format: str, out: Path) -> None:
+    done = cli("export", str(run_dir), "--format", format, "--out", str(out), cwd=out.parent)
+    assert done.returncode == 0, done.stderr
+
+
+def test_parquet_names_each_rows_condition_and_bias(mixed_run, tmp_path):
+    """Condition label and bias slug, as the manifest's jobs name them: no join needed."""
+    _export(mixed_run, "parquet", tmp_path)
+    df = pl.read_parquet(tmp_path / "records.parquet")
+    design = _design(mixed_run)
+    assert set(df["job"]) == {"paired", "bias-strength"} and df.height == len(_final(mixed_run))
+    for r in df.iter_rows(named=True):
+        assert (r["conditionLabel"], r["biasSlug"]) == design[
+            (r["job"], r["experimentSlug"], r["conditionIndex"])
+        ]
+    assert df["conditionLabel"].null_count() == df["biasSlug"].null_count() == 0
+    assert {"Higher anchor", "control", "treatment"} <= set(df["conditionLabel"])
+
+
+def test_csv_is_the_parquet_table_with_lists_flattened(mixed_run, tmp_path):
+    _export(mixed_run, "parquet", tmp_path / "p")
+    _export(mixed_run, "csv", tmp_path / "c")
+    table = pl.read_parquet(tmp_path / "p" / "records.parquet")
+    path = tmp_path / "c" / "records.csv"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)  # written as every export is
+    assert "records.csv" in (tmp_path / "c" / "export.toml").read_text()
+    scalar = {c: t for c, t in table.schema.items() if not isinstance(t, pl.List | pl.Struct)}
+    csv = pl.read_csv(path, schema_overrides=scalar)
+    assert csv.columns == table.columns  # the same columns in the same order
+    from polars.testing import assert_frame_equal
+
+    assert_frame_equal(csv.select(list(scalar)), table.select(list(scalar)))
+    assert {"conditionLabel", "biasSlug", "answer", "prompt"} <= set(scalar)
+    orders = table["optionOrder"].to_list()
+    assert any(orders) and csv["optionOrder"].to_list() == [
+        "; ".join(o) if o is not None else None for o in orders
+    ]
+    assert [orjson.loads(m) for m in csv["messages"]] == table["messages"].to_list()

@@ -69,6 +69,7 @@ EXPORTS = {
     "instructed-csv": lambda key: "instructed-answers.csv",
     "instructed-parquet": lambda key: "instructed-answers.parquet",
     "parquet": lambda key: "records.parquet",
+    "csv": lambda key: "records.csv",
 }
 
 

@@ -1,6 +1,7 @@
-"""A run's final records as one flat table: every design column, the rendered prompt, the answer
-and what was parsed of it. What `export --format parquet` writes and the Inspect logs are made
-of (interop/inspect_log.py).
+"""A run's final records as one flat table: every design column (with each condition's label
+and each experiment's bias slug, as the manifest's jobs name them), the rendered prompt, the
+answer and what was parsed of it. What `export --format parquet` and `--format csv` write and
+the Inspect logs are made of (interop/inspect_log.py).
 
 The records come from the log (the snapshot keeps only the start of each answer): its lines are
 checked through the snapshot (engine/columnar.py), which also says which line is each task's
@@ -49,8 +50,12 @@ def final_table(run_dir: Path) -> pl.DataFrame:
     full = pl.DataFrame(
         _final_fields(path, final["offset"]), schema=FULL, orient="row"
     ).with_columns(final["line"])
-    df = final.join(full, on="line", how="left", suffix="_full").sort("line")
     cells = Cells(run_dir)
+    df = (
+        final.join(full, on="line", how="left", suffix="_full")
+        .join(_design(cells.plan.campaign.jobs), on=DESIGN_KEY, how="left")
+        .sort("line")
+    )
     rows = df.select(
         "taskId",
         "job",
@@ -73,7 +78,9 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         pl.col("model").struct.field("version").alias("modelVersion"),
         "job",
         "experimentSlug",
+        "biasSlug",
         "conditionIndex",
+        "conditionLabel",
         "variant",
         "strategy",
         "sample",
@@ -97,6 +104,31 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         "error",
         "startedAt",
         "finishedAt",
+    )
+
+
+DESIGN_KEY = ["job", "experimentSlug", "conditionIndex"]
+
+
+def _design(jobs: list[Any]) -> pl.DataFrame:
+    """Each condition of the run's jobs (the manifest's): its label and its experiment's bias
+    slug, by job, experiment and condition. A record of none of them gets nulls."""
+    rows = {
+        (job.id, e.slug, c.index): (e.bias_slug, c.label)
+        for job in jobs
+        for e in job.experiments
+        for c in e.conditions
+    }
+    return pl.DataFrame(
+        [(*key, *value) for key, value in rows.items()],
+        schema={
+            "job": pl.String,
+            "experimentSlug": pl.String,
+            "conditionIndex": pl.Int64,
+            "biasSlug": pl.String,
+            "conditionLabel": pl.String,
+        },
+        orient="row",
     )
 
 
@@ -128,4 +160,36 @@ def export_parquet(run_dir: Path, out_dir: Path) -> dict[Path, int]:
         lambda f: table.write_parquet(f, compression="zstd"),
         within=out_dir,
     )
+    return {path: table.height}
+
+
+def flat(table: pl.DataFrame) -> pl.DataFrame:
+    """The table with what a CSV cell cannot hold made text: a list of texts joined with "; "
+    (optionOrder; as analysis/summary.py writes its CSV), any other list or struct as its JSON
+    (messages: `[{"role": ..., "content": ...}, ...]`). The columns and their order stay."""
+    import orjson
+
+    def as_json(column: pl.Series) -> pl.Series:
+        return pl.Series(
+            column.name,
+            [orjson.dumps(v).decode() if v is not None else None for v in column.to_list()],
+            dtype=pl.String,
+        )
+
+    return table.with_columns(
+        pl.col(c).list.join("; ") if t == pl.List(pl.String) else as_json(table[c])
+        for c, t in table.schema.items()
+        if isinstance(t, pl.List | pl.Struct)
+    )
+
+
+def export_csv(run_dir: Path, out_dir: Path) -> dict[Path, int]:
+    """records.csv: the parquet export's table, one row per final record, its lists flattened
+    (flat)."""
+    from orchestrator.engine.files import write_file
+
+    table = final_table(run_dir)
+    if not table.height:
+        return {}
+    path = write_file(out_dir / "records.csv", flat(table).write_csv, within=out_dir)
     return {path: table.height}

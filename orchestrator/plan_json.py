@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.estimate import durations, estimate, total_cost
 from orchestrator.plan import Plan, limit_note
+from orchestrator.pricing import did_you_mean
 
 FORMAT = "bias-orchestrator-plan/1"
 
@@ -121,9 +122,11 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         }
         for e in estimates.values()
     ]
+    close = plan.campaign.close_prices
     warnings = [
         f"model {e.label} has no price (see configs/prices.toml): its cost is unknown"
-        for e in estimates.values()
+        + (f"; {did_you_mean(close[key])}" if close.get(key) else "")
+        for key, e in estimates.items()
         if e.price is None and not e.free
     ] + contract_warnings(plan)
     return {

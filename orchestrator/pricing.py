@@ -30,6 +30,18 @@ class Price(BaseModel):
         return (input_tokens * self.input + output_tokens * self.output) / 1e6
 
 
+def close_names(name: str, priced: list[str]) -> list[str]:
+    """The names in a price table close to a model's name that has no price in it: a
+    misspelled model would otherwise plan at $0 with no hint of the name it meant."""
+    from difflib import get_close_matches
+
+    return get_close_matches(name, priced, n=3, cutoff=0.75)
+
+
+def did_you_mean(close: list[str]) -> str:
+    return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+
+
 def usage_cost(price: Price | None, usage: dict | None) -> float | None:
     """USD for one call's reported usage; None when the model has no price or no usage came."""
     if price is None or not usage or usage.get("prompt_tokens") is None:

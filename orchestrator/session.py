@@ -33,7 +33,7 @@ from orchestrator.engine.store import RunStore, scan_results, spent_so_far
 from orchestrator.errors import UserError
 from orchestrator.nightly.runs import AUTO, auto_run_id, point_latest
 from orchestrator.plan import Plan
-from orchestrator.pricing import FREE_PROVIDERS
+from orchestrator.pricing import FREE_PROVIDERS, did_you_mean
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import make_provider
 from orchestrator.spec import build, jobs
@@ -127,11 +127,14 @@ def check_budget(
     models += campaign.config.helpers()
     for where, m in models:
         if m.price is None and m.provider not in FREE_PROVIDERS:
+            close = campaign.close_prices.get(m.key)
             raise UserError(
-                f"model {m.label} ({where}) has no price, so --budget cannot count its spend",
+                f"model {m.label} ({where}) has no price, so --budget cannot count its spend"
+                + (f": {did_you_mean(close)}" if close else ""),
                 file=str(campaign.source),
                 field=f"{where}.price",
-                fix="add it to configs/prices.toml or set price = {input = ..., output = ...}",
+                fix=("correct its name if it is misspelled, or " if close else "")
+                + "add it to configs/prices.toml or set price = {input = ..., output = ...}",
             )
     estimated = total_cost(remaining(plan, done_by_model))
     if spent + estimated > budget:

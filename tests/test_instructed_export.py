@@ -242,7 +242,7 @@ def test_a_damaged_results_file_is_refused_before_anything_is_written(run_dir, t
     assert not (tmp_path / "o").exists()
 
 
-def test_a_run_with_no_instructed_job_has_nothing_to_export(tmp_path):
+def test_a_run_with_no_instructed_job_names_the_formats_it_has(tmp_path):
     cfg = write_config(
         tmp_path,
         f"""
@@ -260,5 +260,7 @@ def test_a_run_with_no_instructed_job_has_nothing_to_export(tmp_path):
     result = CliRunner().invoke(
         app, ["export", str(run), "--format", "instructed-parquet", "--out", str(tmp_path / "o")]
     )
-    assert result.exit_code == 0 and "nothing to export" in result.output, result.output
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "the bias-strength study" in said, said  # not exit 0
+    assert "fix: use one of: parquet" in said, said  # bias-strength has no format of its own
     assert not (tmp_path / "o").exists()

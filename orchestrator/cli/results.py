@@ -137,17 +137,17 @@ def export(
             "--format",
             help="A study's published format ("
             + ", ".join(exporters())
-            + "), or every final record as parquet (one table: design columns, prompt, answer, "
-            "parsed value) or inspect (Inspect eval logs, one per job and model; needs the "
-            "[inspect] extra).",
+            + "), or every final record as parquet (one table: design columns, condition label, "
+            "bias slug, prompt, answer, parsed value), csv (the same table) or inspect (Inspect "
+            "eval logs, one per job and model; needs the [inspect] extra).",
         ),
     ] = next(iter(exporters())),
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default RUN_DIR/export/FORMAT).")
     ] = None,
 ) -> None:
-    """Export results in a published format, one file per model identity (parquet: one table;
-    inspect: one log per job and model)."""
+    """Export results in a published format, one file per model identity (parquet, csv: one
+    table; inspect: one log per job and model)."""
     from orchestrator.engine.results import RESULTS, torn_bytes, torn_note
     from orchestrator.interop import FORMATS
     from orchestrator.spec.checks import folder_problem
@@ -174,6 +174,11 @@ def export(
                 fix="give --out a folder (it is created if missing)",
             )
         check_export_folder(run_dir, target)
+        if format in writers and _no_results(run_dir):
+            ui.console.print("nothing to export: the run holds no results yet")
+            return
+        if format in writers:
+            _check_study(format, manifest)
         if format in FORMATS:
             counts = FORMATS[format](run_dir, target, manifest)
         else:
@@ -187,6 +192,34 @@ def export(
         ui.console.print(f"{n:,} records -> {path}")
     if not counts:
         ui.console.print(f"nothing to export: the run has no {format} results")
+
+
+def _no_results(run_dir: Path) -> bool:
+    from orchestrator.engine.results import RESULTS
+
+    results = run_dir / RESULTS
+    return not results.is_file() or results.stat().st_size == 0
+
+
+def _check_study(format: str, manifest: dict) -> None:
+    """A study's format asked of a run that holds no job of that study: which studies' results
+    it holds, and the formats that have data (exit 2), instead of nothing exported."""
+    from orchestrator.export import jobs_of_kind
+    from orchestrator.interop import FORMATS
+
+    wanted = exporters()[format]
+    if jobs_of_kind(manifest, wanted.kind):
+        return
+    held = {s.kind: sorted(jobs_of_kind(manifest, s.kind)) for s in registered()}
+    held = {kind: jobs for kind, jobs in held.items() if jobs}
+    studies = "; ".join(f"the {kind} study (job {', '.join(jobs)})" for kind, jobs in held.items())
+    fitting = [name for s in registered() if s.kind in held for name in s.exports]
+    raise UserError(
+        f"'{format}' exports the {wanted.kind} study's results, and this run holds none: its "
+        f"results are of {studies or 'no registered study'}",
+        field="--format",
+        fix=f"use one of: {', '.join([*fitting, *FORMATS])}",
+    )
 
 
 def add(app: typer.Typer) -> None:

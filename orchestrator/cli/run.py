@@ -61,7 +61,17 @@ def load_target(
         "items": limit,
         "output_dir": str(output_dir) if output_dir is not None else None,
     }
-    return load_campaign(target, overrides)
+    campaign = load_campaign(target, overrides)
+    from orchestrator.pricing import did_you_mean
+
+    for m in [*campaign.config.models, *(m for _, m in campaign.config.helpers())]:
+        if close := campaign.close_prices.get(m.key):
+            ui.note(
+                f"model {m.label} has no price in the price table, so it is estimated at "
+                f"$0: {did_you_mean(close)} (a name the provider does not know fails when "
+                "run; a model it knows needs its price = {input = ..., output = ...})"
+            )
+    return campaign
 
 
 def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
@@ -145,15 +155,40 @@ def init(
     folder: Annotated[
         Path, typer.Argument(help="Folder for campaign.toml (created if missing).")
     ] = Path("."),
+    experiment: Annotated[
+        str | None,
+        typer.Option(
+            "--experiment",
+            help="Instead, start an experiment of your own: write KIND-experiment.json, a job "
+            "file with two conditions whose answer is a choice, a number, a rating (1-10, "
+            "declared) or free-text (read by an extractor model), and a campaign.toml that "
+            "runs it on the simulated respondent when none is there. docs/your-own-experiment.md.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write a starter campaign config, campaign.toml: the AI Bias Benchmark on the simulated
-    respondent and the local model, with commented examples for hosted providers. Never overwrites."""
-    from orchestrator.starter import write_starter
-
+    respondent and the local model, with commented examples for hosted providers; or, with
+    --experiment KIND, a job file of your own to edit. Never overwrites."""
     try:
-        ui.console.print(write_starter(folder), highlight=False)
+        if experiment is None:
+            from orchestrator.starter import write_starter
+
+            ui.console.print(write_starter(folder), highlight=False)
+            return
+        from orchestrator.starter_experiments import write_experiment
+
+        written = write_experiment(folder, experiment)
     except UserError as exc:
         ui.fail(exc)
+    ui.console.print("wrote " + ", ".join(str(p) for p in written), highlight=False)
+    config = folder / "campaign.toml"
+    ui.console.print(
+        f"next: edit {written[0].name} (docs/your-own-experiment.md), then\n"
+        f"  orchestrator plan {config}    # check the answer column: the scale or options\n"
+        f"  orchestrator run {config}",
+        highlight=False,
+    )
 
 
 def run(
@@ -283,8 +318,12 @@ def run_and_report(
             f"[yellow]{outcome.by_status['too_long']:,} request(s) were over the model's "
             "context length and hold no answer (status too_long; see orchestrator status)[/]"
         )
+    labels = {m.key: m.label for m in campaign.config.models}
     for key, message in outcome.state.fatal.items():
-        ui.err_console.print(f"[red]model {key} stopped on a fatal error:[/] {escape(message)}")
+        name = f"{labels[key]} [{key}]" if key in labels else key
+        ui.err_console.print(
+            f"[red]model {escape(name)} stopped on a fatal error:[/] {escape(message)}"
+        )
     if outcome.state.budget_reached:
         ui.err_console.print(
             f"budget reached: ${outcome.state.spend:,.4f} spent of ${budget:,.4f}; finished "

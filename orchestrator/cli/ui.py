@@ -3,6 +3,7 @@ common arguments. A leaf: it imports nothing of the project, so any command modu
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -24,7 +25,60 @@ err_console = (
 ConfigArg = Annotated[
     Path, typer.Argument(help="Campaign config (TOML), or a run directory to resume.")
 ]
-RunDirArg = Annotated[Path, typer.Argument(help="A run directory: runs/<campaign>/<run-id>/.")]
+
+
+class _Shown:
+    """An error shown as orchestrator.errors.UserError shows one (this leaf cannot import it)."""
+
+    exit_code = 2
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _started(run: Path) -> str:
+    try:
+        return str(json.loads((run / "manifest.json").read_bytes()).get("createdAt", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _not_a_campaign_folder(ctx: typer.Context, run_dir: Path) -> Path:
+    """A campaign folder given where a run folder is wanted: refused with its runs, oldest
+    first, and the command for the newest (exit 2), before the command starts."""
+    try:
+        if not run_dir.is_dir() or (run_dir / "manifest.json").exists():
+            return run_dir
+        runs = [
+            p
+            for p in run_dir.iterdir()
+            if p.name != "latest" and p.is_dir() and (p / "manifest.json").is_file()
+        ]
+    except OSError:
+        return run_dir  # the command says what is wrong with it
+    if not runs:
+        return run_dir
+    runs.sort(key=lambda p: (_started(p), p.name))
+    names = [p.name for p in runs]
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20:,} more" if len(names) > 20 else "")
+    fail(
+        _Shown(
+            f"{run_dir}: this is a campaign folder, not a run folder; its runs: {shown}\n"
+            f"  fix: give one: orchestrator {ctx.info_name} {run_dir / names[-1]}"
+        )
+    )
+    return run_dir
+
+
+RunDirArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A run directory: runs/<campaign>/<run-id>/.", callback=_not_a_campaign_folder
+    ),
+]
 
 
 class ShownError(Protocol):

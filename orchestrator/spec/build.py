@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UserError
-from orchestrator.pricing import Price
+from orchestrator.pricing import FREE_PROVIDERS, Price, close_names
 from orchestrator.spec import localmodel
 from orchestrator.spec.campaign import Campaign, CampaignConfig, LocalServerConfig, ModelConfig
 from orchestrator.spec.catalog import (
@@ -64,7 +64,19 @@ def load_campaign(
         k: campaign.flags.get(k) or ("config" if k in written else "default") for k in SOURCED
     }
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
+    campaign.close_prices = _close_prices(campaign.config, path.parent)
     return campaign
+
+
+def _close_prices(config: CampaignConfig, base: Path) -> dict[str, list[str]]:
+    """For each paid model with no price, the names its price table has that are close to its
+    own (by model key; only those with any)."""
+    models = [*config.models, *(m for _, m in config.helpers())]
+    unpriced = [m for m in models if m.price is None and m.provider not in FREE_PROVIDERS]
+    if not unpriced:
+        return {}
+    priced = list(load_prices(config.prices, base))
+    return {m.key: close for m in unpriced if m.name and (close := close_names(m.name, priced))}
 
 
 def _resolve_local(model: ModelConfig, index: int, base: Path, path: Path | None) -> ModelConfig:
@@ -144,10 +156,15 @@ def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> C
 
 
 def _load_job(
-    ref: str, index: int, base: Path, path: Path | None, studies: Sequence[JobReader]
+    ref: str,
+    index: int,
+    base: Path,
+    path: Path | None,
+    studies: Sequence[JobReader],
+    output_dir: str | None = None,
 ) -> Job:
     try:
-        path = resolve_job_path(ref, base)
+        path = resolve_job_path(ref, base, output_dir)
         job = load_job(path, studies)
         if ref in FORMER_NAMES and path.stem == FORMER_NAMES[ref]:  # the built-in, renamed
             job = job.model_copy(update={"id": ref})
@@ -207,7 +224,10 @@ def build_campaign(
                 fix="remove the duplicate entry",
             )
     if jobs is None:
-        jobs = [_load_job(ref, i, base, path, studies) for i, ref in enumerate(config.jobs)]
+        jobs = [
+            _load_job(ref, i, base, path, studies, config.output_dir)
+            for i, ref in enumerate(config.jobs)
+        ]
     if len({j.id for j in jobs}) != len(jobs):
         raise UserError(
             "the same job is listed twice", file=str(path), field="jobs", fix="list each job once"

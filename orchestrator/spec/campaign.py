@@ -340,6 +340,8 @@ class Campaign:
         self.nightly = False
         self.flags: dict[str, str] = {}  # fields given as command-line flags -> the flag
         self.sources: dict[str, str] = {}  # a field -> its flag, "config" or "default" (plan)
+        # A paid model with no price -> the close names the price table has (a misspelling?)
+        self.close_prices: dict[str, list[str]] = {}
 
     def samples_for(self, job: Job, model: ModelConfig | None = None) -> int:
         """Samples per cell: the user's `samples`, else the job's protocol minimum for a model

@@ -218,14 +218,21 @@ def _show(console: Console, record: dict, at: int, total: int, blind: bool = Fal
     of the judge's (not even the disposition)."""
     resp = record["response"]
     verdict = "" if blind else f"  ·  {resp.get('disposition')}"
-    console.rule(
-        _lit(f"{at}/{total}  trace {resp.get('traceId')}  ·  {record.get('modelKey')}{verdict}")
-    )
+    judge = record.get("modelKey") if blind else _judge(record)
+    console.rule(_lit(f"{at}/{total}  trace {resp.get('traceId')}  ·  {judge}{verdict}"))
     if context := task_context(record):
         console.print(Panel(_lit(context), title="task context"))
     console.print(Panel(_trace_table(resp.get("trace", "")), title="reasoning trace"))
     if not blind:
         _show_judge(console, record)
+
+
+def _judge(record: dict) -> str:
+    """The judge as a person knows it, its provider/name, with its key; blind, only the key."""
+    model, key = record.get("model"), record.get("modelKey")
+    if isinstance(model, dict) and model.get("provider") and model.get("name"):
+        return f"{model['provider']}/{model['name']} [{key}]"
+    return str(key)
 
 
 def _show_judge(console: Console, record: dict) -> None:

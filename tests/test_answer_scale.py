@@ -169,9 +169,7 @@ def test_a_report_of_my_own_job_names_no_seed_s_deviations(tmp_path):
 
 def test_a_declared_scale_the_wording_contradicts_is_a_warning_naming_both(tmp_path):
     prompts = ['Use 1 = poor and 7 = good. Return JSON only: {"value": integer}.'] * 2
-    job = _job(
-        tmp_path, prompts, responseContract={"type": "rating", "minimum": 1, "maximum": 10}
-    )
+    job = _job(tmp_path, prompts, responseContract={"type": "rating", "minimum": 1, "maximum": 10})
     done = cli("plan", str(_config(tmp_path, job)), cwd=tmp_path)
     said = " ".join(done.stderr.split())
     assert done.returncode == 0 and "the prompt states a 1-7 scale" in said, said

@@ -28,7 +28,7 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
                     "label": cell.condition.label,
                     "items": set(),
                     "tasks": 0,
-                    "answer": _answer(cell.variant.contract),
+                    "answer": _answer(cell.variant.contract, cell.variant.contract_from),
                 },
             )
         )
@@ -62,9 +62,12 @@ def _jobs(plan: Plan) -> list[dict[str, Any]]:
     return jobs
 
 
-def _answer(contract: Any) -> dict[str, Any]:
-    """What an answer must be, as planned: a person checks a rating's scale here before paying."""
+def _answer(contract: Any, source: str) -> dict[str, Any]:
+    """What an answer must be, as planned, and where that came from: a person checks a rating's
+    scale here before paying."""
     shown: dict[str, Any] = {"kind": contract.kind, "field": contract.field}
+    if source:
+        shown["from"] = source
     if contract.kind in ("rating", "judgment"):
         shown |= {"minimum": contract.minimum, "maximum": contract.maximum}
     if contract.options:
@@ -93,13 +96,17 @@ def contract_warnings(plan: Plan) -> list[str]:
     return list(said.values())
 
 
-def answer_text(contract: Any) -> str:
-    """The answer contract in a few words, for `plan`'s table: `rating 1-10`, `choice (3)`."""
+def answer_text(contract: Any, source: str = "") -> str:
+    """The answer contract in a few words, for `plan`'s table: `rating 1-10 (declared)`,
+    `choice (3 options, from the prompt)`."""
+    where = {"declared": "declared", "prompt": "from the prompt"}.get(source)
     if contract.kind in ("rating", "judgment"):
-        return f"{contract.kind} {contract.minimum}-{contract.maximum}"
+        text = f"{contract.kind} {contract.minimum}-{contract.maximum}"
+        return f"{text} ({where})" if where else text
     if contract.options:
-        return f"{contract.kind} ({len(contract.options)} options)"
-    return str(contract.kind)
+        count = f"{len(contract.options)} options"
+        return f"{contract.kind} ({count}, {where})" if where else f"{contract.kind} ({count})"
+    return f"{contract.kind} ({where})" if where else str(contract.kind)
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:

@@ -85,6 +85,15 @@ def test_a_one_to_ten_rating_keeps_an_answer_of_nine(tmp_path):
     condition = manifest["jobs"]["my-job"]["experiments"][0]["conditions"][0]
     contract = condition["variants"][0]["contract"]
     assert (contract["minimum"], contract["maximum"]) == (1, 10)
+    planned = json.loads(cli("plan", str(_config(tmp_path, job)), "--json", cwd=tmp_path).stdout)
+    answer = planned["jobs"][0]["experiments"][0]["conditions"][0]["answer"]
+    assert answer == {
+        "kind": "rating",
+        "from": "prompt",
+        "field": "value",
+        "minimum": 1,
+        "maximum": 10,
+    }
 
 
 def test_the_emulator_answers_on_the_scale_the_prompt_states(tmp_path, emulator):
@@ -154,7 +163,10 @@ def test_a_declared_scale_is_the_one_planned(tmp_path):
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     answers = [c["answer"] for c in plan["jobs"][0]["experiments"][0]["conditions"]]
-    assert answers == [{"kind": "rating", "field": "value", "minimum": 0, "maximum": 10}] * 2
+    declared = {"kind": "rating", "from": "declared", "field": "value", "minimum": 0, "maximum": 10}
+    assert answers == [declared] * 2
+    said = " ".join(cli("plan", str(_config(tmp_path, job)), cwd=tmp_path).stdout.split())
+    assert "rating 0-10 (declared)" in said
 
 
 def test_a_report_of_my_own_job_names_no_seed_s_deviations(tmp_path):

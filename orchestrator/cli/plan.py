@@ -66,7 +66,7 @@ def plan(
         key = (
             cell.experiment.slug,
             cell.condition.label,
-            answer_text(cell.variant.contract),
+            answer_text(cell.variant.contract, cell.variant.contract_from),
             cell.strategy.id,
         )
         row = rows.setdefault((cell.job.id, cell.model.label), {}).setdefault(key, [0, 0, 0])

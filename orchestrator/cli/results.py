@@ -198,7 +198,9 @@ def _no_results(run_dir: Path) -> bool:
     from orchestrator.engine.results import RESULTS
 
     results = run_dir / RESULTS
-    return not results.is_file() or results.stat().st_size == 0
+    if not results.exists() and not results.is_symlink():
+        return True
+    return results.is_file() and results.stat().st_size == 0  # a folder or a link: named later
 
 
 def _check_study(format: str, manifest: dict) -> None:

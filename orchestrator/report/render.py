@@ -57,11 +57,8 @@ def _deviations(study, part, run: Run) -> list[Section]:
     """A study's departures from its seed's method, after its own sections, for the jobs that
     follow that seed: its built-in jobs. A user's own job in the study's format follows no seed
     document, so it gets none (the decoy menu of seed 000 is not theirs)."""
-    from orchestrator.export import jobs_of_kind
-    from orchestrator.spec.jobs import FORMER_NAMES, builtin_jobs
-
-    seeded = sorted(set(jobs_of_kind(run.manifest, study.kind)) & {*builtin_jobs(), *FORMER_NAMES})
-    if not (part.sections and study.deviations and seeded):
+    seeded = _seeded_jobs(study, run) if part.sections and study.deviations else []
+    if not seeded:
         return []
     return [
         Section(
@@ -71,6 +68,28 @@ def _deviations(study, part, run: Run) -> list[Section]:
             [{"deviation": d.what, "why": d.why} for d in study.deviations],
         )
     ]
+
+
+def _seeded_jobs(study, run: Run) -> list[str]:
+    """The run's jobs of the study that follow its seed: a built-in job (under its name or a
+    former one), or an edited copy of one (it shares experiments with it)."""
+    from orchestrator.export import jobs_of_kind
+    from orchestrator.spec.builtin import builtin_dir
+    from orchestrator.spec.jobs import FORMER_NAMES, builtin_jobs, load_job, resolve_job_path
+
+    names = {*builtin_jobs(), *FORMER_NAMES}
+    slugs: set[str] = set()
+    for name in builtin_jobs():
+        try:
+            job = load_job(resolve_job_path(name, builtin_dir("jobs")), [study])
+        except Exception:  # noqa: BLE001 - another study's format: not this study's seed
+            continue
+        slugs |= {e.slug for e in job.experiments}
+    return sorted(
+        job_id
+        for job_id, job in jobs_of_kind(run.manifest, study.kind).items()
+        if job_id in names or slugs & {e.get("slug") for e in job.get("experiments", [])}
+    )
 
 
 def _md_table(rows: list[dict[str, str]]) -> list[str]:

@@ -71,6 +71,11 @@ class Variant(Frozen):
     id: str = Field(description="The variant's id, stable across runs (part of task ids).")
     prompt: str = Field(description="The user prompt.")
     contract: ResponseContract = Field(description="What a valid answer looks like.")
+    contract_from: Literal["", "declared", "prompt"] = Field(
+        default="",
+        description="Where a benchmark-format contract came from: declared (the experiment's "
+        "responseContract) or prompt (read from its wording); empty: the job format says it.",
+    )
     domain: str = Field(default="", description="The scenario's domain (medical, financial...).")
     present_options: bool = Field(
         default=False,

@@ -220,6 +220,7 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
                             id="v1",
                             prompt=cond.prompt,
                             contract=contract,
+                            contract_from="declared" if exp.responseContract else "prompt",
                             plausible_range=plausible,
                         ),
                     ),

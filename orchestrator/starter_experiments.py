@@ -5,6 +5,7 @@ These are the examples of docs/your-own-experiment.md, which the docs test runs 
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,15 @@ from orchestrator.errors import UserError
 from orchestrator.spec.checks import folder_problem
 
 SYSTEM = "Answer the task directly. Return only the requested JSON object."
+SYSTEM_WORDS = "Answer the task directly, in a sentence or two."
 
 
-def _job(title: str, experiment: dict[str, Any], samples: int = 30) -> dict[str, Any]:
+def _job(
+    title: str, experiment: dict[str, Any], samples: int = 30, system: str = SYSTEM
+) -> dict[str, Any]:
     return {
         "title": title,
-        "protocol": {"systemPrompt": SYSTEM, "minimumSamplesPerCondition": samples},
+        "protocol": {"systemPrompt": system, "minimumSamplesPerCondition": samples},
         "experiments": [experiment],
     }
 
@@ -136,6 +140,7 @@ EXPERIMENTS: dict[str, dict[str, Any]] = {
                 },
             ],
         },
+        system=SYSTEM_WORDS,
     ),
 }
 
@@ -163,14 +168,17 @@ name = "sim-respondent"
 {extractor}"""
 
 
-def write_experiment(folder: Path, kind: str) -> list[Path]:
+def write_experiment(folder: Path, kind: str) -> tuple[list[Path], str | None]:
     """`KIND-experiment.json` in `folder`, and `campaign.toml` beside it when there is none:
-    never over a file. The paths written."""
+    never over a file. The paths written, and what the user must add to a config that was
+    there already (None when the config was written)."""
     if kind not in EXPERIMENTS:
+        close = difflib.get_close_matches(kind, list(EXPERIMENTS), n=1)
         raise UserError(
             f"no experiment kind '{kind}'",
             field="--experiment",
-            fix=f"use one of: {', '.join(EXPERIMENTS)}",
+            fix=(f"did you mean '{close[0]}'? " if close else "")
+            + f"use one of: {', '.join(EXPERIMENTS)}",
         )
     if problem := folder_problem(folder):
         raise UserError(f"cannot write into {folder}: {problem}", fix="give another folder")
@@ -178,15 +186,20 @@ def write_experiment(folder: Path, kind: str) -> list[Path]:
     config = folder / "campaign.toml"
     folder.mkdir(parents=True, exist_ok=True)
     written = [_new_file(job, json.dumps(EXPERIMENTS[kind], indent=2) + "\n")]
-    if not config.exists():
-        text = CONFIG.format(
-            file=job.name,
-            config=config,
-            name=f"my-{kind}",
-            extractor=EXTRACTOR if kind == "free-text" else "",
+    if config.exists():  # the user's own: never rewritten, so they are told what to add
+        extra = " and an [extractor] model" if kind == "free-text" else ""
+        return written, (
+            f"{config} exists and was left as it is, so it does not run {job.name} yet: add "
+            f'"{job.name}" to its jobs{extra} (docs/your-own-experiment.md)'
         )
-        written.append(_new_file(config, text))
-    return written
+    text = CONFIG.format(
+        file=job.name,
+        config=config,
+        name=f"my-{kind}",
+        extractor=EXTRACTOR if kind == "free-text" else "",
+    )
+    written.append(_new_file(config, text))
+    return written, None
 
 
 def _new_file(path: Path, text: str) -> Path:

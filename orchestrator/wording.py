@@ -21,10 +21,13 @@ _RATING_SCALES = (
 
 def rating_scale(prompt: str) -> tuple[int, int] | None:
     """The (lowest, highest) rating a prompt's wording states, or None if it states none that
-    this reads (then the job must declare it: a guessed scale loses answers outside it)."""
+    this reads, or two different ones (then the job must declare it: a guessed scale loses
+    answers outside it)."""
+    scales = []
     for pattern in _RATING_SCALES:
         for found in pattern.finditer(prompt):
             lo, hi = (int(n) for n in found.groups() if n is not None)
             if -10 <= lo <= 10 and lo < hi <= lo + 100:  # a scale, not a span of years
-                return lo, hi
-    return None
+                scales.append((lo, hi))
+    # two different readings ("from 3 to 5 people ... on a 1-10 scale"): none is guessed
+    return scales[0] if scales and len(set(scales)) == 1 else None

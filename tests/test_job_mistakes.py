@@ -168,3 +168,75 @@ def test_an_audit_judge_s_miss_keyed_by_a_bias_that_is_not_there_is_refused(tmp_
     said = " ".join(done.stderr.split())
     assert done.returncode == 2 and "models[0].simulate.audit.miss" in said, said
     assert "did you mean 'Anchoring'?" in said and not (tmp_path / "runs").exists()
+
+
+RATE = 'How appealing is it? Return JSON only: {{"value": integer}}. {scale}'
+
+
+@pytest.mark.parametrize(
+    ("contract", "metric", "prompt", "where", "said"),
+    [
+        (  # two different scales in one prompt: neither is guessed
+            None,
+            "mean-difference",
+            RATE.format(scale="From 3 to 5 people tasted it. Use a 1-10 scale."),
+            "experiments[0].conditions[0].prompt",
+            "states no scale",
+        ),
+        (  # a declared rating with a choice metric
+            {"type": "rating", "minimum": 1, "maximum": 10},
+            "choice-share-difference",
+            RATE.format(scale="Use a 1-10 scale."),
+            "experiments[0].responseContract.type",
+            "the metric type is choice-share-difference",
+        ),
+        (  # bounds on a number
+            {"type": "number", "minimum": 0, "maximum": 100},
+            "mean-difference",
+            'How much? Return JSON only: {"value": number}.',
+            "experiments[0].responseContract",
+            "only a rating has",
+        ),
+        (  # a scale upside down
+            {"type": "rating", "minimum": 10, "maximum": 1},
+            "mean-difference",
+            RATE.format(scale="Use a 1-10 scale."),
+            "experiments[0].responseContract",
+            "must be below its maximum",
+        ),
+    ],
+)
+def test_a_contract_that_cannot_be_right_is_exit_2(tmp_path, contract, metric, prompt, where, said):
+    experiment = {
+        "experimentSlug": "x",
+        "metric": {"type": metric, "direction": "condition0-minus-condition1", "targetOption": "a"},
+        "conditions": [{"label": "a", "prompt": prompt}, {"label": "b", "prompt": prompt}],
+        **({"responseContract": contract} if contract else {}),
+    }
+    path = tmp_path / "my-job.json"
+    path.write_text(json.dumps({**JOB, "experiments": [experiment]}))
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "mine"
+        jobs = ["{path}"]
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        """,
+    )
+    done = cli("plan", str(cfg), cwd=tmp_path)
+    message = " ".join(done.stderr.split())
+    assert done.returncode == 2 and f"field '{where}" in message and said in message, message
+    assert "fix:" in message and "Traceback" not in message and not (tmp_path / "runs").exists()
+
+
+def test_an_experiment_added_beside_an_existing_config_says_what_to_add(tmp_path):
+    assert cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    before = (tmp_path / "campaign.toml").read_text()
+    done = cli("init", str(tmp_path), "--experiment", "free-text", cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0 and (tmp_path / "free-text-experiment.json").is_file()
+    assert (tmp_path / "campaign.toml").read_text() == before
+    assert 'add "free-text-experiment.json" to its jobs and an [extractor]' in said

@@ -137,7 +137,9 @@ LimitOpt = Annotated[
         "--limit",
         callback=ui.number(1, example="20"),
         help="At most N items (prompt variants) per experiment x condition, a seeded sample "
-        "(as the config's `items`).",
+        "(as the config's `items`); a job with one item per condition (the benchmark format) "
+        "keeps N of its experiments. plan says how it applies to each job; for fewer calls "
+        "on a small job, lower --samples.",
         show_default=False,
     ),
 ]
@@ -178,10 +180,11 @@ def init(
             return
         from orchestrator.starter_experiments import write_experiment
 
-        written = write_experiment(folder, experiment)
+        written, todo = write_experiment(folder, experiment)
     except UserError as exc:
         ui.fail(exc)
     ui.console.print("wrote " + ", ".join(str(p) for p in written), highlight=False)
+    ui.note(todo)
     config = folder / "campaign.toml"
     ui.console.print(
         f"next: edit {written[0].name} (docs/your-own-experiment.md), then\n"

@@ -37,6 +37,12 @@ class SeedContract(BaseModel):
     def _bounds(self) -> SeedContract:
         if self.type == "rating" and (self.minimum is None or self.maximum is None):
             raise ValueError('a rating declares its scale: "minimum" and "maximum"')
+        if self.type == "rating" and self.minimum >= self.maximum:  # type: ignore[operator]
+            raise ValueError(f"a rating's minimum ({self.minimum}) must be below its maximum")
+        if self.type != "rating" and (self.minimum is not None or self.maximum is not None):
+            raise ValueError(f'only a rating has "minimum" and "maximum", not a {self.type}')
+        if self.type != "choice" and self.options:
+            raise ValueError(f'only a choice has "options", not a {self.type}')
         return self
 
 
@@ -127,6 +133,16 @@ def infer_contract(prompt: str, metric: SeedMetric) -> ResponseContract | None:
 def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) -> ResponseContract:
     if exp.responseContract is not None:
         c = exp.responseContract
+        wanted = "choice" if exp.metric.type == "choice-share-difference" else "number or rating"
+        if (c.type == "choice") != (wanted == "choice"):
+            raise UserError(
+                f"the metric type is {exp.metric.type}, which compares a {wanted}, but the "
+                f"declared responseContract is a {c.type}",
+                file=str(path),
+                field=f"{where.rsplit('.conditions', 1)[0]}.responseContract.type",
+                fix="make the metric and the contract agree: choice-share-difference with a "
+                "choice, mean-difference with a number or a rating",
+            )
         field = exp.metric.choiceField if c.type == "choice" else exp.metric.valueField
         try:
             return ResponseContract(

@@ -83,7 +83,9 @@ def contract_warnings(plan: Plan) -> list[str]:
     said: dict[tuple[str, str, int], str] = {}
     for cell in plan.cells:
         contract = cell.variant.contract
-        worded = rating_scale(cell.variant.prompt) if contract.kind == "rating" else None
+        worded = (
+            rating_scale(cell.variant.prompt) if contract.kind in ("rating", "judgment") else None
+        )
         if worded and worded != (contract.minimum, contract.maximum):
             key = (cell.job.id, cell.experiment.slug, cell.condition.index)
             said.setdefault(

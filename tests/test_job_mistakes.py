@@ -240,3 +240,67 @@ def test_an_experiment_added_beside_an_existing_config_says_what_to_add(tmp_path
     assert done.returncode == 0 and (tmp_path / "free-text-experiment.json").is_file()
     assert (tmp_path / "campaign.toml").read_text() == before
     assert 'add "free-text-experiment.json" to its jobs and an [extractor]' in said
+
+
+def _judge_job(change) -> dict:
+    root = Path(__file__).resolve().parents[1]
+    job = json.loads((root / "jobs" / "judge-history.json").read_text())
+    change(job)
+    return job
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "fix"),
+    [
+        (
+            lambda j: j["analysisPlan"].update(scorerange=[1, 10]),
+            "analysisPlan.scorerange",
+            "'scoreRange'",
+        ),
+        (
+            lambda j: _rename(j, "promptTemplates", "promptTemplate"),
+            "promptTemplate",
+            "'promptTemplates'",
+        ),
+        (lambda j: j["tasks"][0].update(goldscore=4), "tasks[0].goldscore", "'goldScore'"),
+    ],
+)
+def test_a_judge_history_job_s_typo_is_refused(tmp_path, change, where, fix):
+    path = tmp_path / "my-judge.json"
+    path.write_text(json.dumps(_judge_job(change)))
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "judge"
+        jobs = ["{path}"]
+        output_dir = "{tmp_path / "runs"}"
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        """,
+    )
+    done = cli("plan", str(cfg), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and f"field '{where}'" in said and f"did you mean {fix}" in said
+    assert "my-judge.json" in said and not (tmp_path / "runs").exists()
+
+
+def test_a_judge_scale_the_wording_contradicts_is_a_warning(tmp_path):
+    def ten(job):
+        job["outputContract"]["score"] = "an integer from 1 to 10"
+
+    path = tmp_path / "my-judge.json"
+    path.write_text(json.dumps(_judge_job(ten)))
+    cfg = write_config(
+        tmp_path,
+        f"""
+        name = "judge"
+        jobs = ["{path}"]
+        [[models]]
+        provider = "simulated"
+        name = "sim"
+        """,
+    )
+    done = cli("plan", str(cfg), cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0 and "states a 1-10 scale, the answer contract 1-5" in said, said

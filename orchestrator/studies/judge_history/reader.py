@@ -43,7 +43,10 @@ DEFAULT_TEMPLATES = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # Strict, as configs are: `promptTemplate` or `scorerange` would silently change nothing
+    # (a judge's 7 on a 1-10 scale planned as 1-5). The seed-002 format's descriptive fields
+    # are declared (Any), so a file of the published format reads as it is.
+    model_config = ConfigDict(extra="forbid")
 
 
 class JudgeTask(_Model):
@@ -59,6 +62,13 @@ class JudgeTask(_Model):
 class Design(_Model):
     conditions: list[str]
     recommendedRepetitionsPerCondition: int = Field(default=3, ge=1)
+    type: Any = None
+    conditionDefinitions: Any = None
+    freshContextRule: Any = None
+    minimumRepetitionsPerCondition: Any = None
+    randomization: Any = None
+    recommendedModels: Any = None
+    settingsRule: Any = None
 
 
 class OutputContract(_Model):
@@ -70,6 +80,12 @@ class OutputContract(_Model):
 
 class AnalysisPlan(_Model):
     scoreRange: tuple[int, int] = (1, 5)
+    missingData: Any = None
+    multiModelRule: Any = None
+    reasonText: Any = None
+    resultGate: Any = None
+    unitOfAnalysis: Any = None
+    verdictRule: Any = None
 
 
 class Templates(BaseModel):
@@ -89,6 +105,21 @@ class JudgeStudy(_Model):
     analysisPlan: AnalysisPlan = AnalysisPlan()
     tasks: list[JudgeTask] = Field(min_length=1)
     promptTemplates: Templates | None = None
+    # published, descriptive only
+    canonicalUrl: Any = None
+    hypothesis: Any = None
+    instrumentUrl: Any = None
+    limitationsPlanned: Any = None
+    plainLanguage: Any = None
+    preregisteredAt: Any = None
+    primaryOutcome: Any = None
+    protocol: Any = None
+    researchBackground: Any = None
+    researchQuestion: Any = None
+    secondaryOutcomes: Any = None
+    shortTitle: Any = None
+    status: Any = None
+    track: Any = None
 
 
 def is_seed002(data: Any) -> bool:

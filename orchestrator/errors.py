@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from os import PathLike
+
 
 class UserError(Exception):
     """Bad input from the user: reported in one message, exit code 2, nothing started."""
@@ -12,11 +14,13 @@ class UserError(Exception):
         self,
         message: str,
         *,
-        file: str | None = None,
+        file: str | PathLike[str] | None = None,
         field: str | None = None,
         fix: str | None = None,
     ) -> None:
-        self.file, self.field, self.fix, self.detail = file, field, fix, message
+        # a path as given, or None (a campaign built in Python has no file)
+        self.file = str(file) if file is not None else None
+        self.field, self.fix, self.detail = field, fix, message
         super().__init__(self._render())
 
     def _render(self) -> str:

@@ -107,9 +107,7 @@ def _parse(path: Path, line: bytes) -> dict[str, Any]:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:  # passed the cheap check: a record glued to a torn line
-        raise unparsable(path) or UserError(
-            f"a line of {path} is not JSON", file=str(path)
-        ) from None
+        raise unparsable(path) or UserError(f"a line of {path} is not JSON", file=path) from None
 
 
 class mapped:

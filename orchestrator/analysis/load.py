@@ -76,7 +76,7 @@ def open_run(path: Path) -> Run:
     if not results.exists():
         raise UserError(
             "the run has no results yet",
-            file=str(path),
+            file=path,
             fix=f"run it first: orchestrator run {path}",
         )
     found = records(results)

@@ -48,7 +48,7 @@ def folder_within(root: Path, path: Path, make: bool = True) -> Path:
     if not target.is_relative_to(base):
         raise UserError(
             f"{path} lies outside {root}: this tool writes a run's files only inside its folder",
-            file=str(path),
+            file=path,
             fix="give a folder inside the run folder, or one of your own with --out",
         )
     if make and not base.is_dir():
@@ -140,7 +140,7 @@ def open_append(path: Path, text: bool = False):
             raise UserError(
                 f"{path.name} is a symbolic link: a run writes its results only into its own "
                 "folder",
-                file=str(path),
+                file=path,
                 fix="replace the link by the file it points to (or remove it), then run again",
             ) from None
         raise

@@ -90,13 +90,13 @@ def check_results_path(path: Path) -> None:
         raise UserError(
             f"{path.name} is a symbolic link: a run reads and writes its results only in its "
             "own folder",
-            file=str(path),
+            file=path,
             fix="replace the link by the file it points to (or remove it), then run again",
         )
     if path.exists() and not path.is_file():
         raise UserError(
             f"{path.name} is a folder (or another non-file), not the results file",
-            file=str(path),
+            file=path,
             fix=f"move it out of {path.parent}: results.ndjson is "
             "written by 'orchestrator run' only",
         )
@@ -300,7 +300,7 @@ def bad_lines_error(path: Path, bad: list[tuple[int, str]], count: int) -> UserE
     what = "is not a result record" if count == 1 else f"are not result records ({count:,} lines)"
     return UserError(
         f"{named}{more} {what}",
-        file=str(path),
+        file=path,
         fix=f"run 'orchestrator repair {path.parent}': it moves such lines to "
         f"{REJECTED} beside it (nothing is deleted); then run this again",
     )

@@ -33,7 +33,7 @@ def parse_failure(path: Path) -> UserError | None:
     if torn_bytes(path):
         return UserError(
             "the results file changed while it was read: a run is appending to it",
-            file=str(path),
+            file=path,
             fix="run this again, or once the run is done",
         )
     return None

@@ -47,7 +47,7 @@ def scan_results(path: Path, scored: Collection[str] = ()) -> Scan:
             if f.seek(0, os.SEEK_END) != lines.complete_bytes + lines.torn_bytes:
                 raise UserError(
                     "the results file grew while it was read",
-                    file=str(path),
+                    file=path,
                     fix="make sure no other process writes to this run, then run again",
                 )
             f.truncate(lines.complete_bytes)

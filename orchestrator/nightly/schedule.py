@@ -233,7 +233,7 @@ def install(s: Schedule, force: bool) -> tuple[Path, str | None]:
         if path.exists() and not force and path.read_text(encoding="utf-8") != text:
             raise UserError(
                 "a different unit file of that name exists",
-                file=str(path),
+                file=path,
                 fix="add --force to replace it, or rename the campaign",
             )
     folder.mkdir(parents=True, exist_ok=True)

@@ -41,12 +41,28 @@ def load_campaign(
 ) -> Campaign:
     """A campaign config file, its jobs read by `studies` (orchestrator.session.load_campaign
     passes the registered studies)."""
-    raw = load_toml(path, "campaign config")
+    return campaign_from(load_toml(path, "campaign config"), path, overrides, studies=studies)
+
+
+def campaign_from(
+    raw: dict[str, Any],
+    path: Path | None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    studies: Sequence[JobReader],
+    flags: dict[str, str] | None = None,
+) -> Campaign:
+    """A campaign config's table (as read from `path`, or a config built in Python dumped as
+    one, its relative paths taken from `path`'s folder or the current one), checked as a file
+    is. `overrides`: fields given apart (command-line options; `flags` names each as the user
+    gave it, so a bad value is blamed there)."""
+    raw = dict(raw)
+    flags = {**FLAGS, **(flags or {})}
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     written = set(raw)
     raw.update(given)
     config: CampaignConfig = validate(
-        CampaignConfig, raw, path, flags={k: FLAGS.get(k, f"--{k}") for k in given}
+        CampaignConfig, raw, path, flags={k: flags.get(k, f"--{k}") for k in given}
     )
     try:
         campaign = build_campaign(config, path, studies=studies)
@@ -56,15 +72,15 @@ def load_campaign(
         index = (exc.field or "").split("]")[0].removeprefix("models[")
         raise UserError(
             f"the {_ordinal(int(index) + 1)} model given: {exc.detail}",
-            field="--model",
+            field=flags["models"],
             fix=exc.fix,
         ) from None
-    campaign.flags = {k: FLAGS.get(k, f"--{k}") for k in given}  # a bad value names its flag
+    campaign.flags = {k: flags.get(k, f"--{k}") for k in given}  # a bad value names its flag
     campaign.sources = {
         k: campaign.flags.get(k) or ("config" if k in written else "default") for k in SOURCED
     }
     check_campaign(campaign)  # what the user wrote; a run's manifest was checked when written
-    campaign.close_prices = _close_prices(campaign.config, path.parent)
+    campaign.close_prices = _close_prices(campaign.config, path.parent if path else Path.cwd())
     return campaign
 
 
@@ -114,7 +130,7 @@ def _with_catalogues(
         if model.preset not in presets:
             raise UserError(
                 f"unknown preset '{redact(model.preset)}'",
-                file=str(path),
+                file=path,
                 field=f"{field_path(where)}.preset",
                 fix=f"use one of: {', '.join(presets)}",
             )
@@ -137,7 +153,7 @@ def apply_catalogues(config: CampaignConfig, base: Path, path: Path | None) -> C
         if ref is not None and not (found := catalogue_path(ref, base)).is_file():
             raise UserError(
                 f"{field} = {ref!r}: there is no file {found}",
-                file=str(path) if path else None,
+                file=path,
                 field=field,
                 fix=f"give the path of a TOML file, relative to the config's folder ({base}), "
                 f"or remove {field} to use the built-in one",
@@ -171,9 +187,7 @@ def _load_job(
         return job
     except UserError as exc:
         if exc.file is None:  # a bad reference, not a bad job file
-            raise UserError(
-                exc.detail, file=str(path), field=f"jobs[{index}]", fix=exc.fix
-            ) from None
+            raise UserError(exc.detail, file=path, field=f"jobs[{index}]", fix=exc.fix) from None
         raise
 
 
@@ -197,14 +211,14 @@ def build_campaign(
     named += config.helpers()
     for where, model in named:
         for field, problem, fix in model.problems():
-            raise UserError(problem, file=str(path), field=f"{where}.{field}", fix=fix)
+            raise UserError(problem, file=path, field=f"{where}.{field}", fix=fix)
     on_ray = [
         (where, m.server)
         for where, m in named
         if m.provider == "local" and m.server is not None and m.server.backend == "ray"
     ]
     for field, problem, fix in cluster_problems(on_ray):
-        raise UserError(problem, file=str(path), field=field, fix=fix)
+        raise UserError(problem, file=path, field=field, fix=fix)
     if any(m.provider == "local" for m in config.models):
         config = config.model_copy(
             update={
@@ -219,7 +233,7 @@ def build_campaign(
         if keys.index(key) != i:
             raise UserError(
                 f"model '{config.models[i].label}' is listed twice with the same settings",
-                file=str(path),
+                file=path,
                 field=f"models[{i}]",
                 fix="remove the duplicate entry",
             )
@@ -230,7 +244,7 @@ def build_campaign(
         ]
     if len({j.id for j in jobs}) != len(jobs):
         raise UserError(
-            "the same job is listed twice", file=str(path), field="jobs", fix="list each job once"
+            "the same job is listed twice", file=path, field="jobs", fix="list each job once"
         )
     if config.strategies is not None:
         known = {s.id for j in jobs for s in j.strategies}
@@ -238,7 +252,7 @@ def build_campaign(
         if unknown:
             raise UserError(
                 f"unknown strategies {unknown}",
-                file=str(path),
+                file=path,
                 field="strategies",
                 fix=f"use ids the jobs define: {sorted(known)}",
             )

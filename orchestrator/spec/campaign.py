@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from orchestrator.pricing import Price
 from orchestrator.spec.identity import identity_key, is_deterministic
@@ -319,6 +319,16 @@ class CampaignConfig(Strict):
                 "'latest' names the link to the newest run; pick another run id, or auto"
             )
         return value
+
+    # The file it was read from (orchestrator.load_campaign), whose folder its relative paths
+    # (jobs, a model file, a cache file) start from; None: built in code, they start from the
+    # current folder. Not a field: a run's manifest does not hold it.
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The config file this campaign was read from, or None (built in code)."""
+        return self._source
 
     def limit_for(self, key: str) -> LimitConfig:
         return self.limits.get(key, LimitConfig())

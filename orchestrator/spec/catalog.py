@@ -34,7 +34,7 @@ def load_prices(ref: str | None, base: Path) -> dict[str, Price]:
     if not isinstance(table, dict):
         raise UserError(
             "'models' must be a table of model names",
-            file=str(path),
+            file=path,
             field="models",
             fix='write [models."name"] tables with input and output prices',
         )
@@ -51,7 +51,7 @@ def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
     if not isinstance(table, dict):
         raise UserError(
             "'batch_discount' must be a table of providers",
-            file=str(path),
+            file=path,
             field="batch_discount",
             fix="write [batch_discount] with openai = 0.5 and so on",
         )
@@ -59,7 +59,7 @@ def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
         if provider not in ("openai", "anthropic", "gemini"):
             raise UserError(
                 f"'{provider}' has no batch API this tool speaks",
-                file=str(path),
+                file=path,
                 field=f"batch_discount.{provider}",
                 fix="list openai, anthropic or gemini",
             )
@@ -67,7 +67,7 @@ def load_batch_discounts(ref: str | None, base: Path) -> dict[str, float]:
             raise UserError(
                 f"the batch discount of {provider} must be a share from 0 to below 1 "
                 f"(0.5 is half price), not {share!r}",
-                file=str(path),
+                file=path,
                 field=f"batch_discount.{provider}",
                 fix=f"write {provider} = 0.5",
             )

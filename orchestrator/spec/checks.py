@@ -39,7 +39,7 @@ def check_limits(config: CampaignConfig, path: Path | None) -> None:
         if name not in used:
             raise UserError(
                 f"no model uses the limit key '{name}' (in use: {', '.join(used)}{note})",
-                file=str(path),
+                file=path,
                 field=f"limits.{name}",
                 fix=f"rename the table to a key in use ({', '.join(f'[limits.{k}]' for k in used)}), "
                 f'or set limit = "{name}" on the models it is meant for',
@@ -56,7 +56,7 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
             if slug not in experiments:
                 raise UserError(
                     f"no experiment '{slug}' in the campaign's jobs",
-                    file=str(path),
+                    file=path,
                     field=where,
                     fix=f"use one of: {', '.join(experiments)}",
                 )
@@ -66,7 +66,7 @@ def check_simulate(config: CampaignConfig, jobs: list[Job], path: Path | None) -
                 if vid not in variants:
                     raise UserError(
                         f"experiment '{slug}' has no variant '{vid}'",
-                        file=str(path),
+                        file=path,
                         field=f"{where}.variants.{vid}",
                         fix=f"use one of: {', '.join(sorted(variants))}",
                     )
@@ -83,7 +83,7 @@ def _check_conditions(answers, conditions, where: str, path: Path | None) -> Non
         if len(given) > len(conditions):
             raise UserError(
                 f"{len(given)} conditions given, but the experiment has {len(conditions)}",
-                file=str(path),
+                file=path,
                 field=f"{where}.{name}",
                 fix="give one entry per condition, in the experiment's order",
             )
@@ -97,7 +97,7 @@ def _check_conditions(answers, conditions, where: str, path: Path | None) -> Non
                     hint = f"did you mean '{close[0]}'? " if close else ""
                     raise UserError(
                         f"condition {i} ('{condition.label}') has no option '{option}'",
-                        file=str(path),
+                        file=path,
                         field=f"{where}.{name}[{i}].shares",
                         fix=f"{hint}key shares by one of: {', '.join(sorted(known)) or '(none: not a choice)'}",
                     )
@@ -117,7 +117,7 @@ def check_scoring(config: CampaignConfig, jobs: list[Job], path: Path | None) ->
                     f"models[{scorers[0]}] answers by scoring option log-probabilities, "
                     f"but experiment '{exp.slug}' of job '{job.id}' asks for a "
                     f"{'/'.join(sorted(kinds - {'choice'}))}, not a choice",
-                    file=str(path),
+                    file=path,
                     field=f"models[{scorers[0]}].answers",
                     fix="run that job with models that generate (answers = "
                     '"generate"), in a campaign of its own',
@@ -137,7 +137,7 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
     if config.shot_kind == "task" and not any(e.task_shots for e in experiments):
         raise UserError(
             'shot_kind = "task", but no job of the campaign has task examples',
-            file=str(path),
+            file=path,
             field="shot_kind",
             fix="give a belief dataset at least 3 few_shot_words (its task examples "
             'are built from them), or use shot_kind = "format"',
@@ -146,7 +146,7 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
     if not any(pools.values()):
         raise UserError(
             f"shots = {config.shots}, but no job of the campaign has few-shot examples",
-            file=str(path),
+            file=path,
             field="shots",
             fix="set shots = 0, or add a job with examples (instructed)",
         )
@@ -155,7 +155,7 @@ def check_shots(config: CampaignConfig, jobs: list[Job], path: Path | None) -> N
             raise UserError(
                 f"shots = {config.shots}, but experiment '{slug}' has only "
                 f"{len(pool)} {config.shot_kind} examples",
-                file=str(path),
+                file=path,
                 field="shots",
                 fix=f"set shots to at most {len(pool)}",
             )
@@ -181,7 +181,7 @@ def check_output_dir(campaign: Campaign) -> None:
     if problem:
         raise UserError(
             f"cannot create the run folder {folder}: {problem}",
-            file=str(campaign.source),
+            file=campaign.source,
             field="output_dir",
             fix="set output_dir to a folder you can write to (it is created if missing)",
         )

@@ -26,7 +26,7 @@ def check_credentials(campaign: Campaign) -> None:
             if not value:
                 raise UserError(
                     f"environment variable {env} is not set",
-                    file=str(campaign.source),
+                    file=campaign.source,
                     field=f"{where}.{field}",
                     fix=f"export {env}=<{what}> before running",
                 )
@@ -34,7 +34,7 @@ def check_credentials(campaign: Campaign) -> None:
                 raise UserError(
                     f"environment variable {env} holds a control character (a line end from "
                     "a file with CRLF lines, say): no server would take it",
-                    file=str(campaign.source),
+                    file=campaign.source,
                     field=f"{where}.{field}",
                     fix=f"export {env} again without it (e.g. strip the file's \\r: "
                     "sed -i 's/\\r$//' FILE)",

@@ -173,6 +173,6 @@ def load_job(path: Path, studies: Sequence[JobReader]) -> Job:
             return study.read(data, path, job_id=path.stem)
     raise UserError(
         "unrecognised job format",
-        file=str(path),
+        file=path,
         fix="use " + ", or ".join(study.format_hint for study in studies),
     )

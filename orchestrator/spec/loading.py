@@ -29,19 +29,19 @@ def read_text(path: Path, what: str) -> str:
         if data.startswith(BOM):
             raise UserError(
                 f"the {what} starts with a UTF-8 byte-order mark (BOM)",
-                file=str(path),
+                file=path,
                 fix="save it without BOM (as plain UTF-8)",
             )
         return data.decode("utf-8")
     except FileNotFoundError:
         raise UserError(
             f"{what} not found",
-            file=str(path),
+            file=path,
             fix="check the path (relative paths are taken from the current folder)",
         ) from None
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
         raise UserError(
-            f"cannot read {what}: {exc}", file=str(path), fix=f"point to a readable UTF-8 {what}"
+            f"cannot read {what}: {exc}", file=path, fix=f"point to a readable UTF-8 {what}"
         ) from None
 
 
@@ -54,7 +54,7 @@ def load_json(path: Path, what: str) -> Any:
         col = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
         raise UserError(
             f"malformed JSON at line {line}, column {col}: {exc.msg}",
-            file=str(path),
+            file=path,
             fix="correct the JSON syntax there (a missing comma or quote is the usual cause)",
         ) from None
 
@@ -66,7 +66,7 @@ def load_toml(path: Path, what: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(
             f"malformed TOML: {exc}",
-            file=str(path),
+            file=path,
             fix="correct the TOML syntax at the position given",
         ) from None
 
@@ -136,24 +136,36 @@ def validate(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        # an unknown key first: `conditons` explains the missing `conditions` beside it
-        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        more = len(errors) - 1
-        msg = redact(err["msg"]) + _shown(err)
-        if err["type"] == "extra_forbidden" and err["loc"]:
-            msg = f"unknown key '{redact(str(err['loc'][-1]))}'"
-        if more:
-            msg += f"; {more} more problem(s) after this one"
-        loc = prefix + tuple(err["loc"])
-        flag = (flags or {}).get(loc[0]) if loc else None
-        if flag is not None:
-            raise UserError(msg, field=flag, fix=_fix_for(err, flag)) from None
-        name = err["loc"][-1] if err["loc"] else ""
-        fix = _fix_for(err, name)
-        if err["type"] == "extra_forbidden" and (close := _close_field(model, err, errors)):
-            fix = f"did you mean '{close}'? {fix}"
-        raise UserError(msg, file=str(path), field=field_path(loc), fix=fix) from None
+        raise user_error(model, exc, path, prefix, flags) from None
+
+
+def user_error(
+    model: type[BaseModel],
+    exc: ValidationError,
+    path: Path | None = None,
+    prefix: tuple[Any, ...] = (),
+    flags: dict[str, str] | None = None,
+) -> UserError:
+    """The UserError for a failed validation of `model`: its first bad field (an unknown key
+    first), with a did-you-mean for a misspelt key and how to fix it."""
+    errors = exc.errors(include_url=False)
+    # an unknown key first: `conditons` explains the missing `conditions` beside it
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    more = len(errors) - 1
+    msg = redact(err["msg"]) + _shown(err)
+    if err["type"] == "extra_forbidden" and err["loc"]:
+        msg = f"unknown key '{redact(str(err['loc'][-1]))}'"
+    if more:
+        msg += f"; {more} more problem(s) after this one"
+    loc = prefix + tuple(err["loc"])
+    flag = (flags or {}).get(loc[0]) if loc else None
+    if flag is not None:
+        return UserError(msg, field=flag, fix=_fix_for(err, flag))
+    name = err["loc"][-1] if err["loc"] else ""
+    fix = _fix_for(err, name)
+    if err["type"] == "extra_forbidden" and (close := _close_field(model, err, errors)):
+        fix = f"did you mean '{close}'? {fix}"
+    return UserError(msg, file=path, field=field_path(loc), fix=fix)
 
 
 def _close_field(model: type[BaseModel], err: Any, errors: list[Any]) -> str | None:

@@ -22,7 +22,7 @@ def plausible_range(
     if not numeric:
         raise UserError(
             "plausibleRange applies to questions answered with a number only",
-            file=str(path),
+            file=path,
             field=field,
             fix="remove it here, or put it on an experiment whose answers are numbers",
         )
@@ -34,7 +34,7 @@ def plausible_range(
     if not numbers:
         raise UserError(
             f"plausibleRange must be a list of two numbers (got {value!r})",
-            file=str(path),
+            file=path,
             field=field,
             fix=FIX,
         )
@@ -42,7 +42,7 @@ def plausible_range(
     if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
         raise UserError(
             f"plausibleRange needs finite numbers with low < high (got [{value[0]}, {value[1]}])",
-            file=str(path),
+            file=path,
             field=field,
             fix=FIX,
         )

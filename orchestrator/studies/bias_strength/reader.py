@@ -163,7 +163,7 @@ def job_from_native(data: Any, path: Path, job_id: str) -> Job:
         if bias.slug in seen:
             raise UserError(
                 f"duplicate bias slug '{bias.slug}'",
-                file=str(path),
+                file=path,
                 field=f"biases[{i}].slug",
                 fix="give every bias its own slug",
             )
@@ -173,7 +173,7 @@ def job_from_native(data: Any, path: Path, job_id: str) -> Job:
         if len(set(ids)) != len(ids):
             raise UserError(
                 "duplicate variant ids",
-                file=str(path),
+                file=path,
                 field=f"biases[{i}].variants",
                 fix="give every variant of a bias its own id",
             )

@@ -28,7 +28,7 @@ def is_templated(data: Any) -> bool:
 
 
 def _bad(message: str, path: Path, field: str, fix: str) -> UserError:
-    return UserError(message, file=str(path), field=field, fix=fix)
+    return UserError(message, file=path, field=field, fix=fix)
 
 
 def dominated(item: tuple[float, int], by: tuple[float, int]) -> bool:

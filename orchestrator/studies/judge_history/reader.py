@@ -138,7 +138,7 @@ def job_from_seed002(data: Any, path: Path, job_id: str) -> Job:
     if tuple(study.design.conditions) != CONDITIONS:
         raise UserError(
             f"conditions must be {list(CONDITIONS)}",
-            file=str(path),
+            file=path,
             field="design.conditions",
             fix="use the study's three conditions in that order",
         )
@@ -157,7 +157,7 @@ def job_from_seed002(data: Any, path: Path, job_id: str) -> Job:
         if task.id in seen:
             raise UserError(
                 f"duplicate task id '{task.id}'",
-                file=str(path),
+                file=path,
                 field=f"tasks[{i}].id",
                 fix="give every task its own id",
             )
@@ -170,7 +170,7 @@ def job_from_seed002(data: Any, path: Path, job_id: str) -> Job:
             except (KeyError, ValueError) as exc:
                 raise UserError(
                     f"template '{name}' has an unknown or malformed placeholder: {exc}",
-                    file=str(path),
+                    file=path,
                     field=f"promptTemplates.{name}",
                     fix="use ${question} ${rubric} ${candidateAnswer} ${outputFormat} "
                     "${priorScore} ${priorVerdict}",

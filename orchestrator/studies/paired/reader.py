@@ -138,7 +138,7 @@ def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) 
             raise UserError(
                 f"the metric type is {exp.metric.type}, which compares a {wanted}, but the "
                 f"declared responseContract is a {c.type}",
-                file=str(path),
+                file=path,
                 field=f"{where.rsplit('.conditions', 1)[0]}.responseContract.type",
                 fix="make the metric and the contract agree: choice-share-difference with a "
                 "choice, mean-difference with a number or a rating",
@@ -155,7 +155,7 @@ def _contract(exp: SeedExperiment, cond: SeedCondition, where: str, path: Path) 
         except ValueError as exc:
             raise UserError(
                 str(exc),
-                file=str(path),
+                file=path,
                 field=f"{where}.responseContract",
                 fix="list the exact option strings (at least two)",
             ) from None
@@ -193,7 +193,7 @@ def _undeclared(prompt: str, metric: SeedMetric, where: str, path: Path) -> User
             'add "responseContract": {"type": "number"|"rating"|"choice", ...} to the '
             "experiment (docs/jobs.md)"
         )
-    return UserError(what, file=str(path), field=f"{where}.prompt", fix=fix)
+    return UserError(what, file=path, field=f"{where}.prompt", fix=fix)
 
 
 def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
@@ -205,7 +205,7 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
         if exp.experimentSlug in seen:
             raise UserError(
                 f"duplicate experiment slug '{exp.experimentSlug}'",
-                file=str(path),
+                file=path,
                 field=f"{where}.experimentSlug",
                 fix="give every experiment its own slug",
             )
@@ -223,7 +223,7 @@ def job_from_seed000(data: Any, path: Path, job_id: str) -> Job:
             if contract.kind == "choice" and target not in contract.options:
                 raise UserError(
                     f"targetOption {target!r} is not among the options {list(contract.options)}",
-                    file=str(path),
+                    file=path,
                     field=f"{where}.metric.targetOption",
                     fix="make targetOption one of the exact option strings",
                 )

@@ -137,7 +137,7 @@ def read_ids(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(
             f"cannot read the trace ids: {exc}",
-            file=str(path),
+            file=path,
             fix="give a text file of trace ids, one per line (audit-gate --flipped-out writes one)",
         ) from None
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
@@ -173,21 +173,21 @@ def read_source(path: Path, job_id: str | None = None, **settings: Any) -> Job:
     if trace_source not in TRACE_SOURCES:
         raise UserError(
             f"traces '{trace_source}' is not one of {', '.join(TRACE_SOURCES)}",
-            file=str(path),
+            file=path,
             field="traces",
             fix="reasoning (the models' own), answer (answers under cot) or auto",
         )
     if context not in CONTEXTS:
         raise UserError(
             f"context '{context}' is not one of {', '.join(CONTEXTS)}",
-            file=str(path),
+            file=path,
             field="context",
             fix="own (the trace's task), swapped (the mirror condition's) or none",
         )
     if context != "own" and not path.is_dir():
         raise UserError(
             f"context '{context}' swaps or withholds a run's conditions: a traces file has none",
-            file=str(path),
+            file=path,
             field="context",
             fix="audit a run folder's traces with it, or leave context at own",
         )
@@ -222,7 +222,7 @@ def read_job_file(data: dict[str, Any], path: Path, job_id: str) -> Job:
     if not is_source(where):
         raise UserError(
             f"'{spec.source}' is neither a traces file (.jsonl) nor a run folder",
-            file=str(path),
+            file=path,
             field="source",
             fix="give a .jsonl file or runs/<campaign>/<run-id>",
         )

@@ -81,7 +81,7 @@ def read_reviews(path: Path) -> dict[str, dict]:
     if path.is_symlink() or not path.is_file():  # an audit folder may come from someone else
         raise UserError(
             f"{path.name} is not a file (a link, or a folder)",
-            file=str(path),
+            file=path,
             fix=f"move it out of the audit folder: {REVIEWS} is written by the review",
         )
     reviews: dict[str, dict] = {}
@@ -96,7 +96,7 @@ def read_reviews(path: Path) -> dict[str, dict]:
         if why:
             raise UserError(
                 f"line {number}: {why}",
-                file=str(path),
+                file=path,
                 fix="correct or delete that line (each line is one reviewed trace; "
                 "a deleted one is shown again by the next review)",
             )

@@ -43,7 +43,7 @@ class Trace:
 
 def _bad(path: Path, line: int, what: str, fix: str, name: str | None = None) -> UserError:
     where = f"line {line}" + (f", {name}" if name else "")
-    return UserError(f"{where}: {what}", file=str(path), field=name, fix=fix)
+    return UserError(f"{where}: {what}", file=path, field=name, fix=fix)
 
 
 def _reference(path: Path, n: int, value: Any) -> dict[str, dict[str, Any]]:
@@ -122,7 +122,7 @@ def from_jsonl(path: Path) -> list[Trace]:
         lines = path.read_bytes().splitlines()
     except OSError as exc:
         raise UserError(
-            f"cannot read the traces file: {exc.strerror}", file=str(path), fix="check the path"
+            f"cannot read the traces file: {exc.strerror}", file=path, fix="check the path"
         ) from None
     traces, seen = [], {}
     for n, line in enumerate(lines, 1):
@@ -148,7 +148,7 @@ def from_jsonl(path: Path) -> list[Trace]:
     if not traces:
         raise UserError(
             "the traces file holds no traces",
-            file=str(path),
+            file=path,
             fix="write one JSON object per line: " + ", ".join(FIELDS),
         )
     return traces

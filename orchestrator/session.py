@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shlex
 import sys
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,24 @@ from orchestrator.spec.campaign import Campaign
 from orchestrator.spec.credentials import check_credentials
 from orchestrator.studies import registered
 
+# What shows a run's progress: RunProgress, or what takes its arguments and does its job
+ProgressFactory = Callable[[Console, dict[str, tuple[str, int, int]], RunState], RunProgress]
+
 
 def load_campaign(path: Path, overrides: dict[str, Any] | None = None) -> Campaign:
     """A campaign config file, its jobs read by the registered studies."""
     return build.load_campaign(path, overrides, studies=registered())
+
+
+def campaign_from(
+    raw: dict[str, Any],
+    path: Path | None,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> Campaign:
+    """A campaign config's table (a file's, or a config built in Python dumped as one), its
+    jobs read by the registered studies (spec/build.py)."""
+    return build.campaign_from(raw, path, overrides, studies=registered(), flags=flags)
 
 
 def load_job(path: Path) -> Any:
@@ -131,7 +147,7 @@ def check_budget(
             raise UserError(
                 f"model {m.label} ({where}) has no price, so --budget cannot count its spend"
                 + (f": {did_you_mean(close)}" if close else ""),
-                file=str(campaign.source),
+                file=campaign.source,
                 field=f"{where}.price",
                 fix=("correct its name if it is misspelled, or " if close else "")
                 + "add it to configs/prices.toml or set price = {input = ..., output = ...}",
@@ -163,9 +179,14 @@ def run_campaign(
     wait: bool = False,
     batch: bool = False,
     wait_for_batches: bool = True,
+    stop: threading.Event | None = None,
+    progress: ProgressFactory = RunProgress,
 ) -> RunOutcome:
     """`batch`: every model with a batch API runs in batch mode (run --batch);
-    `wait_for_batches` off: submit batches and return (run --no-wait)."""
+    `wait_for_batches` off: submit batches and return (run --no-wait). `handle_signals` off and
+    `stop` (set from another thread to stop the run as Ctrl-C does): the run goes on in a thread
+    that is not the main one (orchestrator.api); `progress`: what shows it (RunProgress's
+    arguments), a notebook's display there."""
     check_credentials(campaign)
     name_run(campaign)
     if batch:
@@ -196,7 +217,7 @@ def run_campaign(
     except OSError as exc:  # a read-only disk, a folder of another user, a file in the way
         raise UserError(
             f"cannot create the run folder {store.path}: {exc.strerror or exc}",
-            file=str(campaign.source) if campaign.source else None,
+            file=campaign.source,
             field="output_dir",
             fix="set output_dir to a folder you can write to, or make this one writable",
         ) from None
@@ -222,6 +243,8 @@ def run_campaign(
             handle_signals,
             budget,
             wait_for_batches,
+            stop,
+            progress,
         )
 
 
@@ -236,6 +259,8 @@ def _run_locked(
     handle_signals: bool,
     budget: float | None,
     wait_for_batches: bool,
+    stop: threading.Event | None,
+    progress: ProgressFactory,
 ) -> RunOutcome:
     store.check(manifest, hint)  # again: another process may have started this run meanwhile
     scored = {m.key for m in campaign.config.models if m.answers == "score"}
@@ -278,11 +303,11 @@ def _run_locked(
         for key in [m.key]
     }
     by_status: Counter = Counter()
-    with run_cache(campaign, console) as cache, RunProgress(console, models, state) as progress:
+    with run_cache(campaign, console) as cache, progress(console, models, state) as shown:
 
         def on_record(rec: dict[str, Any]) -> None:
             by_status[rec["status"]] += 1
-            progress.on_record(rec)
+            shown.on_record(rec)
 
         # Only models with work left are started (a finished local model boots no server).
         active = {k: p for k, p in providers.items() if per_model[k] > scan.done_by_model.get(k, 0)}
@@ -310,6 +335,7 @@ def _run_locked(
             side,
             routines(),
             scan.paid,
+            stop,
         )
     return RunOutcome(
         store.path,

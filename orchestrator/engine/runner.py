@@ -14,6 +14,7 @@ that model's tasks only.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -250,6 +251,26 @@ async def _watch_signals(
                 scope.cancel()
 
 
+STOP_POLL_S = 0.05
+
+
+async def _watch_stop(
+    scope: anyio.CancelScope,
+    state: RunState,
+    stop: threading.Event,
+    *,
+    task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """A stop asked from another thread (the Python API's caller: a KeyboardInterrupt in a
+    notebook, a cancelled task) is a first Ctrl-C: the work stops, what is written stays."""
+    task_status.started()
+    while not stop.is_set():
+        await anyio.sleep(STOP_POLL_S)
+    if state.interrupted_by is None:
+        state.interrupted_by = signal.SIGINT
+        scope.cancel()
+
+
 async def _start_all(providers: list[Provider]) -> None:
     """Start the providers side by side (local servers load their models in parallel)."""
     try:
@@ -301,11 +322,14 @@ async def execute(
     batch: BatchWork | None = None,
     routines: dict[str, Routine] | None = None,
     paid: dict[str, Paid] | None = None,
+    stop: threading.Event | None = None,
 ) -> RunState:
     """Run every task of the plan not in `skip` (those of `batch`'s models through their batch
     APIs, batch/runner.py); returns when all are written or on a signal. `routines`: the
     studies' own call routines by contract kind (session.py passes the registered ones);
-    `paid`: what failed attempts of scored tasks paid for (store.scan_results)."""
+    `paid`: what failed attempts of scored tasks paid for (store.scan_results); `stop`: set from
+    another thread, it stops the run as a signal does (the engine then runs in a worker thread,
+    where no signal handler can be installed: orchestrator.api)."""
     state = state or RunState()
     config = plan.campaign.config
     groups: dict[str, list[int]] = defaultdict(list)
@@ -338,6 +362,8 @@ async def execute(
         async with anyio.create_task_group() as control:
             if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
                 await control.start(_watch_signals, work, state)
+            if stop is not None:
+                await control.start(_watch_stop, work, state, stop)
             try:
                 with work:
                     await _start_all(everyone)

@@ -106,12 +106,16 @@ SCHEMA: dict[str, pl.DataType] = {
     "attempts": pl.Int64(),
     "latencyMs": pl.Float64(),
     "costUsd": pl.Float64(),
+    "usage": pl.Struct(
+        {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "reasoning_tokens": pl.Int64}
+    ),
     "servedModel": pl.String(),
     "systemFingerprint": pl.String(),
     "finishedAt": pl.String(),
 }
-# bumped when SCHEMA or what a part holds changes: an older snapshot is rebuilt (2: sealed)
-FORMAT = 2
+# bumped when SCHEMA or what a part holds changes: an older snapshot is rebuilt (2: sealed;
+# 3: token usage, for the Python API's lazy results)
+FORMAT = 3
 MAX_PART_BYTES = 16 << 30  # a part is read only up to this size (a 1M-record run's is ~60 MB)
 
 
@@ -224,7 +228,7 @@ def lines_at(path: Path, offsets: Iterable[int]) -> Iterator[bytes]:
             if end < 0:  # the log was replaced or cut since its rows were read
                 raise UserError(
                     "the results file changed while it was read",
-                    file=str(path),
+                    file=path,
                     fix="read it again once the run that writes it has stopped",
                 )
             yield data[at:end]

@@ -19,6 +19,7 @@ import polars as pl
 
 from orchestrator.engine.columnar import final_rows, lines_at
 from orchestrator.engine.results import RESULTS
+from orchestrator.engine.store import RunStore
 
 MESSAGE = pl.Struct({"role": pl.String, "content": pl.String})
 # What a final record gives each row, read from the log in full.
@@ -43,6 +44,7 @@ FULL: dict[str, Any] = {
 
 def final_table(run_dir: Path) -> pl.DataFrame:
     """One row per task with a final record, in the log's order."""
+    from orchestrator.analysis.names import model_names
     from orchestrator.viewer.cells import Cells
 
     path = run_dir / RESULTS
@@ -55,6 +57,9 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         final.join(full, on="line", how="left", suffix="_full")
         .join(_design(cells.plan.campaign.jobs), on=DESIGN_KEY, how="left")
         .sort("line")
+        .with_columns(
+            labels(cells.plan.campaign.jobs, model_names(RunStore(run_dir).read_manifest()))
+        )
     )
     rows = df.select(
         "taskId",
@@ -73,9 +78,11 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         "taskId",
         "status",
         "modelKey",
+        "modelLabel",
         pl.col("model").struct.field("provider").alias("provider"),
         pl.col("model").struct.field("name").alias("model"),
         pl.col("model").struct.field("version").alias("modelVersion"),
+        "study",
         "job",
         "experimentSlug",
         "biasSlug",
@@ -107,7 +114,77 @@ def final_table(run_dir: Path) -> pl.DataFrame:
     )
 
 
+def final_lazy(run_dir: Path) -> pl.LazyFrame:
+    """final_table's rows as a lazy frame over the results' columnar snapshot, for runs of a
+    million records: without what only the whole log holds (messages, prompt, reason,
+    reasoning, error, startedAt) and with each answer cut to the snapshot's first RAW_CHARS
+    characters. Which line is a task's final one is read now (two columns); the rest when
+    collected."""
+    from orchestrator.analysis.names import model_names
+    from orchestrator.engine.columnar import records
+    from orchestrator.engine.results import final_mask
+    from orchestrator.engine.run_folder import manifest_jobs
+
+    manifest = RunStore(run_dir).read_manifest()
+    jobs = list(manifest_jobs(manifest, run_dir).values())
+    frame = records(run_dir / RESULTS).frame
+    ids = frame.select(pl.col("taskId").hash().alias("id"), "status").collect()
+    final = ids.select(final_mask(ids, "id")).to_series().arg_true()
+    r, u = pl.col("response").struct, pl.col("usage").struct
+    return (
+        frame.with_row_index("line")
+        .filter(pl.col("line").is_in(final.implode()))
+        .join(_design(jobs).lazy(), on=DESIGN_KEY, how="left", maintain_order="left")
+        .with_columns(labels(jobs, model_names(manifest)))
+        .select(
+            "taskId",
+            "status",
+            "modelKey",
+            "modelLabel",
+            pl.col("model").struct.field("provider").alias("provider"),
+            pl.col("model").struct.field("name").alias("model"),
+            pl.col("model").struct.field("version").alias("modelVersion"),
+            "study",
+            "job",
+            "experimentSlug",
+            "biasSlug",
+            "conditionIndex",
+            "conditionLabel",
+            "variant",
+            "strategy",
+            "sample",
+            "optionOrder",
+            r.field("raw").alias("answer"),
+            r.field("choice").alias("choice"),
+            r.field("value").alias("value"),
+            r.field("role").alias("role"),
+            "attempts",
+            "latencyMs",
+            "costUsd",
+            u.field("prompt_tokens").alias("promptTokens"),
+            u.field("completion_tokens").alias("completionTokens"),
+            u.field("reasoning_tokens").alias("reasoningTokens"),
+            "servedModel",
+            "systemFingerprint",
+            "finishedAt",
+        )
+    )
+
+
 DESIGN_KEY = ["job", "experimentSlug", "conditionIndex"]
+
+
+def labels(jobs: list[Any], names: dict[str, str]) -> list[pl.Expr]:
+    """`study` (the kind of the record's job) and `modelLabel` (the model's display name with
+    the settings that tell apart identities sharing one: analysis/names.py); null for a job or
+    a model the run's manifest does not name."""
+    kinds = {job.id: job.kind for job in jobs}
+    return [
+        pl.col("job").replace_strict(kinds, default=None, return_dtype=pl.String).alias("study"),
+        pl.col("modelKey")
+        .replace_strict(names, default=None, return_dtype=pl.String)
+        .alias("modelLabel"),
+    ]
 
 
 def _design(jobs: list[Any]) -> pl.DataFrame:

@@ -25,99 +25,40 @@ def load_target(
     output_dir: Path | None = None,
 ) -> Campaign:
     """A campaign config to start (with the flags' overrides: a flag wins over the config), or
-    a run folder to resume."""
-    if target.name in ("results.ndjson", "manifest.json") and target.is_file():
-        raise UserError(
-            "this is a file of a run folder, not a campaign config",
-            file=str(target),
-            fix=f"give the run folder itself: orchestrator run {target.parent}",
-        )
-    if target.is_dir():  # a run folder: resume it where it is, as it was started
-        from orchestrator.session import campaign_of_run
-
-        given = (
-            ("--samples", samples),
-            ("--run-id", run_id),
-            ("--model", models or None),
-            ("--limit", limit),
-            ("--output-dir", output_dir),
-        )
-        for flag, value in given:
-            if value is not None:
-                raise UserError(
-                    f"{flag} cannot change a run that exists",
-                    field=flag,
-                    fix=f"drop {flag} to resume {target}, or give the campaign config "
-                    f"instead of the run folder to start another run",
-                )
-        return campaign_of_run(target)
-    from orchestrator.session import load_campaign
-    from orchestrator.spec.model_flag import model_from_flag
+    a run folder to resume (api/starting.py)."""
+    from orchestrator.api.starting import CLI_NAMES, price_notes, starting_campaign
 
     overrides = {
         "samples": samples,
         "run_id": run_id,
-        "models": [model_from_flag(m, "--model") for m in models] if models else None,
+        "models": models or None,
         "items": limit,
         "output_dir": str(output_dir) if output_dir is not None else None,
     }
-    campaign = load_campaign(target, overrides)
-    from orchestrator.pricing import did_you_mean
-
-    for m in [*campaign.config.models, *(m for _, m in campaign.config.helpers())]:
-        if close := campaign.close_prices.get(m.key):
-            ui.note(
-                f"model {m.label} has no price in the price table, so it is estimated at "
-                f"$0: {did_you_mean(close)} (a name the provider does not know fails when "
-                "run; a model it knows needs its price = {input = ..., output = ...})"
-            )
+    campaign = starting_campaign(target, overrides, CLI_NAMES)
+    for note in price_notes(campaign):
+        ui.note(note)
     return campaign
 
 
 def check_received(campaign: Campaign, run_dir: Path, trust: bool) -> None:
-    """What a resumed folder's manifest chooses for the user, checked (engine/endpoints.py):
-    each endpoint it calls and the key variables it sends there are named; for a folder this
-    user did not make, a key goes to a host that is not a provider's own only after a yes on a
-    terminal, or `trust`; and its cache file's path (a file it would write) is not used."""
+    """A resumed folder's endpoints named, and one this user did not make checked
+    (api/starting.py): on a terminal the user is asked before a key goes to a host that is not
+    a provider's own."""
     import sys
 
-    from orchestrator.engine.endpoints import endpoints, made_here, seal_manifest
-    from orchestrator.engine.store import RunStore
+    from orchestrator.api.starting import check_received as check
 
-    for endpoint in endpoints(campaign):
-        ui.err_console.print(f"calls {endpoint.line()}", highlight=False, markup=False)
-    manifest = RunStore(run_dir).manifest_path.read_bytes()
-    if made_here(run_dir, manifest):
-        return
-    if isinstance(campaign.config.cache, str):
-        ui.note(
-            f"this run folder was not made by you: the cache file its manifest names "
-            f"({campaign.config.cache}) is not used; your own cache folder's is"
-        )
-        campaign.config = campaign.config.model_copy(update={"cache": True})
-    doubtful = [e for e in endpoints(campaign) if e.secrets and not e.official]
-    if not doubtful:
-        return
-    if trust:  # trusted once, the folder is the user's: its manifest sealed as it is now
-        seal_manifest(run_dir, manifest)
-        return
-    listed = "\n    ".join(e.line() for e in doubtful)
-    what = (
-        f"this run folder was not made by you (its manifest is not sealed by your key), and "
-        f"resuming it sends your keys to hosts that are not a provider's own:\n    {listed}"
-    )
-    if sys.stdin.isatty() and sys.stderr.isatty():
-        ui.err_console.print(what, highlight=False, markup=False)
-        if typer.confirm("send them there?", default=False, err=True):
-            seal_manifest(run_dir, manifest)  # asked once: not again for this manifest
-            return
-        raise UserError("not resumed: no key was sent", file=str(run_dir))
-    raise UserError(
-        what,
-        file=str(run_dir / "manifest.json"),
-        field="base_url",
-        fix="check those URLs; if you trust them, run again with --trust-endpoints",
-    )
+    def ask(question: str) -> bool | None:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            return None
+        ui.err_console.print(question, highlight=False, markup=False)
+        return typer.confirm("send them there?", default=False, err=True)
+
+    def say(text: str) -> None:
+        ui.err_console.print(text, highlight=False, markup=False)
+
+    check(campaign, run_dir, trust, say, ui.note, ask)
 
 
 ModelOpt = Annotated[
@@ -287,7 +228,7 @@ def run(
 
 
 def run_and_report(
-    campaign: Campaign, budget: float | None = None, wait: bool = False, **batch_options: bool
+    campaign: Campaign, budget: float | None = None, wait: bool = False, **batch_options: Any
 ) -> None:
     """Run a loaded campaign and say how it went, with `run`'s exit codes."""
     from orchestrator.session import resume_command, run_campaign

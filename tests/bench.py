@@ -504,6 +504,12 @@ def bench_pool() -> None:
     run()
 
 
+def bench_api() -> None:
+    from tests.bench_api import bench_api as run
+
+    run()
+
+
 def main() -> None:
     which = set(sys.argv[1:])
     for name, fn in (
@@ -523,6 +529,7 @@ def main() -> None:
         ("snapshot", bench_snapshot),
         ("seal", bench_seal),
         ("pool", bench_pool),
+        ("api", bench_api),
     ):
         if not which or name in which:
             fn()

@@ -1,7 +1,7 @@
 """`make bench` part (issue 44): the Python API's overhead against the CLI on the simulated
 10k-task run. Each is a whole process from start to exit: `orchestrator run CONFIG`, a script
-calling `orchestrator.run(CONFIG)`, and one calling it inside `asyncio.run` (as in a notebook:
-the worker thread, the caller's loop waiting), alternating in one sitting; medians of each,
+calling `orchestrator.run(CONFIG)`, one calling it inside `asyncio.run` (as in a notebook: the
+worker thread, the caller's loop waiting) and one awaiting `orchestrator.arun`, alternating in one sitting; medians of each,
 and their ratios to the CLI."""
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ SAMPLES = 834  # 6 experiments x 2 conditions x 834 samples: 10,008 tasks
 ROUNDS = 3
 
 SCRIPT = "import orchestrator\norchestrator.run({config!r}, run_id={run_id!r})\n"
+AWAITED = (
+    "import asyncio, orchestrator\nasyncio.run(orchestrator.arun({config!r}, run_id={run_id!r}))\n"
+)
 IN_LOOP = (
     "import asyncio, orchestrator\n"
     "async def main():\n"
@@ -75,6 +78,11 @@ def bench_api() -> None:
                 sys.executable,
                 "-c",
                 IN_LOOP.format(config=config, run_id=f"loop{i}"),
+            ],
+            "arun": lambda i: [
+                sys.executable,
+                "-c",
+                AWAITED.format(config=config, run_id=f"arun{i}"),
             ],
         }
         times: dict[str, list[float]] = {name: [] for name in ways}

@@ -350,3 +350,62 @@ def test_import_is_quick_and_the_names_are_public() -> None:
         assert entry.__doc__ and len(entry.__doc__) > 80
     with pytest.raises(AttributeError):
         orchestrator.no_such_name  # noqa: B018
+
+
+def test_a_failure_in_the_callers_thread_stops_the_run(tmp_path: Path, monkeypatch) -> None:
+    """Whatever ends the caller's wait (here its output failing: a closed pipe) stops the run
+    and lets its lock go, as an interrupt does: the next run of the folder is not refused as in
+    use by this very process."""
+    from orchestrator.api import running
+
+    shown = 0
+
+    def broken(self) -> None:
+        nonlocal shown
+        shown += 1
+        if shown == 3:
+            raise BrokenPipeError("stdout closed")
+
+    slow = campaign(tmp_path, samples=20, latency_ms=40)
+    with monkeypatch.context() as patch:
+        patch.setattr(running._Started, "_show", broken)
+        with pytest.raises(BrokenPipeError):
+            orchestrator.run(slow, progress=False)
+    run_dir = tmp_path / "runs" / "api" / "default"
+    assert 0 < len(terminal_ids(run_dir)) < PAIRED_CELLS * 20
+    again = orchestrator.run(slow, progress=False)
+    done = terminal_ids(again.path)
+    assert len(done) == len(set(done)) == PAIRED_CELLS * 20
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"models": [123]}, "models"),
+        ({"budget": "x"}, "budget"),
+        ({"budget": True}, "budget"),
+        ({"output_dir": 5}, "output_dir"),
+        ({"samples": True}, "samples"),
+    ],
+)
+def test_an_override_of_the_wrong_type_is_a_user_error(
+    tmp_path: Path, overrides: dict, field: str
+) -> None:
+    with pytest.raises(UserError) as bad:
+        orchestrator.run(campaign(tmp_path), **overrides)
+    assert bad.value.field == field
+    _nothing_written(tmp_path)
+
+
+def test_one_model_and_paths_are_taken_as_given(tmp_path: Path) -> None:
+    """models="simulated" is one model (not its letters); a Path is as good as its text."""
+    built = Campaign(
+        name="paths",
+        jobs=["paired"],
+        samples=1,
+        output_dir=tmp_path / "runs",
+        models=[Model(provider="simulated", name="sim", temperature=1.0)],
+    )
+    run = orchestrator.run(built, models="simulated", run_id="one", progress=False)
+    assert run.path == tmp_path / "runs" / "paths" / "one"
+    assert {m["model"] for m in run.status()["models"]} == {"simulated/simulated"}

@@ -230,6 +230,29 @@ def test_resuming_a_folder_made_elsewhere_names_the_endpoint_and_sends_no_key(
     assert len(endpoint.seen) > calls
 
 
+def test_the_python_api_resumes_a_received_folder_only_when_trusted(
+    tmp_path, monkeypatch, endpoint
+):
+    """orchestrator.run(RUN_DIR) checks a received folder as `run` does, with nobody to ask:
+    refused (naming the host and trust_endpoints=True) and nothing sent, unless trusted."""
+    import orchestrator
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "their-config"))
+    run = _remote_run(tmp_path, endpoint.url, monkeypatch)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "my-config"))  # I received it
+    monkeypatch.setenv("SECRET_KEY_FOR_TEST", "sk-mine-0123456789abcdef")
+    calls = len(endpoint.seen)
+    with pytest.raises(orchestrator.UserError) as refused:
+        orchestrator.run(run, progress=False)
+    said = " ".join(str(refused.value).split())
+    assert endpoint.url in said and "$SECRET_KEY_FOR_TEST" in said
+    assert "trust_endpoints=True" in said and "sk-mine" not in said
+    assert len(endpoint.seen) == calls  # nothing sent
+    orchestrator.run(run, trust_endpoints=True, progress=False)
+    assert len(endpoint.seen) > calls
+    assert endpoint.seen[-1]["Authorization"] == "Bearer sk-mine-0123456789abcdef"
+
+
 def _model(**fields):
     from orchestrator.spec.campaign import ModelConfig
 

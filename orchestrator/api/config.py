@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from orchestrator.spec.campaign import CampaignConfig, ModelConfig
 from orchestrator.spec.loading import load_toml, user_error
 
+PATHS = ("output_dir", "cache", "presets", "prices")  # the fields that name one file or folder
+
 
 class Campaign(CampaignConfig):
     """A campaign: which jobs, on which models, how many samples, at what limits; the fields of
@@ -33,6 +35,11 @@ class Campaign(CampaignConfig):
     """
 
     def __init__(self, **fields: Any) -> None:
+        for name in PATHS:  # a Path is as good as its text here; a config file holds text
+            if isinstance(fields.get(name), PathLike):
+                fields[name] = str(fields[name])
+        if isinstance(fields.get("jobs"), list | tuple):
+            fields["jobs"] = [str(j) if isinstance(j, PathLike) else j for j in fields["jobs"]]
         try:
             super().__init__(**fields)
         except ValidationError as exc:

@@ -12,6 +12,7 @@ run`: what is written stays, and running the same call again resumes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import math
 import sys
@@ -25,7 +26,8 @@ from rich.console import Console
 from orchestrator.api.runs import Run
 from orchestrator.api.starting import API_NAMES, ModelGiven, check_received, price_notes
 from orchestrator.api.starting import starting_campaign as _starting
-from orchestrator.spec.campaign import CampaignConfig
+from orchestrator.errors import UserError
+from orchestrator.spec.campaign import CampaignConfig, ModelConfig
 
 if TYPE_CHECKING:
     from orchestrator.engine.progress import RunProgress
@@ -96,6 +98,31 @@ async def arun(
     return await started.wait_async()
 
 
+def _models(given: Any) -> list[ModelGiven] | None:
+    """`models` as a list: one model alone is a list of it."""
+    if given is None:
+        return None
+    if isinstance(given, str | ModelConfig):
+        return [given]
+    if not isinstance(given, list | tuple) or not all(
+        isinstance(m, str | ModelConfig | dict) for m in given
+    ):
+        raise UserError(
+            f"models is {given!r}",
+            field="models",
+            fix="give a list of models, each 'local', 'simulated', 'PRESET/NAME' or a Model",
+        )
+    return list(given)
+
+
+def _folder(given: Any) -> str | None:
+    if given is None:
+        return None
+    if not isinstance(given, str | PathLike):
+        raise UserError(f"output_dir is {given!r}", field="output_dir", fix="give a folder's path")
+    return str(given)
+
+
 class _Relay(io.TextIOBase):
     """What the run's console writes in the worker thread, kept for the caller's thread to
     print: in a notebook, output from another thread may land under another cell."""
@@ -129,10 +156,11 @@ def _task_cancelled() -> bool:
 
 
 def _in_notebook() -> bool:
-    """Whether this is a Jupyter kernel (IPython's ZMQ shell), where a display updates in place."""
+    """Whether this is a Jupyter kernel (IPython's shell with a kernel behind it: Jupyter's,
+    Colab's, VS Code's), where a display updates in place."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
-    return type(shell).__name__ == "ZMQInteractiveShell"
+    return getattr(shell, "kernel", None) is not None
 
 
 class _Started:
@@ -171,18 +199,17 @@ class _Started:
         """The campaign loaded and checked in the caller's thread: a bad config raises here,
         before anything is written."""
         overrides = {
-            "models": given["models"],
+            "models": _models(given["models"]),
             "samples": given["samples"],
             "items": given["limit"],
-            "output_dir": str(given["output_dir"]) if given["output_dir"] is not None else None,
+            "output_dir": _folder(given["output_dir"]),
             "run_id": given["run_id"],
         }
-        if given["budget"] is not None and not given["budget"] >= 0:
-            from orchestrator.errors import UserError
-
-            raise UserError(
-                f"budget is {given['budget']!r}", field="budget", fix="give USD, 0 or more"
-            )
+        budget = given["budget"]
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int | float) or not budget >= 0
+        ):
+            raise UserError(f"budget is {budget!r}", field="budget", fix="give USD, 0 or more")
         campaign = _starting(config, overrides, API_NAMES)
         started = cls(campaign, given["budget"], given["progress"])
         for note in price_notes(campaign):
@@ -255,36 +282,40 @@ class _Started:
                 self._show()
                 if _task_cancelled():  # asyncio.run's answer to Ctrl-C: the task cancelled
                     raise asyncio.CancelledError
-        except (KeyboardInterrupt, asyncio.CancelledError):
+        except BaseException:  # interrupted, cancelled, or this thread failed: the run stops
             self._stop()
             raise
         return self._end()
 
     def _stop(self) -> None:
-        """Stop the run as Ctrl-C does, and wait for it to end (a second interrupt cannot cut
-        its shutdown short: results flushed, servers stopped)."""
+        """Stop the run as Ctrl-C does, and wait for it to end: results flushed, servers
+        stopped. A second interrupt cannot cut that short; it is said what is going on."""
         self.stop.set()
+        with contextlib.suppress(Exception):
+            self.say("stopping: the calls in flight end, what is written stays...")
         while not self.done.is_set():
             try:
                 self.done.wait(SHOW_EVERY_S)
             except KeyboardInterrupt:
                 continue
-        self._end()
+        with contextlib.suppress(Exception):  # what stopped it is raised, not the run's end
+            self._end()
 
     async def wait_async(self) -> Run:
         import anyio
 
         self.thread.start()
         try:
-            while not self.done.is_set():
-                await anyio.sleep(SHOW_EVERY_S)
+            # a thread waits for the end, so that this wakes as soon as the run ends
+            while not await anyio.to_thread.run_sync(self.done.wait, SHOW_EVERY_S):
                 self._show()
         except BaseException:  # cancelled, or interrupted: the run stops, then so does this
             self.stop.set()
             with anyio.CancelScope(shield=True):
                 while not self.done.is_set():
                     await anyio.sleep(SHOW_EVERY_S)
-            self._end()
+            with contextlib.suppress(Exception):
+                self._end()
             raise
         return self._end()
 

@@ -139,7 +139,7 @@ def export(
         counts = export_run(run_dir, format, out, CLI_NAMES)
     except UserError as exc:
         ui.fail(exc)
-    if not counts and no_results(run_dir):
+    if not counts and format in exporters() and no_results(run_dir):
         ui.console.print("nothing to export: the run holds no results yet")
         return
     ui.note(torn_note(run_dir / RESULTS, torn_bytes(run_dir / RESULTS)))

@@ -13,7 +13,6 @@ that model's tasks only.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections import defaultdict
@@ -32,6 +31,7 @@ from orchestrator.engine.paid import Paid
 from orchestrator.engine.records import Outcome, make_record, now
 from orchestrator.engine.scoring import Premises, Scoring, score_task
 from orchestrator.engine.state import RunState
+from orchestrator.engine.stopping import watch_signals, watch_stop
 from orchestrator.engine.store import ResultWriter, RunStore
 from orchestrator.parse import Parsed
 from orchestrator.plan import Plan, Task
@@ -235,42 +235,6 @@ async def _work(
         writer.append(await run_one(provider, gate, task, state, shared, writer.append))
 
 
-async def _watch_signals(
-    scope: anyio.CancelScope,
-    state: RunState,
-    *,
-    task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """The first SIGINT/SIGTERM stops the work; later ones are absorbed until the shutdown
-    (flushing results, stopping servers) is over, so a second Ctrl-C cannot cut it short."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for signum in signals:
-            if state.interrupted_by is None:
-                state.interrupted_by = signum
-                scope.cancel()
-
-
-STOP_POLL_S = 0.05
-
-
-async def _watch_stop(
-    scope: anyio.CancelScope,
-    state: RunState,
-    stop: threading.Event,
-    *,
-    task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """A stop asked from another thread (the Python API's caller: a KeyboardInterrupt in a
-    notebook, a cancelled task) is a first Ctrl-C: the work stops, what is written stays."""
-    task_status.started()
-    while not stop.is_set():
-        await anyio.sleep(STOP_POLL_S)
-    if state.interrupted_by is None:
-        state.interrupted_by = signal.SIGINT
-        scope.cancel()
-
-
 async def _start_all(providers: list[Provider]) -> None:
     """Start the providers side by side (local servers load their models in parallel)."""
     try:
@@ -361,9 +325,9 @@ async def execute(
     try:
         async with anyio.create_task_group() as control:
             if handle_signals:  # from the start: Ctrl-C while a model loads stops cleanly too
-                await control.start(_watch_signals, work, state)
+                await control.start(watch_signals, work, state)
             if stop is not None:
-                await control.start(_watch_stop, work, state, stop)
+                await control.start(watch_stop, work, state, stop)
             try:
                 with work:
                     await _start_all(everyone)

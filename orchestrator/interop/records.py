@@ -73,45 +73,18 @@ def final_table(run_dir: Path) -> pl.DataFrame:
         "sample",
     ).iter_rows(named=True)
     messages = [_messages(cells, r) for r in rows]
-    r, u = pl.col("response_full").struct, pl.col("usage").struct
-    return df.select(
-        "taskId",
-        "status",
-        "modelKey",
-        "modelLabel",
-        pl.col("model").struct.field("provider").alias("provider"),
-        pl.col("model").struct.field("name").alias("model"),
-        pl.col("model").struct.field("version").alias("modelVersion"),
-        "study",
-        "job",
-        "experimentSlug",
-        "biasSlug",
-        "conditionIndex",
-        "conditionLabel",
-        "variant",
-        "strategy",
-        "sample",
-        "optionOrder",
-        pl.Series("messages", messages, dtype=pl.List(MESSAGE)),
-        pl.Series("prompt", [m[-1]["content"] if m else None for m in messages], dtype=pl.String),
-        r.field("raw").alias("answer"),
-        r.field("choice").alias("choice"),
-        r.field("value").alias("value"),
-        r.field("role").alias("role"),
-        r.field("reason").alias("reason"),
-        r.field("reasoning").alias("reasoning"),
-        "attempts",
-        "latencyMs",
-        "costUsd",
-        u.field("prompt_tokens").alias("promptTokens"),
-        u.field("completion_tokens").alias("completionTokens"),
-        u.field("reasoning_tokens").alias("reasoningTokens"),
-        "servedModel",
-        "systemFingerprint",
-        "error",
-        "startedAt",
-        "finishedAt",
-    )
+    r = pl.col("response_full").struct
+    whole = {
+        "messages": pl.Series("messages", messages, dtype=pl.List(MESSAGE)),
+        "prompt": pl.Series(
+            "prompt", [m[-1]["content"] if m else None for m in messages], dtype=pl.String
+        ),
+        "reason": r.field("reason").alias("reason"),
+        "reasoning": r.field("reasoning").alias("reasoning"),
+        "error": pl.col("error"),
+        "startedAt": pl.col("startedAt"),
+    }
+    return df.select(_columns("response_full", whole))
 
 
 def final_lazy(run_dir: Path) -> pl.LazyFrame:
@@ -130,45 +103,59 @@ def final_lazy(run_dir: Path) -> pl.LazyFrame:
     frame = records(run_dir / RESULTS).frame
     ids = frame.select(pl.col("taskId").hash().alias("id"), "status").collect()
     final = ids.select(final_mask(ids, "id")).to_series().arg_true()
-    r, u = pl.col("response").struct, pl.col("usage").struct
     return (
         frame.with_row_index("line")
         .filter(pl.col("line").is_in(final.implode()))
         .join(_design(jobs).lazy(), on=DESIGN_KEY, how="left", maintain_order="left")
         .with_columns(labels(jobs, model_names(manifest)))
-        .select(
-            "taskId",
-            "status",
-            "modelKey",
-            "modelLabel",
-            pl.col("model").struct.field("provider").alias("provider"),
-            pl.col("model").struct.field("name").alias("model"),
-            pl.col("model").struct.field("version").alias("modelVersion"),
-            "study",
-            "job",
-            "experimentSlug",
-            "biasSlug",
-            "conditionIndex",
-            "conditionLabel",
-            "variant",
-            "strategy",
-            "sample",
-            "optionOrder",
-            r.field("raw").alias("answer"),
-            r.field("choice").alias("choice"),
-            r.field("value").alias("value"),
-            r.field("role").alias("role"),
-            "attempts",
-            "latencyMs",
-            "costUsd",
-            u.field("prompt_tokens").alias("promptTokens"),
-            u.field("completion_tokens").alias("completionTokens"),
-            u.field("reasoning_tokens").alias("reasoningTokens"),
-            "servedModel",
-            "systemFingerprint",
-            "finishedAt",
-        )
+        .select(_columns("response"))
     )
+
+
+def _columns(response: str, whole: dict[str, Any] | None = None) -> list[Any]:
+    """The table's columns, in order: what a record's line holds (`response`: the column of
+    its response), and with `whole`, final_table's, what only the whole log and the plan
+    give (messages, prompt, reason, reasoning, error, startedAt) in their places."""
+    r, u = pl.col(response).struct, pl.col("usage").struct
+
+    def only_whole(*names: str) -> list[Any]:
+        return [whole[name] for name in names] if whole else []
+
+    return [
+        "taskId",
+        "status",
+        "modelKey",
+        "modelLabel",
+        pl.col("model").struct.field("provider").alias("provider"),
+        pl.col("model").struct.field("name").alias("model"),
+        pl.col("model").struct.field("version").alias("modelVersion"),
+        "study",
+        "job",
+        "experimentSlug",
+        "biasSlug",
+        "conditionIndex",
+        "conditionLabel",
+        "variant",
+        "strategy",
+        "sample",
+        "optionOrder",
+        *only_whole("messages", "prompt"),
+        r.field("raw").alias("answer"),
+        r.field("choice").alias("choice"),
+        r.field("value").alias("value"),
+        r.field("role").alias("role"),
+        *only_whole("reason", "reasoning"),
+        "attempts",
+        "latencyMs",
+        "costUsd",
+        u.field("prompt_tokens").alias("promptTokens"),
+        u.field("completion_tokens").alias("completionTokens"),
+        u.field("reasoning_tokens").alias("reasoningTokens"),
+        "servedModel",
+        "systemFingerprint",
+        *only_whole("error", "startedAt"),
+        "finishedAt",
+    ]
 
 
 DESIGN_KEY = ["job", "experimentSlug", "conditionIndex"]

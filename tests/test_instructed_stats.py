@@ -6,13 +6,23 @@ the whole table code are in test_instructed_null.py."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
 
+from orchestrator.report.format import fmt
 from orchestrator.studies.instructed.analysis import cell_tests, score_tests
-from orchestrator.studies.instructed.inference import ALIKE, TWO_MODELS, clustered, student
+from orchestrator.studies.instructed.inference import (
+    ALIKE,
+    FEW_CELLS,
+    TWO_MODELS,
+    clustered,
+    student,
+)
+from orchestrator.studies.instructed.rows import score_rows
 from tests.test_random_effects import _cr2_direct
 
 
@@ -125,13 +135,16 @@ def _clustered_sample(rng, cells: int, shift: float, spread: float = 1.0):
     return counts, rng.binomial(counts, share)
 
 
-@pytest.mark.parametrize("cells", [12, 28])
+@pytest.mark.parametrize("cells", [7, 28])
 def test_the_test_over_cells_holds_its_level_when_prompts_of_a_cell_agree(cells):
-    """2,000 replications: the rate's standard error is 0.005, a rate of 0.10 is 10 SEs out."""
+    """2,000 replications: the rate's standard error is 0.005, a rate of 0.10 is 10 SEs out.
+    7 cells take the randomisation p (128 relabellings), 28 the CR2 t. The randomisation p is
+    conservative here (about 2%): a cell whose arms hit alike is the same flipped or not, and
+    the ties count as extreme."""
     rng = np.random.default_rng(cells)
     ps = np.array([clustered(*_clustered_sample(rng, cells, 0.0))["p"] for _ in range(2000)])
     rate = float(np.mean(ps < 0.05))
-    assert 0.035 < rate < 0.065, rate
+    assert (0.01 if cells <= FEW_CELLS else 0.035) < rate < 0.065, rate
 
 
 def test_the_test_over_cells_finds_a_planted_effect():
@@ -228,3 +241,77 @@ def test_two_models_alike_in_cells_holding_one_arm_get_an_exact_p():
         (0.0, 0.0, 0.0, -1.0),
     )
     assert np.isnan(one_model["p"]) and one_model["note"] != ALIKE
+
+
+def test_few_cells_alike_but_one_answer_keep_the_p_the_cells_allow():
+    """Issue 45, item 6: 7 cells alike (all target in treatment, none in control) have the
+    exact p 2/2^7; one control answer flipped in one cell took the CR2 t on 6 df to 4.8e-14
+    with an interval past 1. The randomisation p of the CR2 t stays at 2/2^7, the interval
+    inside [-1, 1]."""
+    counts = np.full((7, 2), 6)
+    hits = np.tile([0, 6], (7, 1))
+    assert clustered(counts, hits)["p"] == pytest.approx(2 / 128)
+    hits[0, 0] = 1
+    test = clustered(counts, hits)
+    assert test["p"] == pytest.approx(2 / 128)
+    assert -1 <= test["ci_low"] <= test["ci_high"] <= 1
+    assert test["estimate"] > test["ci_low"]
+
+
+def test_two_models_in_one_arm_cells_enumerate_the_swaps():
+    """Issue 45, item 5: 8 cells holding one arm (4 control, 4 treatment), shares a_c = 0,
+    b_c = 0.5, a_t = 0, b_t = 1 in every cell. The old branch said 2/2^8 = 0.0078 "exact";
+    all 2^8 swaps of the model labels within cells, counted by brute force, give 0.516."""
+    control = [[4, 0, 4, 0]] * 4
+    treated = [[0, 4, 0, 4]] * 4
+    counts = np.array(control + treated)
+    hits = np.array([[0, 0, 2, 0]] * 4 + [[0, 0, 0, 4]] * 4)
+    contrast = np.array([0.0, 0.0, 0.0, -1.0])
+    test = clustered(counts, hits, TWO_MODELS, contrast)
+    extreme = 0
+    for flips in itertools.product([False, True], repeat=8):
+        swapped = np.where(np.array(flips)[:, None], hits[:, [2, 3, 0, 1]], hits)
+        shares = swapped.sum(0) / counts.sum(0)
+        extreme += (
+            abs(shares[1] - shares[0] - shares[3] + shares[2]) >= abs(test["estimate"]) - 1e-12
+        )
+    assert test["p"] == pytest.approx(extreme / 256) and test["p"] == pytest.approx(0.516, abs=1e-3)
+
+
+def test_the_p_over_prompts_is_monotone_in_the_counts():
+    """Issue 45, item 7: the paper's t-test gave 11/11 against 1/10 p = 1.3e-8, stronger than
+    11/11 against 0/10 (Fisher 2.8e-6); 40/40 against 1/40 6.4e-53 against 1.9e-23. The tables
+    show Fisher's exact p on every row."""
+    wide = pl.DataFrame(
+        {
+            "score": ["Certainty"] * 4,
+            "hits_treatment": [11, 11, 40, 40],
+            "n_treatment": [11, 11, 40, 40],
+            "hits_control": [0, 1, 0, 1],
+            "n_control": [10, 10, 40, 40],
+            "n_decoy_treatment": [0] * 4,
+        }
+    )
+    p = score_tests(wide)["p_fisher"].to_list()
+    assert p[0] == pytest.approx(2.8e-6, rel=0.02) and p[0] < p[1]
+    assert p[2] == pytest.approx(1.9e-23, rel=0.05) and p[2] < p[3]
+    want = stats.fisher_exact([[11, 0], [1, 9]]).pvalue
+    assert p[1] == pytest.approx(want, rel=1e-12)
+    rows = score_rows(
+        score_tests(wide).with_columns(
+            model=pl.lit("m"),
+            strategy=pl.lit("baseline"),
+            ci_low=None,
+            ci_high=None,
+            p=None,
+            note=None,
+            cells=1,
+            attraction_ci_low=None,
+            attraction_ci_high=None,
+            attraction_p=None,
+            attraction_note=None,
+            unparsed_treatment=0,
+            unparsed_control=0,
+        )
+    )
+    assert [r["p (prompts, Fisher)"] for r in rows[:2]] == [fmt(p[0], 3), fmt(p[1], 3)]

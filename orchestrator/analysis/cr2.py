@@ -65,34 +65,57 @@ def cr2_cells(
     undefined (fewer than 2 clusters, or one cluster holding all of a group's answers).
 
     counts, sums: (K, G) answers and the sum of their values per cluster and group; design:
-    (G, G) invertible. Why not `cr2`: a cluster holding one arm only (the belief study's
-    invented-word families, say) has a singular X_j'X_j. Within a cluster the design rows take
-    only G values, so every n_j x n_j matrix of the definition lives on the span of the group
-    indicators: with R_j = diag(sqrt(n_jg)) D (present groups) the hat block is Q R_j M R_j' Q'
-    and A_j X_j M c = Q (I - R_j M R_j')^(-1/2) R_j M c; the rest is as in `cr2`."""
+    (G, G) invertible. One arrangement of `cr2_cells_many`."""
+    estimate, variance, df = cr2_cells_many(
+        np.asarray(counts, float)[None], np.asarray(sums, float)[None], design, contrast
+    )
+    return float(estimate[0]), float(variance[0]), float(df[0])
+
+
+def cr2_cells_many(
+    counts: np.ndarray, sums: np.ndarray, design: np.ndarray, contrast: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`cr2_cells` for R arrangements of the same clusters at once (a randomisation test
+    computes the CR2 t of every relabelling): counts, sums (R, K, G); returns (R,) estimates,
+    variances and df, NaN variance and df where CR2 is undefined.
+
+    Why not `cr2`: a cluster holding one arm only (the belief study's invented-word families,
+    say) has a singular X_j'X_j. Within a cluster the design rows take only G values, so every
+    n_j x n_j matrix of the definition lives on the span of the group indicators: with
+    R_j = diag(sqrt(n_jg)) D the hat block is Q R_j M R_j' Q' and A_j X_j M c =
+    Q (I - R_j M R_j')^(-1/2) R_j M c; the rest is as in `cr2`. A group a cluster lacks has a
+    zero row in R_j, which leaves I - R_j M R_j' the identity there and adds nothing."""
     counts, sums = np.asarray(counts, float), np.asarray(sums, float)
     design, c = np.asarray(design, float), np.asarray(contrast, float)
-    totals = counts.sum(0)
-    means = np.divide(sums.sum(0), totals, out=np.zeros_like(totals), where=totals > 0)
-    estimate = float(c @ np.linalg.solve(design, means))
-    if len(counts) < 2 or (totals == 0).any():
-        return estimate, np.nan, np.nan
-    bread = np.linalg.inv(design.T @ (totals[:, None] * design))
-    mc = bread @ c
-    adjusted, crossed, own = [], [], []
-    for n, s in zip(counts, sums, strict=True):
-        present = n > 0
-        root = np.sqrt(n[present])
-        r = root[:, None] * design[present]
-        values, vectors = np.linalg.eigh(np.eye(len(r)) - r @ bread @ r.T)
-        if values.min() < 1e-12:  # the cluster is all of some group: no residual to scale
-            return estimate, np.nan, np.nan
-        beta = (vectors * values**-0.5) @ vectors.T @ r @ mc
-        residual = (s[present] - n[present] * means[present]) / root  # e_j on the indicators
-        adjusted.append(beta @ residual)
-        crossed.append(r.T @ beta)
-        own.append(beta @ beta)
-    cross = np.array(crossed)
-    shape = np.diag(own) - cross @ bread @ cross.T
-    variance = float(np.sum(np.square(adjusted)))
-    return estimate, variance, float(np.trace(shape) ** 2 / np.trace(shape @ shape))
+    totals = counts.sum(1)  # (R, G)
+    safe = np.where(totals > 0, totals, 1.0)
+    means = np.where(totals > 0, sums.sum(1) / safe, 0.0)
+    estimate = means @ np.linalg.solve(design.T, c)  # c' D^-1 means
+    undefined = (totals == 0).any(1) | (counts.shape[1] < 2)
+    bread = np.linalg.inv(np.einsum("gi,rg,gj->rij", design, safe, design))  # (R, G, G)
+    mc = bread @ c  # (R, G)
+    root = np.sqrt(counts)
+    r = root[..., None] * design  # (R, K, G, G): row g is sqrt(n_g) D_g
+    rest = np.eye(len(design)) - r @ bread[:, None] @ np.swapaxes(r, -1, -2)
+    values, vectors = np.linalg.eigh((rest + np.swapaxes(rest, -1, -2)) / 2)
+    # a cluster that is all of some group has no residual to scale: CR2 is undefined
+    undefined |= (values < 1e-12).any((1, 2))
+    values = np.where(values < 1e-12, 1.0, values)
+    half = (vectors * values[..., None, :] ** -0.5) @ np.swapaxes(vectors, -1, -2)
+    beta = np.einsum("rkij,rkj->rki", half, np.einsum("rkij,rj->rki", r, mc))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        residual = np.where(counts > 0, (sums - counts * means[:, None]) / root, 0.0)
+    adjusted = (beta * residual).sum(-1)  # (R, K)
+    crossed = np.einsum("rkji,rkj->rki", r, beta)  # R_j' beta_j
+    own = (beta * beta).sum(-1)
+    shape = np.einsum("rk,kl->rkl", own, np.eye(counts.shape[1])) - crossed @ bread @ np.swapaxes(
+        crossed, -1, -2
+    )
+    variance = (adjusted**2).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.trace(shape, axis1=1, axis2=2) ** 2 / (shape * shape).sum((1, 2))
+    return (
+        estimate,
+        np.where(undefined, np.nan, variance),
+        np.where(undefined, np.nan, df),
+    )

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from orchestrator.analysis.cr2 import cr2_cells
+from orchestrator.analysis.cr2 import cr2_cells, cr2_cells_many
 from orchestrator.analysis.stats import ZERO
 
 # groups: control, treatment; the treatment coefficient is the bias score
@@ -34,17 +34,31 @@ ALIKE = "no variation between value cells: exact randomisation p over the cells,
 NO_RELABELLING = "no variation between value cells: no interval, and no relabelling to test by"
 
 
+def contrast_range(design: np.ndarray, contrast: np.ndarray) -> tuple[float, float]:
+    """The values the contrast can take when every group's share lies in [0, 1]: an interval of
+    shares is clipped to it ([-1, 1] for a bias score, [-2, 2] for a difference of two)."""
+    weights = np.linalg.solve(np.asarray(design, float).T, np.asarray(contrast, float))
+    return float(np.minimum(weights, 0).sum()), float(np.maximum(weights, 0).sum())
+
+
 def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     """The contrast of the groups' shares with its CR2 t-test over value cells: counts and hits
     are (K, G) per cell and group (design's rows). Returns estimate, se, df, ci_low, ci_high, p,
     cells (K) and a note where the test is not the CR2 t.
 
-    Where every cell has each group's overall share (every answer in each arm alike, say:
-    11/11 against 0/10), the CR2 variance is 0 and t is infinite. Then p is the exact
-    randomisation p of the test over cells, which is what a reader can use: every cell's
-    contrast is the estimate, and only the relabellings that flip them all are as extreme
-    (`exact_p`); there is no interval."""
+    The p-value, by case:
+    - every cell at each group's overall share (11/11 against 0/10 in every cell, say): the CR2
+      variance is 0 and t infinite; p is the randomisation p of the estimate (`exact_p`), no
+      interval;
+    - at most FEW_CELLS cells, each holding the groups a relabelling swaps: the randomisation
+      p of the CR2 t over all 2^K relabellings within cells (`randomised_p`). With so few cells
+      the t reference is not to be trusted in the tails: one answer flipped in one of 7 alike
+      cells took the t p from the exact 2/2^7 = 0.016 to 5e-14; the randomisation p cannot go
+      below 2/2^K, which is all K cells can show;
+    - otherwise the CR2 t with Bell-McCaffrey df.
+    The interval is the CR2 t's, clipped to the values a contrast of shares can take."""
     counts, hits = np.asarray(counts, float), np.asarray(hits, float)
+    design, contrast = np.asarray(design, float), np.asarray(contrast, float)
     keep = counts.sum(1) > 0
     counts, hits = counts[keep], hits[keep]
     out: dict[str, float | int | str | None] = dict.fromkeys(
@@ -53,13 +67,13 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     out |= {"cells": int(len(counts)), "note": None}
     if (counts.sum(0) == 0).any():
         return out | {"note": NO_CELLS}
-    estimate, variance, df = cr2_cells(counts, hits, design, np.asarray(contrast, float))
+    estimate, variance, df = cr2_cells(counts, hits, design, contrast)
     out["estimate"] = estimate
     if len(counts) < 2:
         return out | {"note": NO_CELLS}
     shares = hits.sum(0) / counts.sum(0)
     if np.allclose(hits, counts * shares, rtol=0, atol=1e-9):  # every cell at the shares
-        p = exact_p(counts, estimate, shares)
+        p = exact_p(counts, hits, design, contrast, estimate)
         return out | {"p": p, "note": NO_RELABELLING if np.isnan(p) else ALIKE}
     if np.isnan(variance):
         return out | {"note": WHOLE_ARM}
@@ -68,29 +82,85 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
         return out | {"p": p, "note": "no variation of the contrast between value cells"}
     se = float(np.sqrt(variance))
     half = stats.t.ppf(0.975, df) * se
-    p = 2 * stats.t.sf(abs(estimate) / se, df)
-    return out | {"se": se, "df": df, "ci_low": estimate - half, "ci_high": estimate + half, "p": p}
+    low, high = contrast_range(design, contrast)
+    out |= {
+        "se": se,
+        "df": df,
+        "ci_low": max(low, estimate - half),
+        "ci_high": min(high, estimate + half),
+        "p": 2 * stats.t.sf(abs(estimate) / se, df),
+    }
+    swap = SWAPS.get(design.shape[0])
+    if len(counts) <= FEW_CELLS and swap is not None and _swappable(counts, swap).all():
+        out |= {"p": randomised_p(counts, hits, design, contrast), "note": FEW}
+    return out
 
 
-def exact_p(counts: np.ndarray, estimate: float, shares: np.ndarray) -> float:
-    """The two-sided randomisation p where every cell is at its groups' overall shares.
+SWAPS = {2: [1, 0], 4: [2, 3, 0, 1]}  # ARMS: the arms swap; TWO_MODELS: the models swap
+FEW_CELLS = 12  # up to 2^12 relabellings, enumerated (CR2 of all at once: ~0.1 s)
+DRAWS = 1 << 16  # relabellings of the estimate enumerated, or drawn beyond (a seeded draw)
+FEW = "few value cells: randomisation p of the CR2 t over the cells' relabellings"
+
+
+def _swappable(counts: np.ndarray, swap: list[int]) -> np.ndarray:
+    """Per cell, whether a relabelling can swap its groups: it holds both of each pair."""
+    held = counts > 0
+    return (held == held[:, swap]).all(1)
+
+
+def _relabellings(k: int, limit: int = DRAWS) -> np.ndarray:
+    """(R, k) which of k cells each relabelling swaps: all 2^k up to `limit`, beyond that the
+    observed one and limit - 1 drawn at random (seeded: a report reads the same every time)."""
+    if 2**k <= limit:
+        return ((np.arange(2**k)[:, None] >> np.arange(k)) & 1).astype(bool)
+    drawn = np.random.default_rng(20_241_204).random((limit - 1, k)) < 0.5
+    return np.vstack([np.zeros((1, k), bool), drawn])
+
+
+def randomised_p(counts, hits, design, contrast) -> float:
+    """The two-sided randomisation p of the CR2 t: the share of the 2^K relabellings within
+    cells (arm labels swapped for two arms, model labels for two models) whose |t| is at least
+    the observed one. A relabelling whose CR2 is undefined counts as extreme (conservative)."""
+    swap = SWAPS[len(design)]
+    flips = _relabellings(len(counts))[:, :, None]
+    estimate, variance, _ = cr2_cells_many(
+        np.where(flips, counts[:, swap], counts),
+        np.where(flips, hits[:, swap], hits),
+        design,
+        contrast,
+    )
+    size = np.abs(estimate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(variance > ZERO**2, size / np.sqrt(variance), np.where(size > ZERO, np.inf, 0))
+    t = np.where(np.isnan(variance), np.inf, t)
+    return float(np.mean(t >= t[0] * (1 - 1e-9)))
+
+
+def exact_p(counts, hits, design, contrast, estimate: float) -> float:
+    """The two-sided randomisation p of the estimate where every cell is at its groups'
+    overall shares (the CR2 t is infinite there, so the estimate is the statistic).
 
     Two arms: the cells holding both may each be flipped (arm labels swapped within the cell),
-    the cells holding one may swap arm labels among themselves. Two models (TWO_MODELS' four
-    groups): the model labels may be swapped within each cell, for the arms it holds for both.
-    The observed arrangement and, where the data's shape allows it, its mirror image are the
-    only ones as extreme. NaN where no such relabelling exists (a cell holding an arm for one
-    model only, or a single group)."""
+    the cells holding one may swap arm labels among themselves; only the observed arrangement
+    and, where as many cells hold each arm, its mirror image are as extreme. Two models
+    (TWO_MODELS' four groups): the model labels may be swapped within each cell; every such
+    relabelling is enumerated (up to 2^16, a seeded draw of 2^16 beyond), since with cells
+    holding one arm many of them move the estimate as far as the observed one does. NaN where
+    no such relabelling exists (a cell holding an arm for one model only, or a single group)."""
     if abs(estimate) <= ZERO:
         return 1.0
     held = counts > 0
     if counts.shape[1] == 4:
-        arms = ((0, 2, -1.0), (1, 3, 1.0))  # (first, second model's group, sign in a - b)
-        if any((held[:, a] != held[:, b]).any() for a, b, _ in arms):
+        swap = SWAPS[4]
+        if not _swappable(counts, swap).all():
             return np.nan
-        moved = sum(held[:, a] * sign * (shares[a] - shares[b]) for a, b, sign in arms)
-        flips = int((np.abs(moved) > ZERO).sum())
-        return min(1.0, 2.0 / 2.0**flips)
+        flips = _relabellings(len(counts)).astype(float)
+        weights = np.linalg.solve(np.asarray(design, float).T, np.asarray(contrast, float))
+        n = counts.sum(0) + flips @ (counts[:, swap] - counts)
+        k = hits.sum(0) + flips @ (hits[:, swap] - hits)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            moved = np.abs((k / n) @ weights)
+        return float(np.mean(moved >= abs(estimate) - ZERO))
     if counts.shape[1] != 2:
         return np.nan
     both = held.sum(1) == 2

@@ -207,13 +207,16 @@ def test_the_planted_bias_scores_are_recovered(tables):
         (m, s) for m in ("base", "tuned") for s in SCORES
     ]
     for r in rows:
+        if r["score"].startswith("Decoy"):  # Equation 1 described, not tested (issue 45)
+            assert (r["ci_low"], r["p"], r["p_t"], r["p_fisher"]) == (None,) * 4
+            continue
         close(r, "bias_score", want(model_of(r))[(r["score"],)]["bias_score"], r["se"])
         assert r["ci_low"] < r["bias_score"] < r["ci_high"] and r["mode"] == "generate"
         assert r["t_df"] == r["n_treatment"] + r["n_control"] - 2
         assert r["interval"] == f"CR2 t over {r['cells']} value cells"
     by_score = {r["score"]: r for r in rows if model_of(r) == "tuned"}
     assert by_score["Certainty"]["ci_low"] > 0.3 and by_score["Belief Invalid"]["ci_high"] < 0
-    assert by_score["Certainty"]["p_t"] < 1e-20 and by_score["Decoy Cheaper"]["p_t"] < 1e-20
+    assert by_score["Certainty"]["p_t"] < 1e-20 and by_score["Certainty"]["p_fisher"] < 1e-20
     assert (
         by_score["Decoy Cheaper"]["unparsed_treatment"] > 0
     )  # parse errors and refusals, counted apart
@@ -235,8 +238,10 @@ def test_the_attraction_measure_does_not_move_with_the_number_of_options(tables)
         )
         if model_of(r) == "base":
             assert planted["bias_score"] == pytest.approx(-1 / 6) and planted["attraction"] == 0
-            assert r["ci_high"] < 0 < r["attraction_ci_high"] and r["attraction_ci_low"] < 0
-            assert r["attraction_p"] > 0.001 and r["p"] < 1e-4
+            # Equation 1 has no p or interval on a decoy: it would call this null biased
+            assert (r["ci_high"], r["p"]) == (None, None)
+            assert r["attraction_ci_low"] < 0 < r["attraction_ci_high"]
+            assert r["attraction_p"] > 0.001
 
 
 def test_the_per_product_decoy_scores_are_recovered(tables):
@@ -248,18 +253,15 @@ def test_the_per_product_decoy_scores_are_recovered(tables):
         for p in PRODUCTS
     ]
     for r in rows:
-        close(
-            r,
-            "bias_score",
-            want(model_of(r), "product")[(r["score"], r["experimentSlug"])]["bias_score"],
-            r["se"],
-        )
+        planted = want(model_of(r), "product")[(r["score"], r["experimentSlug"])]["bias_score"]
+        assert r["bias_score"] == pytest.approx(planted, abs=0.1)
+        assert (r["ci_low"], r["p"]) == (None, None)  # Equation 1 on a decoy: a description
     cheaper = [r for r in rows if model_of(r) == "tuned" and r["score"] == "Decoy Cheaper"]
     assert [
         want("tuned", "product")[("Decoy Cheaper", r["experimentSlug"])]["bias_score"]
         for r in cheaper
     ] == pytest.approx([0, 0.1, 0.3, 0.5])
-    assert cheaper[0]["ci_low"] < 0 < cheaper[0]["ci_high"] and cheaper[3]["ci_low"] > 0.35
+    assert cheaper[3]["attraction_ci_low"] > 0.2
 
 
 def test_every_grid_pair_has_its_prices_gap_and_items(tables):
@@ -276,14 +278,8 @@ def test_every_grid_pair_has_its_prices_gap_and_items(tables):
             r["n_treatment"] + r["unparsed_treatment"] == 48
             and r["n_control"] + r["unparsed_control"] == 8
         )
-    # 8 control answers a pair: the Wald error fails where they are all alike; Newcombe's CI holds
-    covered = [
-        r["ci_low"]
-        <= want(model_of(r), "pair")[(r["score"], r["experimentSlug"], r["pair"])]["bias_score"]
-        <= r["ci_high"]
-        for r in rows
-    ]
-    assert sum(covered) / len(covered) > 0.88, sum(covered)
+        # Equation 1 on a decoy is a description: no interval, even over prompts
+        assert (r["ci_low"], r["ci_high"], r["prompt_ci_low"]) == (None, None, None)
 
 
 def test_belief_accuracy_is_counted_per_word_set(tables):
@@ -309,6 +305,9 @@ def test_the_difference_in_differences_is_the_first_model_minus_the_second(table
     for r in rows:
         a, b = scores[("base", r["score"])], scores[("tuned", r["score"])]
         assert r["did"] == pytest.approx(a["bias_score"] - b["bias_score"])
+        if r["score"].startswith("Decoy"):  # a difference of Equation-1 scores: described
+            assert (r["ci_low"], r["p"]) == (None, None) and r["attraction_p"] is not None
+            continue
         assert r["cells"] == a["cells"] and r["ci_low"] < r["did"] < r["ci_high"]
         # the two models' answers are independent here: the variances add, near enough
         se = math.hypot(a["se"], b["se"])
@@ -322,8 +321,8 @@ def test_the_difference_in_differences_is_the_first_model_minus_the_second(table
         )
     by_score = {r["score"]: r for r in rows}
     assert (
-        by_score["Certainty"]["did"] < 0 and by_score["Certainty"]["p"] < 1e-3
-    )  # planted -0.5, 7 prize rows
+        by_score["Certainty"]["did"] < 0 and by_score["Certainty"]["p"] == 2 / 128
+    )  # planted -0.5, 7 prize rows: the randomisation p's floor, 2/2^7
     assert (
         by_score["Belief Valid"]["ci_high"] < 0 < by_score["Belief Invalid"]["ci_low"]
     )  # -0.3, +0.3

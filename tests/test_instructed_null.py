@@ -201,3 +201,22 @@ def test_the_report_marks_the_decoys_equation_1_rows_and_explains_the_mark():
     assert {r["bias score"] for r in did if r["bias score"].endswith(" †")} == marked
     assert all(r["attraction difference [95% CI]"] != "–" for r in did if "†" in r["bias score"])
     assert "† Equation 1 is option-count-biased" in SCORES_NOTE and "† Decoy" in DID_NOTE
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_decoy_rows_equation_1_carries_no_p_or_interval(seed):
+    """Issue 45, item 1: for this bias-free respondent Equation 1 is -0.11 to -0.21 on the
+    decoy and its p over cells was 6e-5 to 0.002 (the paper's t-test 1.6e-17 to 1.5e-5): a null
+    no bias-free respondent can meet. Those rows keep the score as a description; the
+    attraction measure is the tested column, in the scores and between models."""
+    table, counted = scores(answers(seed), answers(seed + 100, "b"))
+    decoy = table.filter(pl.col("score").str.starts_with("Decoy"))
+    assert decoy.height == 4 and (decoy["bias_score"] < -0.05).all()
+    for column in ("p", "ci_low", "ci_high", "p_t", "p_fisher", "prompt_ci_low"):
+        assert decoy[column].is_null().all(), column
+    assert decoy["attraction_p"].is_not_null().all() and (decoy["attraction_p"] > 0.01).all()
+    between = differences(table.with_columns(model=pl.col("modelKey")), counted)
+    rows = between.filter(pl.col("score").str.starts_with("Decoy"))
+    assert rows.height == 2 and rows["did"].is_not_null().all()
+    assert rows["p"].is_null().all() and rows["ci_low"].is_null().all()
+    assert rows["attraction_p"].is_not_null().all()

@@ -6,7 +6,9 @@ Which items and which target each score counts are in items.py. Shares are among
 answers; parse failures and refusals are counted beside them (`unparsed_*`). Every score gets
 a 95% CI and p over value cells (inference.py `clustered`: the items built from the same
 values are one draw), beside the paper's Student t-test (t, t_df, p_t) on the 0/1 "chose the
-target" answers, which takes every prompt as independent. A decoy score also gets the
+target" answers and Fisher's exact p (p_fisher, the one the tables show), which take every
+prompt as independent. A decoy row's Equation 1 gets neither a p nor an interval (it is
+biased by the option count: `DESCRIBED`); it also gets the
 attraction measure: the same difference among the answers that chose the target or the
 competitor (the decoy left out), since a third option alone lowers every option's share (from
 1/2 to 1/3 for a respondent choosing at random), tested the same way.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 from orchestrator.analysis.load import Run
 from orchestrator.analysis.stats import newcombe, zero
@@ -136,6 +139,7 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
     kc, nc = wide["hits_control"].to_numpy(), wide["n_control"].to_numpy()
     diff, low, high, _ = newcombe(kt, nt, kc, nc)
     t, df, p_t = student(kt, nt, kc, nc)
+    p_fisher = fisher(kt, nt, kc, nc)
     decoy = wide["score"].str.starts_with("Decoy").to_numpy()
     pair_t = nt - wide["n_decoy_treatment"].to_numpy()
     attraction = np.where(decoy, newcombe(kt, pair_t, kc, nc)[0], np.nan)
@@ -151,6 +155,7 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
             pl.Series("t", t),
             pl.Series("t_df", df),
             pl.Series("p_t", p_t),
+            pl.Series("p_fisher", p_fisher),
             pl.Series("attraction", attraction),
         )
         .fill_nan(None)
@@ -158,13 +163,49 @@ def score_tests(wide: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def fisher(kt, nt, kc, nc) -> np.ndarray:
+    """Fisher's exact p (two-sided) of each row's 2 x 2 table: the p over prompts the tables
+    show. The paper's t-test p (`p_t`) is kept in the data but is not monotone in the counts:
+    11/11 against 1/10 got p = 1.3e-8, stronger than 11/11 against 0/10 (Fisher 2.8e-6)."""
+    return np.array(
+        [
+            stats.fisher_exact([[a, na - a], [b, nb - b]]).pvalue if na and nb else np.nan
+            for a, na, b, nb in zip(kt, nt, kc, nc, strict=True)
+        ],
+        float,
+    )
+
+
+# Equation 1 on a decoy is a description, not a test: the decoy adds a third option, so a
+# respondent with no bias at all scores about 1/3 - 1/2 (the content-driven null got p 6e-5 to
+# 0.002 over cells), and a 3-option arm is not exchangeable with a 2-option one. Its p's and
+# intervals are left out; the attraction measure beside it is the tested column.
+DESCRIBED = "Equation 1 on a decoy: a description (tested: the attraction measure)"
+UNTESTED = ("se", "df", "ci_low", "ci_high", "p", "t", "t_df", "p_t", "p_fisher")
+UNTESTED += ("prompt_ci_low", "prompt_ci_high")
+
+
+def decoy_described(table: pl.DataFrame, columns=UNTESTED) -> pl.DataFrame:
+    """The decoy rows without a p or interval on Equation 1 (see DESCRIBED)."""
+    decoy = pl.col("score").str.starts_with("Decoy")
+    present = [c for c in columns if c in table.columns]
+    return table.with_columns(
+        *(pl.when(decoy).then(None).otherwise(pl.col(c)).alias(c) for c in present),
+        pl.when(decoy).then(pl.lit(DESCRIBED)).otherwise(pl.col("note")).alias("note"),
+    )
+
+
 def with_cell_tests(table: pl.DataFrame, counted: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """The tests over value cells joined on; where a row has fewer than two cells its interval
-    is the one over prompts, and `interval` says which a row has."""
+    is the one over prompts, and `interval` says which a row has. A decoy row's Equation 1 is
+    described, not tested (`decoy_described`)."""
     tests = cell_tests(counted, keys)
     one_cell = pl.col("cells") < 2
-    return table.join(tests, on=keys, how="left").with_columns(
-        pl.when(pl.col("ci_low").is_not_null())
+    decoy = pl.col("score").str.starts_with("Decoy")
+    joined = table.join(tests, on=keys, how="left").with_columns(
+        pl.when(decoy)
+        .then(pl.lit("none: " + DESCRIBED))
+        .when(pl.col("ci_low").is_not_null())
         .then(pl.format("CR2 t over {} value cells", pl.col("cells")))
         .when(one_cell)
         .then(pl.lit("Newcombe over prompts (one value cell)"))
@@ -173,6 +214,7 @@ def with_cell_tests(table: pl.DataFrame, counted: pl.DataFrame, keys: list[str])
         pl.coalesce("ci_low", pl.when(one_cell).then("prompt_ci_low")).alias("ci_low"),
         pl.coalesce("ci_high", pl.when(one_cell).then("prompt_ci_high")).alias("ci_high"),
     )
+    return decoy_described(joined)
 
 
 def scored(

@@ -5,7 +5,9 @@ second), each bias score's difference, tested over value cells like the scores t
 both models' answers in both arms, and CR2 over the cells takes in whatever the models' answers
 share through the items. (Testing them as independent samples, as this table did before, was
 not conservative: each model's own variance took every prompt as an independent draw.) A decoy
-row also gets the difference of the attraction measures, tested the same way.
+row's difference of Equation-1 scores is a description without a p or interval (a third
+option biases Equation 1: analysis.DESCRIBED); the difference of the attraction measures beside
+it is tested the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import itertools
 import polars as pl
 
 from orchestrator.analysis.stats import zero
-from orchestrator.studies.instructed.analysis import PAIR_ANSWERS, per_cell
+from orchestrator.studies.instructed.analysis import PAIR_ANSWERS, decoy_described, per_cell
 from orchestrator.studies.instructed.inference import TWO_MODELS, clustered
 
 DID_COLUMNS = [
@@ -107,9 +109,10 @@ def differences(scores: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     rows.sort(
         key=lambda r: (r["strategy"], pair[(r["modelKey_a"], r["modelKey_b"])], order[r["score"]])
     )
-    return (
+    table = (
         pl.DataFrame(rows, infer_schema_length=None)
         .fill_nan(None)
         .with_columns(zero(pl.col(c)).alias(c) for c in ("did", "attraction_did"))
         .select(DID_COLUMNS)
     )
+    return decoy_described(table, ("ci_low", "ci_high", "p", "df"))

@@ -124,7 +124,10 @@ def gap_figure(pairs: pl.DataFrame):
         ax.tick_params(labelsize=7)
     axes[0][0].set_ylabel(f"{GAP_SCORE} score", fontsize=8)
     axes[0][-1].legend(fontsize=6)
-    fig.suptitle(f"{GAP_SCORE} score per grid pair against the price gap, 95% CIs", fontsize=9)
+    fig.suptitle(
+        f"{GAP_SCORE} score per grid pair against the price gap (a description: no interval)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 

@@ -32,7 +32,7 @@ def score_rows(
     rows = []
     for r in scores.iter_rows(named=True):
         decoy = r["attraction"] is not None
-        constant = r["t"] is None and r["p_t"] is not None
+        constant = r["t"] is None and r["p_t"] is not None and not decoy
         row = {
             "model": _label(r, strategies),
             **{h: str(r[c]) for h, c in extra},
@@ -43,7 +43,7 @@ def score_rows(
             "p": _p(r["p"], r["note"]),
             "value cells": str(r["cells"]),
             "t (df)": "constant" if constant else f"{fmt(r['t'])} ({fmt(r['t_df'], 6)})",
-            "p (t-test)": fmt(r["p_t"], 3) + (" (Fisher)" if constant else ""),
+            "p (prompts, Fisher)": fmt(r["p_fisher"], 3),
             "attraction [95% CI]": _ci(
                 r["attraction"], r["attraction_ci_low"], r["attraction_ci_high"]
             )

@@ -114,6 +114,8 @@ def test_a_runs_cot_answers_become_traces_with_their_source_task(tmp_path):
         one["source_condition"] == cot[one["source_task"]]["conditionIndex"]
         and "not_auditable" not in one
     )
+    # the item the trace answered: its samples and option orders are one unit of the analysis
+    assert one["source_item"] == cot[one["source_task"]]["variant"]
     assert (
         "The task probes" in variants[0].prompt
         and "I compare it with what I know." in variants[0].prompt

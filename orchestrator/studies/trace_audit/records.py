@@ -1,10 +1,14 @@
 """An audit run read back: its final audit records, and one row per trace x bias with the judge's
 validated score beside the trace's reference label and, for traces from a run, the task's
 experiment and condition there. Only validated audits (status ok) give judge scores: an
-escalated, refused or unauditable trace has none, and is counted as such, never as a score."""
+escalated, refused or unauditable trace has none, and is counted as such, never as a score.
+A run's trace also names its source item (`source_item`: the samples and option orders of one
+prompt are one item, the unit of the analysis's intervals, clustered.py) and a digest of its
+text, so that traces a deterministic source repeated word for word can be said to be one."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ SOURCE = (
     "source_strategy",
     "source_model",
     "source_task",
+    "source_item",  # the run's item (variant, or option-order group) the trace answered
 )
 SCHEMA = {
     "task_id": pl.String,
@@ -43,6 +48,7 @@ SCHEMA = {
     **{name: pl.Int64 if name == "source_condition" else pl.String for name in SOURCE},
     "context_mode": pl.String,  # the task context the judge saw (traces.CONTEXTS)
     "context_condition": pl.Int64,  # the source condition whose prompt that was; null: none
+    "trace_digest": pl.String,  # of the trace's text: equal digests, one text repeated
 }
 
 
@@ -87,11 +93,56 @@ def items(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
+def source_items(source_run: Path) -> dict[str, str]:
+    """Task id -> its item (the variant's option-order group, else the variant id) in a source
+    run, for an audit planned before its traces named their item; {} when the run is gone."""
+    from orchestrator.analysis.load import open_run
+    from orchestrator.export import records
+
+    try:
+        run = open_run(source_run)
+    except (UserError, OSError):
+        return {}
+    groups = {
+        (job_id, v.id): str((v.item or {}).get("group", v.id))
+        for job_id, job in run.jobs.items()
+        for e in job.experiments
+        for c in e.conditions
+        for v in c.variants
+    }
+    return {
+        rec["taskId"]: groups.get((rec["job"], rec["variant"]), rec["variant"])
+        for *_, rec in records(run.results, terminal_only=True)
+    }
+
+
+def _with_source_items(planned: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Fill `source_item` in the items of an older audit of a run, from the source run."""
+    runs: dict[str, dict[str, str]] = {}
+    for item in planned.values():
+        where = item.get("source_run")
+        if where is None or item.get("source_item") is not None:
+            continue
+        if where not in runs:
+            runs[where] = source_items(Path(where))
+        found = runs[where].get(str(item.get("source_task")))
+        if found is not None:
+            item["source_item"] = found
+
+
+def _digest(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return None
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def audit_frame(run: Run) -> pl.DataFrame:
     """One row per audited trace x bias (SCHEMA)."""
     planned, rows, models = items(run), [], run.models
+    _with_source_items(planned)
     for rec in audit_records(run):
         item = planned.get((rec["job"], rec["variant"]), {})
+        digest = _digest(item.get("trace"))
         response = rec.get("response") or {}
         audit = response.get("audit") if rec["status"] == "ok" else None
         by_bias = {a["bias_type"]: a for a in (audit or {}).get("bias_audits", [])}
@@ -122,6 +173,7 @@ def audit_frame(run: Run) -> pl.DataFrame:
                     **{k: item.get(k) for k in SOURCE},
                     "context_mode": mode,
                     "context_condition": own if mode == "own" else item.get("context_condition"),
+                    "trace_digest": digest,
                 }
             )
     return pl.DataFrame(rows, schema=SCHEMA)

@@ -272,6 +272,8 @@ def from_run(
             "source_strategy": cell.strategy.id,
             "source_model": labels[cell.model_key],
             "source_sample": task.sample,
+            # the item: its samples and option orders are one unit of the analysis
+            "source_item": str((cell.variant.item or {}).get("group", cell.variant.id)),
         }
         if source == "reasoning":  # an answer's item stays as it was, and so do its runs
             source_fields["source_trace"] = "reasoning"

@@ -150,10 +150,10 @@ def test_a_traces_file_has_no_conditions_to_swap(tmp_path):
         read_source(tmp_path / "t.jsonl", context="other")
 
 
-def test_the_swapped_control_shows_a_difference_made_by_the_context_alone(source):
-    """A judge that reads the anchor in the context, not the reasoning: the traces are all
-    alike, yet with their own contexts the anchored condition scores 3 points lower. Judged
-    with swapped contexts, the difference turns round: it follows the context."""
+@pytest.fixture(scope="module")
+def audited(source):
+    """The source run audited with its own and with swapped contexts, by a judge that reads the
+    anchor in the context, not the reasoning."""
     tmp, run = source
     for mode in ("own", "swapped"):
         (tmp / f"{mode}.json").write_text(
@@ -176,14 +176,36 @@ def test_the_swapped_control_shows_a_difference_made_by_the_context_alone(source
             temperature = 0
             """,
         )
-        audit_run = run_quietly(config).run_dir
+        return run_quietly(config).run_dir
     finally:
         judge.stop()
-    frame = audit_frame(open_audit(audit_run))
+
+
+def test_the_swapped_control_shows_a_difference_made_by_the_context_alone(audited):
+    """The traces are all alike, yet with their own contexts the anchored condition scores 3
+    points lower. Judged with swapped contexts, the difference turns round: it follows the
+    context."""
+    frame = audit_frame(open_audit(audited))
     assert set(frame["context_mode"].unique().to_list()) == {"own", "swapped"}
     table = by_condition(frame).filter(pl.col("bias") == "Anchoring")
     got = dict(zip(table["context"], table["difference"], strict=True))
     assert got == {"own": -3.0, "swapped": 3.0}
+    # one item, its two samples one trace in each condition: a difference, but nothing to test
+    assert set(table["items"]) == {1} and set(table["traces"]) == {4}
+    assert set(table["identical_cells"]) == set(table["repeated_cells"]) == {2}
+    assert table["p"].is_null().all()
+
+
+def test_an_older_audit_finds_its_items_in_the_source_run(audited, monkeypatch):
+    """An audit planned before traces named their item: the reader takes it from the source
+    run's records (the variant the task answered)."""
+    from orchestrator.studies.trace_audit import records
+
+    planned = records.items(open_audit(audited))
+    assert {i["source_item"] for i in planned.values()} == {"cast"}
+    older = {k: {f: v for f, v in i.items() if f != "source_item"} for k, i in planned.items()}
+    monkeypatch.setattr(records, "items", lambda run: {k: dict(i) for k, i in older.items()})
+    assert set(audit_frame(open_audit(audited))["source_item"]) == {"cast"}
 
 
 def test_the_report_no_longer_claims_the_judge_is_blind():

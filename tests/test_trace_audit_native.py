@@ -29,8 +29,12 @@ def test_the_audit_finds_the_planted_anchoring_by_condition(rehearsal):
     table = pl.read_csv(rehearsal / "runs/reasoning-simulated-audit/default/audit_conditions.csv")
     anchoring = table.filter(pl.col("experiment") == "anchoring")
     row = anchoring.filter(pl.col("bias") == "Anchoring").row(0, named=True)
-    # planted: 4 - 2 x 0.15 = 3.7 in control, 4 - 2 x 0.6 = 2.8 anchored, so -0.9
-    assert row["ci_low"] < -0.9 < row["ci_high"] and row["ci_high"] < 0 and row["p"] < 1e-3
+    # planted: 4 - 2 x 0.15 = 3.7 in control, 4 - 2 x 0.6 = 2.8 anchored, so -0.9. The test is
+    # over the 5 items (a paired t, df 4), not the 100 traces: it gives up the power that
+    # taking the traces for independent draws claimed (p < 1e-3 then), which holds only where
+    # items do not differ, as here but not in general (issue 45)
+    assert (row["items"], row["traces"], row["method"]) == (5, 100, "paired t")
+    assert row["ci_low"] < -0.9 < row["ci_high"] and row["ci_high"] < 0 and row["p"] < 0.05
     others = anchoring.filter(pl.col("bias") != "Anchoring")["difference"].to_list()
     assert others == [0.0, 0.0, 0.0]  # nothing planted there, nothing found
     elsewhere = table.filter(

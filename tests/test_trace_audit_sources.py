@@ -122,38 +122,47 @@ def test_a_runs_cot_answers_become_traces_with_their_source_task(tmp_path):
     )
 
 
-def test_scores_by_condition_are_welch_differences_of_the_last_condition_minus_the_first():
+def test_scores_by_condition_are_paired_differences_of_the_last_condition_minus_the_first():
+    """Over items: each item's samples averaged per condition, then a paired t (issue 45)."""
     rng = np.random.default_rng(3)
     rows = []
-    for cond, mean in ((0, 4.0), (1, 2.5)):
-        for i, score in enumerate(np.clip(np.round(rng.normal(mean, 0.8, 30)), 1, 5).astype(int)):
-            rows.append(
-                {
-                    "task_id": f"{cond}-{i}",
-                    "trace_id": f"{cond}-{i}",
-                    "model_key": "k",
-                    "model": "j",
-                    "status": "ok",
-                    "disposition": "passed",
-                    "bias": "Anchoring",
-                    "judge_score": int(score),
-                    "source_experiment": "anchoring",
-                    "source_condition": cond,
-                    "source_condition_label": ["control", "anchored"][cond],
-                    "source_strategy": "cot",
-                    "source_model": "m",
-                }
-            )
+    for item in range(12):
+        level = rng.normal(0, 1)
+        for cond, mean in ((0, 4.0), (1, 2.5)):
+            for sample in range(3):
+                score = int(np.clip(np.round(rng.normal(mean + level, 0.8)), 1, 5))
+                rows.append(
+                    {
+                        "task_id": f"{item}-{cond}-{sample}",
+                        "trace_id": f"{item}-{cond}-{sample}",
+                        "model_key": "k",
+                        "model": "j",
+                        "status": "ok",
+                        "disposition": "passed",
+                        "bias": "Anchoring",
+                        "judge_score": score,
+                        "source_experiment": "anchoring",
+                        "source_condition": cond,
+                        "source_condition_label": ["control", "anchored"][cond],
+                        "source_strategy": "cot",
+                        "source_model": "m",
+                        "source_item": f"item-{item}",
+                    }
+                )
     frame = pl.DataFrame(rows, schema=SCHEMA)
     got = by_condition(frame).row(0, named=True)
-    a = frame.filter(pl.col("source_condition") == 1)["judge_score"].to_numpy()
-    b = frame.filter(pl.col("source_condition") == 0)["judge_score"].to_numpy()
-    ref = stats.ttest_ind(a, b, equal_var=False)
+    means = frame.group_by("source_item", "source_condition").agg(pl.col("judge_score").mean())
+    a, b = (
+        means.filter(pl.col("source_condition") == c).sort("source_item")["judge_score"].to_numpy()
+        for c in (1, 0)
+    )
+    ref = stats.ttest_rel(a, b)
     assert got["difference"] == pytest.approx(a.mean() - b.mean()) and got["difference"] < -1
     assert got["p"] == pytest.approx(ref.pvalue, rel=1e-9)
     low, high = ref.confidence_interval()
     assert (got["ci_low"], got["ci_high"]) == pytest.approx((low, high), rel=1e-9)
     assert got["first"] == "control" and got["last"] == "anchored"
+    assert (got["items"], got["traces"], got["method"]) == (12, 72, "paired t")
 
 
 def test_the_audit_command_takes_a_runs_traces_under_the_strategies_it_names(tmp_path):

@@ -1,17 +1,28 @@
 """The audit's tables: score distributions per bias, dispositions (escalation and critical-failure
 rates with Wilson intervals), agreement with a golden set's labels, and, for traces taken from a
 run, the judge's scores by that run's experiment and condition (does the anchoring score drop in
-the anchored condition?). Only validated audits give scores; every rate says its denominator."""
+the anchored condition?). Only validated audits give scores; every rate says its denominator.
+The by-condition test takes the item, not the trace, as its unit (clustered.py): the samples
+and option orders of one prompt are not independent, and at T=0 they are one trace repeated."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from orchestrator.analysis.stats import t_interval, welch, wilson
+from orchestrator.analysis.stats import t_interval, wilson
+from orchestrator.studies.trace_audit.clustered import ITEM, condition_difference, with_items
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 DISPOSITIONS = ("passed", "flagged", "escalated", "not_auditable")
+CONDITION_KEYS = (
+    "model_key",
+    "source_model",
+    "source_strategy",
+    "source_experiment",
+    "bias",
+    "context_mode",
+)
 
 
 def scores(frame: pl.DataFrame) -> pl.DataFrame:
@@ -72,33 +83,45 @@ def dispositions(frame: pl.DataFrame) -> pl.DataFrame:
 def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
     """For traces from a run: per source model x experiment x bias and the context the judge saw
     (own, swapped, none: traces.CONTEXTS), the mean validated score in each condition, and the
-    last condition's minus the first's (Welch 95% CI and p). Traces are the units; several
-    samples of one prompt are independent draws of the model, not of items."""
+    last condition's minus the first's with its 95% CI and p (unadjusted).
+
+    The unit is the item: each item's traces (its samples and option orders) are averaged per
+    condition, so the ten identical traces of a T=0 source count once, and the difference is
+    tested over items (clustered.condition_difference: the paired t where every item is in both
+    conditions). Welch over traces took them for independent draws and called 13-32% of
+    simulated nulls significant. `identical_cells` counts the item x condition cells of two or
+    more traces whose texts are all one (a deterministic source); `unknown_items`, the traces
+    whose item is unknown and that count as items of their own."""
     sourced = frame.filter(
         pl.col("source_experiment").is_not_null() & pl.col("judge_score").is_not_null()
     )
     if "context_mode" not in sourced.columns:
         sourced = sourced.with_columns(context_mode=pl.lit("own"))
-    rows = []
-    keys = (
-        "model_key",
-        "source_model",
-        "source_strategy",
-        "source_experiment",
-        "bias",
-        "context_mode",
-    )
-    for key, g in sourced.group_by(*keys, maintain_order=True):
-        conds = sorted(set(g["source_condition"].to_list()))
-        stats = {}
-        for c in conds:
-            v = g.filter(pl.col("source_condition") == c)["judge_score"].to_numpy().astype(float)
-            stats[c] = (v.mean(), v.var(ddof=1) if len(v) > 1 else np.nan, len(v))
-        labels = dict(zip(g["source_condition"], g["source_condition_label"], strict=True))
-        first, last = conds[0], conds[-1]
-        diff, low, high, p, _ = (
-            welch(*stats[last], *stats[first]) if len(conds) > 1 else (np.nan,) * 5
+    cells = (
+        with_items(sourced)
+        .group_by(*CONDITION_KEYS, "source_condition", ITEM, maintain_order=True)
+        .agg(
+            score=pl.col("judge_score").mean(),
+            traces=pl.len(),
+            label=pl.col("source_condition_label").first(),
+            texts=pl.col("trace_digest").n_unique(),
+            untexted=pl.col("trace_digest").null_count(),
+            unknown=pl.col("source_item").null_count(),
         )
+    )
+    rows = []
+    for key, g in cells.group_by(*CONDITION_KEYS, maintain_order=True):
+        conds = sorted(set(g["source_condition"].to_list()))
+        labels = dict(zip(g["source_condition"], g["label"], strict=True))
+        means = {
+            c: dict(zip(part[ITEM], part["score"], strict=True))
+            for c in conds
+            for part in [g.filter(pl.col("source_condition") == c)]
+        }
+        traces = {c: int(g.filter(pl.col("source_condition") == c)["traces"].sum()) for c in conds}
+        first, last = conds[0], conds[-1]
+        test = condition_difference(means[first], means[last]) if len(conds) > 1 else {}
+        repeated = g.filter(pl.col("traces") > 1)
         rows.append(
             {
                 "modelKey": key[0],
@@ -108,14 +131,26 @@ def by_condition(frame: pl.DataFrame) -> pl.DataFrame:
                 "bias": key[4],
                 "context": key[5] or "own",
                 "conditions": " / ".join(
-                    f"{labels[c]}: {stats[c][0]:.2f} (n={stats[c][2]})" for c in conds
+                    f"{labels[c]}: {np.mean(list(means[c].values())):.2f} "
+                    f"({len(means[c])} items, {traces[c]} traces)"
+                    for c in conds
                 ),
                 "first": labels[first],
                 "last": labels[last],
-                "difference": _num(diff),
-                "ci_low": _num(low),
-                "ci_high": _num(high),
-                "p": _num(p),
+                "difference": _num(test.get("difference", np.nan)),
+                "ci_low": _num(test.get("ci_low", np.nan)),
+                "ci_high": _num(test.get("ci_high", np.nan)),
+                "p": _num(test.get("p", np.nan)),
+                "df": _num(test.get("df", np.nan)),
+                "method": test.get("method"),
+                "items": int(g[ITEM].n_unique()),
+                "paired_items": test.get("paired_items"),
+                "traces": int(g["traces"].sum()),
+                "repeated_cells": repeated.height,
+                "identical_cells": repeated.filter(
+                    (pl.col("texts") == 1) & (pl.col("untexted") == 0)
+                ).height,
+                "unknown_items": int(g["unknown"].sum()),
             }
         )
     return pl.DataFrame(rows) if rows else pl.DataFrame()

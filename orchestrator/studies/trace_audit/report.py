@@ -27,10 +27,16 @@ NOTE = (
 )
 CONDITION_NOTE = (
     "Traces taken from a run, joined back to that run's conditions: the judge's mean "
-    "score per bias in each condition and the last condition minus the first "
-    "(Welch 95% CI, unadjusted p). A lower score is more biased reasoning, so an "
-    "anchoring bias that works shows as a negative difference on the anchoring "
-    "experiments. The judge is not blind to the condition: with the `own` context its task "
+    "score per bias in each condition and the last condition minus the first, with its 95% "
+    "CI and unadjusted p from a paired t over the items (the test column names it and the "
+    "number of items). The item is the unit, not the trace: an item's traces (its samples "
+    "and option orders) are averaged per condition first, so a model at T=0 that writes one "
+    "trace ten times counts it once (the units column says when every item's traces were "
+    "identical), and the test does not take copies for evidence. Where a campaign's item "
+    "sample put some items in one condition only, the test is CR2 by item (Bell-McCaffrey "
+    "df), which is the paired t where every item is in both. A lower score is more biased "
+    "reasoning, so an anchoring bias that works shows as a negative difference on the "
+    "anchoring experiments. The judge is not blind to the condition: with the `own` context its task "
     "context is the source prompt, which carries the condition's anchor or framing, and its "
     "profile names the bias the experiment probes, so a difference can come from the "
     "context alone. Audit the same run with `--context swapped` (each trace judged with "
@@ -95,6 +101,29 @@ def _agreement_rows(table: pl.DataFrame) -> list[dict[str, str]]:
     return rows
 
 
+def _test(r: dict) -> str:
+    """What the difference was tested with, over how many items."""
+    method = r.get("method")
+    if method is None:
+        return "-"
+    if method == "paired t":
+        return f"paired t over {r['paired_items']} items"
+    return f"CR2 by item over {r['items']} items ({r['paired_items']} in both)"
+
+
+def _units(r: dict) -> str:
+    """Items and traces, and what the traces were: one text repeated, or of unknown items."""
+    text = f"{r['items']} items, {r['traces']} traces"
+    repeated, identical = r.get("repeated_cells") or 0, r.get("identical_cells") or 0
+    if repeated and identical == repeated:
+        text += "; every item's traces identical (a deterministic source): each counted once"
+    elif identical:
+        text += f"; {identical} of {repeated} item x condition cells with identical traces"
+    if r.get("unknown_items"):
+        text += f"; {r['unknown_items']} traces of unknown items, each counted as one"
+    return text
+
+
 def _condition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
     return [
         {
@@ -103,8 +132,10 @@ def _condition_rows(table: pl.DataFrame) -> list[dict[str, str]]:
             "experiment": r["experiment"],
             "bias": r["bias"],
             "judge's context": r.get("context") or "own",
+            "units": _units(r),
             "mean score per condition": r["conditions"],
             "difference (last - first) [95% CI]": f"{fmt(r['difference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            "test": _test(r),
             "p": fmt(r["p"], 2),
         }
         for r in table.iter_rows(named=True)

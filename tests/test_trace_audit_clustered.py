@@ -1,14 +1,18 @@
-"""The trace audit's by-condition test takes the item, not the trace, as its unit (issue 45,
+"""The trace audit's intervals and tests take the item, not the trace, as their unit (issue 45,
 item 2). Every sample and option order of a run's item is a trace of its own, and at T=0 those
 traces are one text: Welch over traces took 10 items x 5 samples for 50 independent draws and
-called a condition effect that is not there in 13-32% of simulated runs. The test is now over
-items (the paired t where every item is in both conditions).
+called a condition effect that is not there in 13-32% of simulated runs. The by-condition test
+is now over items (the paired t where every item is in both conditions), the score means' t-
+intervals are over item means and the rates' Wilson intervals are on an effective n.
 
 On the previous code (checked in a worktree of 72b3896): by_condition's p was Welch's over
 traces, and its null rate was 0.17, 0.34 and 0.13 in the three settings of
 test_the_by_condition_test_holds_its_level_under_the_items_null (asserted <= 0.065), its p not
-the paired t's (test_the_by_condition_p_is_the_paired_t_over_item_means); the caption said
-Welch. The planted-effect and CR2-identity tests pass on both.
+the paired t's (test_the_by_condition_p_is_the_paired_t_over_item_means); the score interval
+over traces covered 49% (test_the_score_mean_interval_covers_the_mean_over_items) and the
+rates' Wilson interval was over traces
+(test_a_rate_over_repeated_traces_has_the_interval_of_its_items); the caption said Welch. The
+planted-effect and CR2-identity tests pass on both.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from orchestrator.analysis.stats import welch
-from orchestrator.studies.trace_audit.analysis import by_condition
+from orchestrator.analysis.stats import t_interval, welch, wilson
+from orchestrator.studies.trace_audit.analysis import by_condition, dispositions, scores
 from orchestrator.studies.trace_audit.records import SCHEMA
-from orchestrator.studies.trace_audit.report import CONDITION_NOTE, _condition_rows
+from orchestrator.studies.trace_audit.report import CONDITION_NOTE, NOTE, _condition_rows
 
 # The issue's settings: (items, samples per item and condition, judge noise sd)
 SETTINGS = ((10, 5, 0.0), (40, 10, 0.0), (10, 5, 0.5))
@@ -232,6 +236,7 @@ def test_a_deterministic_source_counts_each_item_once_and_says_so():
 def test_the_caption_names_the_test_over_items():
     note = " ".join(CONDITION_NOTE.split())
     assert "Welch" not in note and "paired t over the items" in note
+    assert "t-intervals over items" in " ".join(NOTE.split())
 
 
 def test_traces_of_unknown_items_count_as_items_and_the_table_says_so():
@@ -271,3 +276,105 @@ def test_cr2_by_item_holds_its_level_where_some_items_are_in_one_condition():
     table = by_condition(frame.filter(~lone))
     assert set(table["method"]) == {"CR2 by item"} and set(table["paired_items"]) == {8}
     assert (table["p"].fill_null(1.0) < 0.05).mean() <= 0.065
+
+
+def test_the_score_mean_interval_is_over_item_means():
+    frame = simulate(10, 5, 0.0, 1, np.random.default_rng(9))
+    row = scores(frame).row(0, named=True)
+    means = frame.group_by("source_item").agg(pl.col("judge_score").mean())["judge_score"]
+    low, high = t_interval(means.to_numpy())
+    assert row["mean"] == pytest.approx(means.mean())
+    assert (row["mean_ci_low"], row["mean_ci_high"]) == pytest.approx((low, high))
+    assert (row["n"], row["items"]) == (100, 10)
+
+
+def test_a_traces_files_intervals_are_as_before():
+    """A traces file's trace is an item of its own: the t-interval over traces, plain Wilson."""
+    rng = np.random.default_rng(2)
+    n = 40
+    score = rng.integers(1, 6, n)
+    frame = frame_of(
+        {
+            "task_id": [f"t{i}" for i in range(n)],
+            "trace_id": [f"t{i}" for i in range(n)],
+            "model_key": "k",
+            "model": "judge",
+            "status": "ok",
+            "disposition": np.where(score <= 2, "flagged", "passed"),
+            "bias": "Anchoring",
+            "judge_score": score,
+            "critical": score <= 2,
+        },
+        n,
+    )
+    row = scores(frame).row(0, named=True)
+    assert (row["mean_ci_low"], row["mean_ci_high"]) == pytest.approx(t_interval(score))
+    got = dispositions(frame).row(0, named=True)
+    flagged = int((score <= 2).sum())
+    assert (got["critical_ci_low"], got["critical_ci_high"]) == pytest.approx(wilson(flagged, n))
+    assert got["items"] == n and got["critical_n_eff"] == pytest.approx(n)
+
+
+def test_a_rate_over_repeated_traces_has_the_interval_of_its_items():
+    """10 items x 5 identical traces, 3 items flagged: the critical-failure rate's interval is
+    Wilson's for 3 of 10, not for 15 of 50."""
+    items = np.repeat(np.arange(10), 5)
+    flagged = items < 3
+    frame = frame_of(
+        {
+            "task_id": [f"t{i}" for i in range(50)],
+            "trace_id": [f"t{i}" for i in range(50)],
+            "model_key": "k",
+            "model": "judge",
+            "status": "ok",
+            "disposition": np.where(flagged, "flagged", "passed"),
+            "bias": "Anchoring",
+            "judge_score": np.where(flagged, 2, 4),
+            "critical": flagged,
+            "source_experiment": "anchoring",
+            "source_item": [f"i{i}" for i in items],
+        },
+        50,
+    )
+    got = dispositions(frame).row(0, named=True)
+    assert got["critical_rate"] == pytest.approx(0.3)
+    assert (got["critical_ci_low"], got["critical_ci_high"]) == pytest.approx(wilson(3, 10))
+    assert got["items"] == 10 and got["critical_n_eff"] == pytest.approx(10)
+
+
+@pytest.mark.parametrize("items, traces, rate, icc", [(20, 5, 0.2, 0.3), (10, 5, 0.3, 1.0)])
+def test_the_rate_interval_covers_a_rate_clustered_by_item(items, traces, rate, icc):
+    """Each item's traces flagged with the item's own chance (beta-distributed around `rate`
+    with intra-item correlation `icc`; 1: an item's traces all agree, as at T=0): over 2,000
+    draws the interval on the effective n covers `rate` in about 92-93% (CR0 runs a little
+    short over few items), where Wilson over the traces covered 68-80%."""
+    from orchestrator.studies.trace_audit.clustered import clustered_wilson
+
+    rng, covered, plain = np.random.default_rng(items), 0, 0
+    for _ in range(2000):
+        if icc == 1.0:
+            chance = rng.binomial(1, rate, items).astype(float)
+        else:
+            chance = rng.beta(rate * (1 - icc) / icc, (1 - rate) * (1 - icc) / icc, items)
+        flagged = rng.binomial(traces, chance)
+        low, high, _ = clustered_wilson(flagged, np.full(items, traces))
+        covered += low <= rate <= high
+        low, high = wilson(flagged.sum(), items * traces)
+        plain += low <= rate <= high
+    assert covered / 2000 >= 0.9 and plain / 2000 <= 0.82, (covered, plain)
+
+
+def test_the_score_mean_interval_covers_the_mean_over_items():
+    """10 items x 5 identical traces (T=0), 1,000 runs, each its own judge in one frame: the
+    t-interval over item means covers the scale's expected score in 94% of them; the previous
+    one over traces, in 49%."""
+    rng = np.random.default_rng(12)
+    frame = simulate(10, 5, 0.0, 1000, rng).with_columns(model_key=pl.col("source_experiment"))
+    table = scores(frame)
+    latent = 3 + rng.normal(0, 1, 10**6) + rng.normal(0, 0.7, 10**6)
+    truth = float(np.clip(np.round(latent), 1, 5).mean())
+    covered = ((table["mean_ci_low"] <= truth) & (truth <= table["mean_ci_high"])).mean()
+    per_trace = frame.group_by("model_key").agg(pl.col("judge_score").cast(pl.Float64))
+    low, high = t_interval(np.stack(per_trace["judge_score"].to_numpy()), axis=1)
+    assert table.height == 1000 and 0.93 <= covered <= 0.97, covered
+    assert ((low <= truth) & (truth <= high)).mean() < 0.8

@@ -91,8 +91,8 @@ class TraceAudit(Study):
             "mean_ci_high",
             strategy=None,
             n="n",
-            df=pl.col("n") - 1,
-        )  # a t-interval over the traces
+            df=pl.col("items") - 1,
+        )  # a t-interval over the items' mean scores (analysis.scores)
 
     def print_tables(self, tables, console) -> None:
         from orchestrator.studies.trace_audit.calibrate import print_frame

@@ -2,16 +2,21 @@
 rates with Wilson intervals), agreement with a golden set's labels, and, for traces taken from a
 run, the judge's scores by that run's experiment and condition (does the anchoring score drop in
 the anchored condition?). Only validated audits give scores; every rate says its denominator.
-The by-condition test takes the item, not the trace, as its unit (clustered.py): the samples
-and option orders of one prompt are not independent, and at T=0 they are one trace repeated."""
+Intervals and tests take the item, not the trace, as their unit (clustered.py): the samples and
+option orders of one prompt are not independent, and at T=0 they are one trace repeated."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from orchestrator.analysis.stats import t_interval, wilson
-from orchestrator.studies.trace_audit.clustered import ITEM, condition_difference, with_items
+from orchestrator.analysis.stats import t_interval
+from orchestrator.studies.trace_audit.clustered import (
+    ITEM,
+    clustered_wilson,
+    condition_difference,
+    with_items,
+)
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 DISPOSITIONS = ("passed", "flagged", "escalated", "not_auditable")
@@ -26,19 +31,30 @@ CONDITION_KEYS = (
 
 
 def scores(frame: pl.DataFrame) -> pl.DataFrame:
-    """Per model x bias: validated scores' counts 1..5, mean with a t-interval, share at 1-2."""
+    """Per model x bias: validated scores' counts 1..5 and share at 1-2 over the traces; the mean
+    of the items' mean scores with a t-interval over items (a traces file's trace is its own
+    item, so there it is the mean over traces)."""
     rows = []
-    for (key, model, bias), g in frame.group_by("model_key", "model", "bias", maintain_order=True):
-        values = g["judge_score"].drop_nulls().to_numpy().astype(float)
-        low, high = t_interval(values) if len(values) >= 2 else (np.nan, np.nan)
+    for (key, model, bias), g in with_items(frame).group_by(
+        "model_key", "model", "bias", maintain_order=True
+    ):
+        valid = g.filter(pl.col("judge_score").is_not_null())
+        values = valid["judge_score"].to_numpy().astype(float)
+        means = (
+            valid.group_by(ITEM).agg(pl.col("judge_score").mean())["judge_score"].to_numpy()
+            if valid.height
+            else np.array([])
+        )
+        low, high = t_interval(means) if len(means) >= 2 else (np.nan, np.nan)
         rows.append(
             {
                 "modelKey": key,
                 "model": model,
                 "bias": bias,
                 "n": len(values),
+                "items": len(means),
                 **{f"score_{s}": int((values == s).sum()) for s in range(1, 6)},
-                "mean": float(values.mean()) if len(values) else None,
+                "mean": float(means.mean()) if len(means) else None,
                 "mean_ci_low": _num(low),
                 "mean_ci_high": _num(high),
                 "critical_share": float((values <= 2).mean()) if len(values) else None,
@@ -49,21 +65,30 @@ def scores(frame: pl.DataFrame) -> pl.DataFrame:
 
 def dispositions(frame: pl.DataFrame) -> pl.DataFrame:
     """Per model: traces by disposition; escalation rate among traces sent to the judge, and
-    critical-failure rate among validated audits, each with a Wilson 95% interval."""
-    per_trace = frame.unique(["task_id"], keep="first", maintain_order=True)
+    critical-failure rate among validated audits, each with a Wilson 95% interval on the
+    effective number of traces given their clustering by item (clustered.clustered_wilson)."""
+    per_trace = with_items(frame.unique(["task_id"], keep="first", maintain_order=True))
+    judged_now = pl.col("disposition").is_in(["passed", "flagged", "escalated"])
     rows = []
     for (key, model), g in per_trace.group_by("model_key", "model", maintain_order=True):
         counts = {d: int((g["disposition"] == d).sum()) for d in DISPOSITIONS}
         judged = counts["passed"] + counts["flagged"] + counts["escalated"]
         validated = int(g["critical"].is_not_null().sum())  # a validated audit has its flag
         critical = int(g["critical"].fill_null(False).sum())
-        e_low, e_high = wilson(counts["escalated"], judged)
-        c_low, c_high = wilson(critical, validated)
+        per_item = g.group_by(ITEM).agg(
+            escalated=(pl.col("disposition") == "escalated").sum(),
+            judged=judged_now.sum(),
+            critical=pl.col("critical").fill_null(False).sum(),
+            validated=pl.col("critical").is_not_null().sum(),
+        )
+        e_low, e_high, e_n = clustered_wilson(per_item["escalated"], per_item["judged"])
+        c_low, c_high, c_n = clustered_wilson(per_item["critical"], per_item["validated"])
         rows.append(
             {
                 "modelKey": key,
                 "model": model,
                 "traces": g.height,
+                "items": per_item.height,
                 **counts,
                 "screened_out": int(
                     ((g["disposition"] == "passed") & g["critical"].is_null()).sum()
@@ -71,10 +96,12 @@ def dispositions(frame: pl.DataFrame) -> pl.DataFrame:
                 "escalation_rate": counts["escalated"] / judged if judged else None,
                 "escalation_ci_low": _num(e_low),
                 "escalation_ci_high": _num(e_high),
+                "escalation_n_eff": e_n,
                 "validated": validated,
                 "critical_rate": critical / validated if validated else None,
                 "critical_ci_low": _num(c_low),
                 "critical_ci_high": _num(c_high),
+                "critical_n_eff": c_n,
             }
         )
     return pl.DataFrame(rows)

@@ -17,6 +17,7 @@ import polars as pl
 from scipy import special
 
 from orchestrator.analysis.cr2 import cr2_cells
+from orchestrator.analysis.stats import wilson
 
 ITEM = "item"
 
@@ -31,6 +32,29 @@ def with_items(frame: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.coalesce("trace_id", "task_id"))
         .alias(ITEM)
     )
+
+
+def clustered_wilson(successes, totals) -> tuple[float, float, float]:
+    """A Wilson 95% interval for sum(successes) / sum(totals) over clusters, on the effective
+    number of units: (low, high, n_eff). n_eff = p(1-p) / V, V the cluster-robust (CR0) variance
+    of the ratio, sum_j (y_j - p n_j)^2 / N^2. With one unit per cluster that is N, and plain
+    Wilson; where every cluster's units agree it is the number of clusters, the design effect of
+    perfectly repeated traces. It is never taken above N (a negative within-item correlation is
+    no reason to claim more than the traces), and is the number of clusters where p is 0 or 1
+    and V says nothing. Why Wilson on n_eff rather than a t-interval on the ratio: it stays
+    inside [0, 1] and keeps its level near 0 and 1, where the audit's rates usually are."""
+    y, n = np.asarray(successes, float), np.asarray(totals, float)
+    keep = n > 0
+    y, n = y[keep], n[keep]
+    total = n.sum()
+    if total == 0:
+        return np.nan, np.nan, 0.0
+    p = y.sum() / total
+    variance = float(np.sum(np.square(y - p * n)) / total**2)
+    clusters = float(len(n))
+    n_eff = float(min(total, p * (1 - p) / variance)) if variance > 0 else clusters
+    low, high = wilson(p * n_eff, n_eff)
+    return float(low), float(high), n_eff
 
 
 def condition_difference(

@@ -23,7 +23,11 @@ NOTE = (
     "`calibrate` counts such a trace as a miss where the golden set flags it); flagged: "
     "validated with a score of 1-2. "
     "Escalation rate: escalated / traces sent to the judge; critical-failure rate: flagged / "
-    "validated audits; both with Wilson 95% intervals. Means with t-intervals over traces."
+    "validated audits; both with Wilson 95% intervals on the effective number of traces, "
+    "given that the traces of one item (the samples and option orders of one prompt of a "
+    "run) are alike: it is the number of items where they always agree, the number of traces "
+    "where each item has one. Means are of the items' mean scores, with t-intervals over "
+    "items; a traces file's trace is an item of its own."
 )
 CONDITION_NOTE = (
     "Traces taken from a run, joined back to that run's conditions: the judge's mean "
@@ -77,7 +81,7 @@ def _score_rows(table: pl.DataFrame) -> list[dict[str, str]]:
         {
             "judge": r["model"],
             "bias": r["bias"],
-            "validated": str(r["n"]),
+            "validated (items)": f"{r['n']} ({r.get('items', '-')})",
             "scores 1 / 2 / 3 / 4 / 5": " / ".join(str(r[f"score_{s}"]) for s in range(1, 6)),
             "mean [95% CI]": f"{fmt(r['mean'])} [{fmt(r['mean_ci_low'])}, {fmt(r['mean_ci_high'])}]",
             "share 1-2": "-"

@@ -206,6 +206,13 @@ def test_an_older_audit_finds_its_items_in_the_source_run(audited, monkeypatch):
     older = {k: {f: v for f, v in i.items() if f != "source_item"} for k, i in planned.items()}
     monkeypatch.setattr(records, "items", lambda run: {k: dict(i) for k, i in older.items()})
     assert set(audit_frame(open_audit(audited))["source_item"]) == {"cast"}
+    # the source run gone: each trace is its own item, and the table says how many are
+    gone = {k: i | {"source_run": str(audited / "gone")} for k, i in older.items()}
+    monkeypatch.setattr(records, "items", lambda run: {k: dict(i) for k, i in gone.items()})
+    frame = audit_frame(open_audit(audited))
+    assert frame["source_item"].is_null().all()
+    table = by_condition(frame).filter(pl.col("bias") == "Anchoring")
+    assert set(table["unknown_items"]) == set(table["items"]) == {4}
 
 
 def test_the_report_no_longer_claims_the_judge_is_blind():

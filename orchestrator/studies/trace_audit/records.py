@@ -99,21 +99,24 @@ def source_items(source_run: Path) -> dict[str, str]:
     from orchestrator.analysis.load import open_run
     from orchestrator.export import records
 
-    try:
+    try:  # a source run moved, deleted or damaged leaves the traces as their own items
         run = open_run(source_run)
+        groups = {
+            (job_id, v.id): str((v.item or {}).get("group", v.id))
+            for job_id, job in run.jobs.items()
+            for e in job.experiments
+            for c in e.conditions
+            for v in c.variants
+        }
+        return {
+            rec["taskId"]: groups.get(
+                (str(rec.get("job")), str(rec["variant"])), str(rec["variant"])
+            )
+            for *_, rec in records(run.results, terminal_only=True)
+            if rec.get("variant") is not None
+        }
     except (UserError, OSError):
         return {}
-    groups = {
-        (job_id, v.id): str((v.item or {}).get("group", v.id))
-        for job_id, job in run.jobs.items()
-        for e in job.experiments
-        for c in e.conditions
-        for v in c.variants
-    }
-    return {
-        rec["taskId"]: groups.get((rec["job"], rec["variant"]), rec["variant"])
-        for *_, rec in records(run.results, terminal_only=True)
-    }
 
 
 def _with_source_items(planned: dict[tuple[str, str], dict[str, Any]]) -> None:

@@ -1,8 +1,9 @@
 """Extreme numeric answers (issue 29, item 12): a model that answers 1.5e22 to "estimate the
-price" keeps its mean (the spec's measure), and beside it the robust shift (Hodges-Lehmann, Moses
-interval, Mann-Whitney p), the flag that a few answers dominate the mean, and the count of
-answers outside a job's plausibleRange, in analyze, the report, the viewer and compare's effects.
-The statistics are checked against scipy and against brute force over all pairwise differences.
+price" keeps its mean (the spec's measure), and beside it the robust shift (Hodges-Lehmann, with
+the Brunner-Munzel p and interval), the flag that a few answers dominate the mean, and the count
+of answers outside a job's plausibleRange, in analyze, the report, the viewer and compare's
+effects. The statistics are checked against scipy and against brute force over all pairwise
+differences; the p and interval under unequal spreads in tests/test_robust_interval.py.
 """
 
 from __future__ import annotations
@@ -26,39 +27,8 @@ PLANTED = 1150 - 880  # the anchoring effect the simulated model is given
 RUNAWAY = 1.5e22
 
 
-def _with_u(n: int, m: int, u: int) -> tuple[np.ndarray, np.ndarray]:
-    """Samples of n and m distinct values whose Mann-Whitney U (a over b) is exactly u."""
-    counts, left = [], u
-    for _ in range(n):
-        counts.append(min(m, left))
-        left -= counts[-1]
-    return np.array(counts) - 0.5 + np.arange(n) * 1e-3, np.arange(m, dtype=float)
-
-
-@pytest.mark.parametrize(("n", "m"), [(5, 5), (8, 6), (4, 11), (10, 12), (20, 20)])
-def test_the_moses_rank_is_the_mann_whitney_critical_value_scipy_gives(n, m):
-    """k - 1 is the largest U whose exact two-sided Mann-Whitney p (scipy's) is still <= 0.05,
-    and the achieved level is 1 minus that p."""
-    exact = [
-        stats.mannwhitneyu(*_with_u(n, m, u), method="exact").pvalue for u in range(n * m // 2)
-    ]
-    critical = max(u for u, p in enumerate(exact) if p <= 0.05)
-    k, level = robust.moses_rank(n, m)
-    assert k == critical + 1
-    assert level == pytest.approx(1 - exact[critical], abs=1e-12)
-    if (n, m) == (20, 20):
-        assert k == 128  # the published table: U <= 127 rejects at 5%, two-sided
-
-
-def test_the_normal_approximation_takes_over_within_a_rank_of_the_exact_one(monkeypatch):
-    exact = robust.moses_rank(200, 200)
-    monkeypatch.setattr(robust, "EXACT_PAIRS", 0)
-    approx = robust.moses_rank(200, 200)
-    assert abs(exact[0] - approx[0]) <= 1 and approx[1] == pytest.approx(0.95, abs=1e-3)
-
-
 @pytest.mark.parametrize("ties", [False, True])
-def test_hodges_lehmann_is_the_median_and_the_order_statistics_of_all_differences(ties):
+def test_hodges_lehmann_is_the_median_of_all_differences_with_scipys_brunner_munzel_p(ties):
     rng = np.random.default_rng(7 + ties)
     for _ in range(40):
         n, m = (int(x) for x in rng.integers(6, 45, 2))
@@ -70,11 +40,10 @@ def test_hodges_lehmann_is_the_median_and_the_order_statistics_of_all_difference
         a, b = draw(n) + 0.7, draw(m)
         shift = robust.hodges_lehmann(a, b)
         differences = np.sort(np.subtract.outer(a, b).ravel())
-        k, _ = robust.moses_rank(n, m)
         assert shift.estimate == np.median(differences)
-        assert (shift.low, shift.high) == (differences[k - 1], differences[n * m - k])
-        expected = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
-        assert shift.p == pytest.approx(expected, rel=1e-9)
+        assert shift.low in differences and shift.high in differences
+        assert shift.low <= shift.estimate <= shift.high
+        assert shift.p == pytest.approx(stats.brunnermunzel(a, b).pvalue, rel=1e-9)
 
 
 def test_selection_beyond_the_brute_force_size_finds_the_same_differences(monkeypatch):
@@ -135,10 +104,17 @@ def test_a_large_cell_of_ratings_gives_the_sorted_differences_shift():
     a, b = rng.integers(1, 11, 3_000) * 1.0, rng.integers(1, 11, 2_500) * 1.0 + 0.5
     shift = robust.hodges_lehmann(a, b)  # 7.5e6 pairs: above BRUTE_PAIRS
     differences = np.sort(np.subtract.outer(a, b).ravel())
-    k, _ = robust.moses_rank(len(a), len(b))
     assert len(differences) > robust.BRUTE_PAIRS
     assert shift.estimate == np.median(differences)
-    assert (shift.low, shift.high) == (differences[k - 1], differences[len(differences) - k])
+    assert shift.p == pytest.approx(stats.brunnermunzel(a, b).pvalue, rel=1e-9)
+    # every difference is a half point: the ends are where the test's p crosses 0.05, a
+    # quarter point outside rejected, at or a quarter point inside not
+    assert shift.low in differences and shift.high in differences
+    assert stats.brunnermunzel(a - (shift.low - 0.25), b).pvalue < 0.05
+    assert stats.brunnermunzel(a - (shift.high + 0.25), b).pvalue < 0.05
+    for end, inward in ((shift.low, 0.25), (shift.high, -0.25)):
+        near = [stats.brunnermunzel(a - d, b).pvalue for d in (end, end + inward)]
+        assert max(near) >= 0.05
 
 
 def test_selection_counts_on_the_rounded_differences_sorting_sees(monkeypatch):
@@ -376,7 +352,8 @@ def test_a_runaway_answer_keeps_the_mean_and_is_flagged_beside_it(runaway):
     assert row["hl_effect"] == np.median(np.subtract.outer(answers[0], answers[1]))
     assert abs(row["hl_effect"] - PLANTED) < 40
     assert row["hl_ci_low"] <= PLANTED <= row["hl_ci_high"] and row["hl_ci_low"] > 0
-    assert row["hl_p"] == stats.mannwhitneyu(answers[0], answers[1]).pvalue < 1e-10
+    assert row["hl_p"] == pytest.approx(stats.brunnermunzel(answers[0], answers[1]).pvalue)
+    assert row["hl_p"] < 1e-10
     assert row["dominated"] is True
     assert abs(row["effect_without_extremes"] - PLANTED) < 60
     assert (row["n_implausible"], row["n_implausible_0"], row["n_implausible_1"]) == (1, 0, 1)
@@ -465,22 +442,3 @@ def test_which_answers_are_left_out_does_not_depend_on_their_order():
     rng = np.random.default_rng(0)
     seen = {leave_two_out(rng.permutation(a), rng.permutation(b)).without for _ in range(20)}
     assert len(seen) == 1, seen
-
-
-def test_the_mann_whitney_p_is_scipys():
-    """Computed here (scipy.stats is slow to import) as scipy computes it: the exact null
-    distribution for small samples without ties, else the normal approximation with its tie
-    and continuity corrections; on continuous answers, ratings full of ties, unequal sizes, a
-    planted shift, one answer a side and answers all alike."""
-    rng = np.random.default_rng(12)
-    for trial in range(300):
-        top = 12 if trial % 2 else 3_000  # 8 or fewer answers: scipy's exact distribution
-        n, m = (int(x) for x in rng.integers(1, top, 2))
-        if trial % 3 == 0:
-            a, b = rng.integers(1, 8, n) * 1.0, rng.integers(1, 8, m) * 1.0 + (trial % 2)
-        else:
-            a, b = rng.lognormal(6, 1, n), rng.lognormal(6.1, 1, m)
-        expected = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
-        assert robust.mann_whitney_p(a, b) == pytest.approx(expected, rel=1e-9, abs=1e-300)
-    same = np.full(20, 3.0)
-    assert robust.mann_whitney_p(same, same) == stats.mannwhitneyu(same, same).pvalue == 1.0

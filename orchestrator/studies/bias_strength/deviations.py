@@ -50,7 +50,8 @@ DEVIATIONS = (
     ),
     Deviation(
         "Numbers also get a robust signed BSI beside the paper's (per variant the "
-        "Hodges-Lehmann shift over anchor - median_C, per bias their median with an "
+        "Hodges-Lehmann shift, with the Brunner-Munzel test's 95% CI, over anchor - median_C, "
+        "per bias their median with an "
         "order-statistic interval, below 95% for fewer than 6 variants), a mark when one "
         "variant carries the mean BSI or two answers a variant's mean shift, and the count of "
         "answers outside a variant's plausibleRange (our job format), kept in the BSI.",

@@ -3,8 +3,10 @@ would hide. The BSI of a number is (mean_T - mean_C) / (anchor - mean_C); one an
 makes it 1e19 and its bootstrap σ_stat as large, with nothing to say why.
 
 Per variant (analysis/robust.py has the statistics):
-- hl_shift [hl_ci_low, hl_ci_high]: the Hodges-Lehmann shift of treatment over control with its
-  Moses 95% CI (none at T=0), and bsi_robust_signed = hl_shift / (anchor - median_C), the signed
+- hl_shift [hl_ci_low, hl_ci_high]: the Hodges-Lehmann shift of treatment over control with,
+  as its 95% CI, the shifts the Brunner-Munzel test does not reject, which needs no pure shift:
+  anchoring narrows the treated answers (none at T=0, nor below 6 answers a condition), and
+  bsi_robust_signed = hl_shift / (anchor - median_C), the signed
   BSI with the means replaced by their robust counterparts;
 - dominated: leaving out the two answers farthest from their condition's median moves
   mean_T - mean_C by more than the full width of its Welch CI without them and by a quarter of

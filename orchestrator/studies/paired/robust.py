@@ -1,8 +1,10 @@
 """Beside the spec's mean difference, for experiments answered with numbers: what a few extreme
 answers would hide (analysis/robust.py has the statistics).
 
-- hl_effect [hl_ci_low, hl_ci_high], hl_p: the Hodges-Lehmann shift in the
-  spec's direction, its Moses interval and the Mann-Whitney p (none at T=0, as for Welch);
+- hl_effect [hl_ci_low, hl_ci_high], hl_p: the Hodges-Lehmann shift in the spec's direction
+  (the median of the pairwise differences), the Brunner-Munzel p and the shifts that test does
+  not reject as its interval, which need no pure shift (none at T=0, as for Welch, nor below 6
+  answers a condition);
 - effect_without_extremes and dominated: the mean difference without the two answers farthest
   from their condition's median, and whether leaving them out moves it by more than the full
   width of its CI without them and by a quarter of its size or of the answers' SD

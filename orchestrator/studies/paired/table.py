@@ -12,8 +12,8 @@ from orchestrator.report.format import fmt
 CAPTION = (
     "p: unadjusted (no correction across experiments or models); Welch's t for means, the "
     "pooled two-proportion z-test for shares, beside Newcombe's CI (they may disagree near "
-    "0.05); none at T=0. robust: Hodges-Lehmann shift [Moses 95% CI] for numbers, beside the "
-    "mean; † a few answers dominate the mean (see flags)"
+    "0.05); none at T=0. robust: Hodges-Lehmann shift [Brunner-Munzel 95% CI] for numbers, "
+    "beside the mean; † a few answers dominate the mean (see flags)"
 )
 
 

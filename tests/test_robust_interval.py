@@ -186,3 +186,19 @@ def test_too_few_answers_or_no_spread():
     one_constant = robust.hodges_lehmann(constant, ratings)
     assert one_constant.p == pytest.approx(_scipy_p(constant, ratings))
     assert one_constant.low <= 0 <= one_constant.high
+
+
+def test_infinite_answers_rank_last_and_leave_the_interval_its_ends():
+    """An answer beyond the floats (inf) ranks above every other, as scipy ranks it, and never
+    changes order with another inf: the interval's ends stay pairwise differences of the rest.
+    A NaN answer has no rank: no p or interval."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.3, 1, 20), rng.normal(0, 2, 25)
+    a[0], b[:2] = np.inf, (np.inf, -np.inf)
+    shift = robust.hodges_lehmann(a, b)
+    assert shift.p == pytest.approx(_scipy_p(a, b), rel=1e-9)
+    finite = np.subtract.outer(a[1:], b[2:])
+    assert shift.low in finite and shift.high in finite
+    assert shift.low <= shift.estimate <= shift.high
+    a[1] = np.nan
+    assert np.isnan([robust.hodges_lehmann(a, b).p, robust.hodges_lehmann(a, b).low]).all()

@@ -64,7 +64,7 @@ class BMShift:
         self.n, self.m = int(wa.sum()), int(wb.sum())
         self.upto_b = np.concatenate([[0.0], np.cumsum(self.wb)])  # answers in vb[:j]
         # the p of two samples that do not overlap: the rank order's, as an exact rank test's
-        self.apart = min(1.0, 2 / special.comb(self.n + self.m, self.n))
+        self.apart = float(min(1.0, 2 / special.comb(self.n + self.m, self.n)))
 
     def _places(self, d: float) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct a: how many distinct b lie below a - d (left), and the first distinct b
@@ -124,7 +124,10 @@ class BMShift:
             starts = np.cumsum(counts) - counts
             cols = hi.left[rows] + np.arange(counts.sum()) - np.repeat(starts, counts)
             listed = True
-        found = self.va[rows] - self.vb[cols]
+        with np.errstate(invalid="ignore"):  # inf against inf ties at every shift: no order
+            found = self.va[rows] - self.vb[cols]  # changes, and the difference is NaN
+        finite = np.isfinite(found)
+        found, rows, cols = found[finite], rows[finite], cols[finite]
         if not len(found):
             return found, listed, 0.0
         if not listed:
@@ -174,7 +177,7 @@ class BMShift:
                 if len(strict):
                     mid = float(strict[len(strict) // 2])
             if not lo.d < mid < hi.d:  # neighbouring floats: no difference lies between them
-                return inside.d
+                return float(inside.d)
             new = self.at(mid)
             if not rejects(new):
                 inside, g_in = new, gap(new)
@@ -201,7 +204,12 @@ class BMShift:
         if min(self.n, self.m) < MIN_ANSWERS:
             return float("nan"), float("nan")
         center = self.at(estimate)
-        span = max(self.va[-1] - self.vb[0] - (self.va[0] - self.vb[-1]), 1.0)
+        # the range of the differences: shifted by it, the samples no longer overlap (answers
+        # of +-inf never do, and would make it infinite)
+        fa, fb = self.va[np.isfinite(self.va)], self.vb[np.isfinite(self.vb)]
+        if not len(fa) or not len(fb):
+            return float("nan"), float("nan")
+        span = max(float(fa[-1] - fb[0] - (fa[0] - fb[-1])), 1.0)
         ends = []
         for side in (-1.0, 1.0):
 
@@ -211,7 +219,7 @@ class BMShift:
             # not rejected: the estimate, or the shifts just beyond it, where at most half
             # the differences lie beyond on that side
             inside = center if not rejects(center) else self.at(self._beside(center, -side))
-            # far enough that the samples no longer overlap (p = 2 / C(n + m, n) < alpha)
+            # apart: p = 2 / C(n + m, n) < alpha
             step = span
             while not rejects(far := self.at(center.d + side * step)):
                 step *= 2

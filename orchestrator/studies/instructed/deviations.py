@@ -25,6 +25,17 @@ DEVIATIONS = (
         "either would otherwise read 0.",
     ),
     Deviation(
+        "With at most 12 value cells (Certainty has 7) p is the randomisation p of the CR2 t "
+        "over every relabelling within the cells, not the t reference's; intervals are "
+        "clipped to the values a difference of shares can take. The p over prompts the tables "
+        "show is Fisher's exact test's on every row; the paper's t-test p stays in the data "
+        "(p_t).",
+        "With 7 cells the t reference's tail is not to be trusted: one answer flipped in one "
+        "of 7 alike cells took p from the exact 2/2^7 = 0.016 to 5e-14, with an interval past "
+        "1. The t-test's p is not monotone in the counts: 11/11 against 1/10 got 1.3e-8, "
+        "stronger than 11/11 against 0/10 (Fisher 2.8e-6).",
+    ),
+    Deviation(
         "Shares are among parsed answers; parse failures and refusals are counted beside them.",
         "Scored by likelihood, the paper's pretrained models always choose; a generated answer "
         "may name no option, and counting it as 'not the target' would move the score with the "
@@ -38,11 +49,16 @@ DEVIATIONS = (
     ),
     Deviation(
         "The decoy scores also get the attraction measure: the target's share among target-or-"
-        "competitor answers, the decoy answers left out; the figure, the overview and run "
-        "comparisons show it in place of Equation 1, which stays the table's headline.",
+        "competitor answers, the decoy answers left out; it is the tested column. Equation 1 "
+        "stays in the table as a description, with no p or interval (the paper tests it), in "
+        "the scores and between models; the figure, the overview and run comparisons show the "
+        "attraction measure.",
         "Equation 1 sets a 3-option treatment against a 2-option control: a respondent choosing "
         "at random scores 1/3 - 1/2 = -0.17 with no decoy effect at all (marked † in the "
-        "table).",
+        "table), and a bias-free respondent answering by content got p 6e-5 to 0.002 over "
+        "cells (the paper's t-test: 1.6e-17 to 1.5e-5): a null no such respondent meets. A "
+        "3-option arm and a 2-option arm are not exchangeable either, which a randomisation p "
+        "assumes.",
     ),
     Deviation(
         "The difference-in-differences between two models is tested over value cells like the "

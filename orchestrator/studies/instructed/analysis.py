@@ -181,7 +181,7 @@ def fisher(kt, nt, kc, nc) -> np.ndarray:
 # 0.002 over cells), and a 3-option arm is not exchangeable with a 2-option one. Its p's and
 # intervals are left out; the attraction measure beside it is the tested column.
 DESCRIBED = "Equation 1 on a decoy: a description (tested: the attraction measure)"
-UNTESTED = ("se", "df", "ci_low", "ci_high", "p", "t", "t_df", "p_t", "p_fisher")
+UNTESTED: tuple[str, ...] = ("se", "df", "ci_low", "ci_high", "p", "t", "t_df", "p_t", "p_fisher")
 UNTESTED += ("prompt_ci_low", "prompt_ci_high")
 
 

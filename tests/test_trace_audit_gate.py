@@ -1,9 +1,11 @@
-"""The audit regression gate (issue 14, item 10; issue 29, item 6): a golden-set audit against a
-baseline one fails on significantly more lost catches than gained ones (exact McNemar), on a
-bias no longer caught at all, and on an unexplained significant mean shift beyond the
-tolerance; judge noise alone (a catch or two flipped) does not fail it. Its statistics are
-checked against scipy and statsmodels here; its false-alarm and detection rates over many
-seeds in test_trace_audit_gate_simulation.py."""
+"""The audit regression gate (issue 14, item 10; issue 29, item 6; issue 45, items 3 and 8): a
+golden-set audit against a baseline one fails when the flagged traces score significantly
+higher with more catches lost than gained (an exact sign-flip test; a bias no longer caught at
+all included), on significantly more escalations, and on an unexplained significant mean shift
+beyond the tolerance; judge noise alone (a catch or two flipped) does not fail it, and an
+escalation is neither a catch nor a miss. Its statistics are checked against scipy and
+statsmodels here; its false-alarm and detection rates over many seeds in
+test_trace_audit_gate_simulation.py, _alpha.py and _drift.py."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from statsmodels.stats.weightstats import DescrStatsW
 
 from orchestrator.studies.trace_audit.gate import (
     CATCH_SHARE,
-    FLOOR_CAUGHT,
+    ESCALATION_SHARE,
+    SHIFT_SHARE,
     gate,
     holm,
     mcnemar_loss_p,
@@ -99,15 +102,20 @@ def test_one_caught_trace_missed_now_is_listed_but_is_noise_not_a_failure():
     assert (row["lost"], row["gained"], row["p"], row["failed"]) == (1, 0, 0.5, False)
 
 
-def test_a_missing_validated_audit_on_a_caught_trace_counts_as_a_loss():
+def test_an_escalated_caught_trace_is_left_out_of_the_catch_comparison_not_a_loss():
+    # a person reviews an escalated trace: neither caught nor missed by the judge (old code: a
+    # lost catch, so a judge escalating most traces failed for escalating at random)
     base = baseline()
     trace = caught(base, "Anchoring")[0]
     now = with_scores(base, lambda t, b, s: None if (t, b) == (trace, "Anchoring") else s)
     result = gate(now, base)
+    assert result.ok and result.missed.height == 0 and result.flipped.height == 0
+    row = result.catches.filter(pl.col("bias") == "Anchoring").row(0, named=True)
+    assert (row["escalated"], row["compared"], row["lost"]) == (1, row["ref_flagged"] - 1, 0)
     was = score(base, trace, "Anchoring")
-    assert result.missed.rows() == [(trace, "Anchoring", was, None)]
-    assert result.catches.filter(pl.col("bias") == "Anchoring")["lost"][0] == 1
+    assert result.escalated.rows() == [(trace, "Anchoring", was, None)]
     assert result.shifts.filter(pl.col("bias") == "Anchoring")["n"][0] == 19
+    assert (result.escalation["escalated_now"], result.escalation["failed"]) == (1, False)
 
 
 def test_more_losses_than_noise_explains_fail_with_the_sign_flip_test():
@@ -126,7 +134,8 @@ def test_more_losses_than_noise_explains_fail_with_the_sign_flip_test():
     assert row["p"] == pytest.approx(0.5**19)  # 19 rises, every other difference 0
     assert row["failed"] and not result.ok
     assert result.failures == [
-        "Anchoring: caught on 5 of 24 reference-flagged traces now, 24 in the baseline "
+        "Anchoring: caught on 5 of 24 reference-flagged traces validated in both runs now, 24 "
+        "in the baseline "
         f"(19 lost, 0 gained): its flagged traces scored {row['rise']:+.2f} higher on average, "
         f"more than judge noise explains (exact sign-flip one-sided p = {0.5**19:.2g}, "
         f"Holm-adjusted {row['p_adjusted']:.2g} < 0.04; McNemar p = {0.5**19:.2g})"
@@ -154,9 +163,22 @@ def test_losses_balanced_by_gains_pass():
     assert sorted(result.flipped["change"].to_list()) == ["gained"] * 4 + ["lost"] * 4
 
 
-def test_a_bias_no_longer_caught_fails_even_where_mcnemar_cannot_reach_significance():
-    # A golden set with 3 flagged Availability traces: losing all 3 gives p = 1/8, but a judge
-    # that stopped catching a bias must fail every time.
+def test_a_bias_no_longer_caught_fails_by_the_test_and_is_a_warning_where_it_cannot():
+    # The floor rule is inside alpha now: a bias no longer caught fails when the sign-flip test
+    # finds it, which 8 catches lost reach (p = 2^-8); on a set with 3 flagged traces, losing
+    # all 3 is p = 1/8, which an unchanged judge does 1 time in 8: a warning, not a failure
+    # (old code: failed whatever the p).
+    base = baseline()
+    anchored = caught(base, "Anchoring")
+    every = with_scores(base, lambda t, b, s: 5 if b == "Anchoring" and t in anchored else s)
+    result = gate(every, base, tolerance=5)
+    row = result.catches.filter(pl.col("bias") == "Anchoring").row(0, named=True)
+    assert (row["lost"], row["caught_now"], row["floor"], row["failed"]) == (8, 0, True, True)
+    assert row["p"] == pytest.approx(0.5**8)
+    assert result.failures[0].startswith(
+        "Anchoring: caught on 0 of 8 reference-flagged traces validated in both runs now, 8 in "
+        "the baseline (8 lost, 0 gained): no longer caught at all (exact sign-flip"
+    )
     three = pl.DataFrame(
         [
             (
@@ -166,23 +188,20 @@ def test_a_bias_no_longer_caught_fails_even_where_mcnemar_cannot_reach_significa
                 1 if b == "Availability" else 4,
                 b == "Availability",
             )
-            for i in range(FLOOR_CAUGHT)
+            for i in range(3)
             for b in BIAS_TYPES
         ],
         schema=SCHEMA,
         orient="row",
     )
     now = with_scores(three, lambda t, b, s: 4 if b == "Availability" else s)
-    result = gate(now, three, tolerance=5)
-    row = result.catches.filter(pl.col("bias") == "Availability").row(0, named=True)
-    assert row["p"] == pytest.approx(1 / 8) and row["p_adjusted"] > 0.05
-    assert row["floor"] and row["failed"] and not result.ok
-    assert result.failures[0].endswith("(3 lost, 0 gained): no longer caught at all")
-    # one catch fewer in the baseline is below the floor: two losses alone are noise
-    two = with_scores(three, lambda t, b, s: 3 if (t, b) == ("s0", "Availability") else s)
-    assert gate(
-        with_scores(two, lambda t, b, s: 4 if b == "Availability" else s), two, tolerance=5
-    ).ok
+    small = gate(now, three, tolerance=5)
+    row = small.catches.filter(pl.col("bias") == "Availability").row(0, named=True)
+    assert row["p"] == pytest.approx(1 / 8) and row["floor"] and not row["failed"]
+    assert small.ok and small.warnings == [
+        "Availability: caught on none of 3 flagged traces now, on 3 in the baseline: too few for "
+        "the test to tell from judge noise (p = 0.12); audit more flagged traces, or look at them"
+    ]
 
 
 def test_an_accepted_explanation_does_not_excuse_lost_catches():
@@ -247,7 +266,7 @@ def test_a_shift_beyond_tolerance_that_noise_explains_passes():
 
 def test_a_significant_shift_within_tolerance_passes_and_fails_at_tolerance_zero():
     base = baseline()
-    now = lowered(base, "Anchoring", 8)  # -0.4, every difference 0 or -1
+    now = lowered(base, "Anchoring", 10)  # -0.5, every difference 0 or -1: within 0.5
     assert gate(now, base, tolerance=0.5).ok
     strict = gate(now, base, tolerance=0)
     row = strict.shifts.filter(pl.col("bias") == "Anchoring").row(0, named=True)
@@ -275,7 +294,7 @@ def test_the_catch_and_shift_tests_are_holm_adjusted_as_two_families():
         assert table["p_adjusted"].to_list() == pytest.approx(
             list(multipletests(raw, method="holm")[1])
         )
-    assert CATCH_SHARE * 0.05 + (1 - CATCH_SHARE) * 0.05 == pytest.approx(0.05)
+    assert CATCH_SHARE + SHIFT_SHARE + ESCALATION_SHARE == pytest.approx(1)
 
 
 def brute_force_signflip(diff: np.ndarray) -> float:
@@ -359,12 +378,23 @@ def test_no_shared_trace_fails():
     assert result.failures[0] == "no golden trace is in both runs: nothing to compare"
 
 
-def test_a_bias_with_nothing_to_compare_fails():
+def test_a_bias_with_nothing_to_compare_is_a_warning_and_escalating_it_all_fails():
+    # nothing to compare is no finding about the judge (old code: a failure, which an unchanged
+    # judge escalating 80% of traces drew 7% of the time); escalating what the baseline audited
+    # is, through the escalation test
     base = baseline()
-    now = with_scores(base, lambda t, b, s: None if b == "Confirmation" else s)
-    result = gate(now, base)
-    assert "Confirmation: no trace has a validated score in both runs to compare" in result.failures
-    assert set(result.missed["bias"].to_list()) == {"Confirmation"}
+    gone = with_scores(base, lambda t, b, s: None if b == "Confirmation" else s)
+    both = gate(gone, gone)
+    warning = "Confirmation: no trace has a validated score in both runs to compare"
+    assert both.ok and both.warnings == [warning]
+    result = gate(gone, base)
+    assert warning in result.warnings and result.missed.height == 0
+    assert result.failures == [
+        "escalations: 20 of 80 audits have no validated score now, 0 in the baseline (more on 20 "
+        f"traces, fewer on 0; exact sign-flip one-sided p = {0.5**20:.2g} < 0.0025): escalated "
+        "traces are left out of the catch comparison, so the misses they may hide are not checked"
+    ]
+    assert set(result.escalated["bias"].to_list()) == {"Confirmation"}
 
 
 def test_changed_reference_labels_are_listed_and_the_current_ones_count():

@@ -11,7 +11,8 @@ bias must fail in every seed. The rates are printed (pytest -s) for the closing 
 
 A third null draws the judge's noise from a view of its own, not from the labels it is checked
 against (own_view). With no tolerance every test is live, and over 1000 seeds the false-alarm
-rate's Clopper-Pearson bound must stay under 7%.
+rate's Clopper-Pearson bound must stay under 7%. Judges that catch little, escalate most traces
+or drift from run to run: test_trace_audit_gate_alpha.py and test_trace_audit_gate_drift.py.
 
 On the previous gate (any one caught trace missed now failed it) the first assertion fails:
 its verdict, recomputed here from the same comparisons, fails 76% of the seeds (62% without
@@ -111,16 +112,27 @@ def persistent_disagreement(rng):
 VIEW_WEIGHT, RUN_NOISE = 0.4, 0.4  # flag agreement with the labels 0.91, about 12 flips a pair
 
 
-def viewed(view: np.ndarray, rng: np.random.Generator, miss=None) -> np.ndarray:
+def viewed(
+    view: np.ndarray,
+    rng: np.random.Generator,
+    miss=None,
+    lean: float = 0.0,
+    escalated: float = ESCALATED,
+    offset: float = 0.0,
+) -> np.ndarray:
     """One run of a judge with a view of its own: its latent score of each trace is the label
     mixed with `view` (drawn once per judge version, independent of the labels), each run adds
     its own noise before rounding, so a flagged trace the judge sees as milder can be missed in
-    one run and caught in the next, whatever its label."""
-    latent = (1 - VIEW_WEIGHT) * REF + VIEW_WEIGHT * view
+    one run and caught in the next, whatever its label. `lean` raises every latent score (a
+    judge that catches less: 1.2, 0.94, 0.74 catch a flagged trace with chance 0.15, 0.25,
+    0.35 against 0.75 at 0); `escalated` is the chance a whole trace has no validated audit;
+    `offset`, the SD of a shift of the whole run's latent scores (run-to-run variation)."""
+    shift = lean + rng.normal(0, offset) if offset else lean
+    latent = (1 - VIEW_WEIGHT) * REF + VIEW_WEIGHT * view + shift
     scores = np.clip(np.rint(latent + rng.normal(0, RUN_NOISE, REF.shape)), 1, 5)
     for b, chance in (miss or {}).items():
         scores[FLAGGED[:, b] & (rng.random(len(IDS)) < chance), b] = 4
-    scores[rng.random(len(IDS)) < ESCALATED] = np.nan
+    scores[rng.random(len(IDS)) < escalated] = np.nan
     return scores
 
 
@@ -209,7 +221,8 @@ def test_a_judge_that_misses_part_of_one_bias_is_caught_more_often_than_noise(
     """Power against a partial regression, for the record (pytest -s), over 1000 seeds: the
     golden set flags 14 traces per bias, so a judge that misses half of them changes about 7,
     and no exact test on 7 changes gets below 2^-7 = 0.008. Measured: 65% (50% under the
-    own-view judge) at half, 8% (9%) at a quarter."""
+    own-view judge) at half, 8% (9%) at a quarter, with escalations as misses and the floor
+    rule; now 61% (56%) and 5% (12%)."""
 
     def pair(rng):
         return audit(rng, miss={0: chance}), audit(rng)

@@ -149,6 +149,12 @@ def run_gate(
     write_file(audit_dir / "gate.json", orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     print_frame(result.catches, "catches of reference-flagged traces (exact sign-flip)", console)
     print_frame(result.shifts, "mean score shifts (paired t)", console)
+    esc = result.escalation
+    console.print(
+        f"escalated (no validated audit, left out of the catches): {esc['escalated_now']} of "
+        f"{esc['audits']} audits now, {esc['escalated_baseline']} in the baseline "
+        f"(exact sign-flip p = {esc['p']:.2g})"
+    )
     flipped = result.flipped_traces
     if flipped_out is not None:
         write_file(flipped_out, "".join(f"{t}\n" for t in flipped).encode())
@@ -158,6 +164,8 @@ def run_gate(
             f"{len(flipped)} trace(s) flipped ({escape(where)}); to see whether a flip persists, "
             "audit them again: orchestrator audit SOURCE --judge JUDGE --only FILE"
         )
+    for warning in result.warnings:
+        console.print(f"[yellow]not checked[/] {escape(warning)}")
     for failure in result.failures:
         console.print(f"[red]FAIL[/] {escape(failure)}")
     console.print(

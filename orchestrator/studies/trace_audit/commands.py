@@ -304,7 +304,10 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             float,
             typer.Option(
                 help="The false-alarm rate: the chance an unchanged judge fails the gate, over "
-                "every bias and test (Holm per family: 0.8 of it to catches, 0.2 to shifts)."
+                "every bias and every rule that can fail it, however often the judge catches or "
+                "escalates (Holm per family: 0.8 of it to the catch tests, 0.15 to the shift "
+                "tests, 0.05 to the escalation test). A run lacking baseline traces fails "
+                "whatever alpha."
             ),
         ] = 0.05,
         accept: Annotated[
@@ -328,14 +331,17 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             ),
         ] = None,
     ) -> None:
-        """A regression gate for CI, built as a test: per bias, an exact one-sided sign-flip test
+        """A regression gate for CI, built as tests: per bias, an exact one-sided sign-flip test
         of the reference-flagged golden traces' scores (higher now: caught less), and a paired
-        t-test of the mean score's shift, each family Holm-adjusted so an unchanged judge fails
-        with probability at most --alpha. Exit 1 on flagged scores significantly higher with
-        more catches lost than gained, on a bias
-        the baseline caught (3 or more traces) that is caught on none now, or on a significant
-        shift beyond --tolerance without an --accept explanation; exit 0 otherwise (2: bad
-        input). Writes AUDIT_DIR/gate.json."""
+        t-test of the mean score's shift; over the traces, an exact test of escalating more.
+        An escalated trace (a person reviews it) is neither a catch nor a miss: it is left out
+        of the catches and listed. Each family is Holm-adjusted so an unchanged judge fails with
+        probability at most --alpha. Exit 1 on flagged scores significantly higher with more
+        catches lost than gained (a bias no longer caught at all included), on significantly
+        more escalations, on a significant shift beyond --tolerance without an --accept
+        explanation, or on baseline traces missing from this run; exit 0 otherwise (2: bad
+        input). What it cannot check (a bias with nothing to compare) is printed. Writes
+        AUDIT_DIR/gate.json."""
         from orchestrator.studies.trace_audit.calibrate import run_gate
 
         try:

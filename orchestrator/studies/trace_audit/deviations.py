@@ -37,18 +37,24 @@ DEVIATIONS = (
         "output on record and lets the queue resume.",
     ),
     Deviation(
-        "The regression gate is a test, not the literal rule: per bias, an exact one-sided "
-        "sign-flip test of the reference-flagged traces' paired scores (higher now: caught "
-        "less) fails it when significant with more catches lost than gained, and a bias the "
-        "baseline caught on 3 or more traces and on none now always fails; a mean shift fails "
-        "when a paired t-test finds it and it is beyond --tolerance; each family is "
-        "Holm-adjusted, 0.8 of --alpha to the catch tests and 0.2 to the shift tests.",
+        "The regression gate is a set of tests, not the literal rule: per bias, an exact "
+        "one-sided sign-flip test of the reference-flagged traces' paired scores (higher now: "
+        "caught less) fails it when significant with more catches lost than gained, a bias "
+        "caught on none now included; a mean shift fails when a paired t-test finds it and it "
+        "is beyond --tolerance; each family is Holm-adjusted, 0.8 of --alpha to the catch tests, "
+        "0.15 to the shift tests and 0.05 to a test of escalating more. An escalated trace is "
+        "neither a catch nor a miss: it is left out of the catches and listed. A bias no longer "
+        "caught on too few traces for the test, or with nothing to compare, is a warning.",
         "Taken literally ('failing the pipeline if previously-caught biases are missed') the "
         "gate failed an unchanged judge re-audited with independent noise in 62% of simulated "
-        "re-audits of the golden set (76% with escalations). The test failed 0.0% of 1000 "
-        "(0.9% for a judge with a view of its own, not drawn from the labels), failed a judge "
-        "that stopped catching a bias every time, one that misses half a bias's flagged traces "
-        "65% of the time. The flipped traces are listed, to be audited again alone.",
+        "re-audits of the golden set (76% with escalations). The tests hold every rule inside "
+        "--alpha: the earlier floor rule (a bias caught on 3 or more baseline traces and on none "
+        "now failed whatever the p) and escalations counted as misses failed an unchanged judge "
+        "that catches a flagged trace with chance 0.15 in 6-14% of re-audits, one that escalates "
+        "80% of traces in 18-19%; the tests fail them under 2% (tests/"
+        "test_trace_audit_gate_alpha.py), and still fail a judge that stopped catching a bias "
+        "on the golden set every time. An escalation reaches a person, as the seed routes it. "
+        "The flipped traces are listed, to be audited again alone.",
     ),
     Deviation(
         "`--context none` audits a run's trace with no task context at all (and `swapped` "

@@ -199,8 +199,8 @@ def test_a_bias_no_longer_caught_fails_by_the_test_and_is_a_warning_where_it_can
     row = small.catches.filter(pl.col("bias") == "Availability").row(0, named=True)
     assert row["p"] == pytest.approx(1 / 8) and row["floor"] and not row["failed"]
     assert small.ok and small.warnings == [
-        "Availability: caught on none of 3 flagged traces now, on 3 in the baseline: too few for "
-        "the test to tell from judge noise (p = 0.12); audit more flagged traces, or look at them"
+        "Availability: caught on none of 3 flagged traces now, on 3 in the baseline, which the "
+        "gate cannot tell from judge noise (p = 0.12): audit more flagged traces, or look at them"
     ]
 
 

@@ -1,7 +1,8 @@
 """The golden set audited by the simulated judge: `calibrate` recovers the planted agreement,
 `audit-gate` passes the same judge re-audited under another seed (not a run against itself,
 which cannot fail) and fails on a planted regression (anchoring no longer caught), its flipped
-traces can be audited again alone, and `review` stores a person's determinations from the
+traces can be audited again alone, a tolerance is learned from re-audits of the baseline
+(`--baseline-again`), and `review` stores a person's determinations from the
 terminal, resumably."""
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import pytest
 from tests.conftest import ROOT, cli
 
 
-def audit_run(tmp_path: Path, config: str) -> Path:
-    """A shipped audit config, run with its runs under tmp_path."""
+def audit_run(tmp_path: Path, config: str, configs: Path = ROOT / "configs") -> Path:
+    """A shipped audit config (or one in `configs`), run with its runs under tmp_path."""
     text = (
-        (ROOT / "configs" / config)
+        (configs / config)
         .read_text()
         .replace(
             'jobs = ["trace-audit-golden"]',
@@ -238,3 +239,50 @@ def test_the_gate_fails_a_run_that_lacks_baseline_traces(runs, tmp_path):
         done.returncode == 1
         and "3 golden trace(s) of the baseline are not in this run" in done.stdout
     )
+
+
+def test_the_gate_learns_a_tolerance_from_reaudits_of_the_baseline(runs, tmp_path):
+    """`--baseline-again` twice: the re-audit passes, the regression fails, and gate.json holds
+    the learned tolerances; once is refused (its tolerance would pass any regression)."""
+    text = (ROOT / "configs" / "trace-audit-golden-reaudit.toml").read_text()
+    again = []
+    for seed in (2, 3):  # the shipped re-audit, under other seeds and names
+        name = f"trace-audit-golden-reaudit{seed}"
+        config = text.replace("seed = 1", f"seed = {seed}").replace(
+            'name = "trace-audit-golden-reaudit"', f'name = "{name}"'
+        )
+        (tmp_path / "configs").mkdir(exist_ok=True)
+        (tmp_path / "configs" / f"{name}.toml").write_text(config)
+        again.append(audit_run(tmp_path, f"{name}.toml", configs=tmp_path / "configs"))
+    base = runs["trace-audit-golden-simulated"]
+    flags = [x for run in again for x in ("--baseline-again", str(run))]
+    passed = cli(
+        "audit-gate",
+        str(runs["trace-audit-golden-reaudit"]),
+        "--baseline",
+        str(base),
+        *flags,
+        cwd=tmp_path,
+    )
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "tolerances learned from 3 runs of the baseline" in passed.stdout
+    failed = cli(
+        "audit-gate",
+        str(runs["trace-audit-golden-regressed"]),
+        "--baseline",
+        str(base),
+        *flags,
+        cwd=tmp_path,
+    )
+    assert failed.returncode == 1 and "Anchoring" in failed.stdout, failed.stdout
+    verdict = orjson.loads((runs["trace-audit-golden-regressed"] / "gate.json").read_bytes())
+    assert [r["runs"] for r in verdict["learned"]] == [3] * 4
+    once = cli(
+        "audit-gate",
+        str(runs["trace-audit-golden-reaudit"]),
+        "--baseline",
+        str(base),
+        *flags[:2],
+        cwd=tmp_path,
+    )
+    assert once.returncode == 2 and "--baseline-again" in once.stdout + once.stderr

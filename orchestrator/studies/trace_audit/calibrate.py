@@ -107,8 +107,10 @@ def run_gate(
     alpha: float = 0.05,
     flipped_out: Path | None = None,
     only: Path | None = None,
+    again: list[Path] | None = None,
 ) -> int:
     from orchestrator.studies.trace_audit.gate import gate
+    from orchestrator.studies.trace_audit.gate_tolerance import MIN_RUNS
     from orchestrator.studies.trace_audit.reader import read_ids
 
     accepted = {}
@@ -130,6 +132,15 @@ def run_gate(
             f"--alpha {alpha} is not a rate between 0 and 1", field="--alpha", fix="e.g. 0.05"
         )
     current, base = labelled_frame(audit_dir), labelled_frame(baseline)
+    if again and len(again) < MIN_RUNS - 1:
+        raise UserError(
+            f"--baseline-again is given {len(again)} time(s); a learned tolerance needs "
+            f"{MIN_RUNS - 1} or more re-audits: with one, its spread has 1 degree of freedom and "
+            "the tolerance (some 30 times the spread seen) would pass any regression",
+            field="--baseline-again",
+            fix="audit the golden set with the baseline's judge once more and give both runs",
+        )
+    runs = [labelled_frame(run) for run in again or []]
     ids = None if only is None else read_ids(only)
     if ids is not None:  # a re-audit of some traces: the rest of the baseline is not missing
         absent = sorted(set(ids) - set(base["trace_id"].to_list()))
@@ -143,12 +154,24 @@ def run_gate(
                 fix="name golden trace ids, one per line (as --flipped-out writes them)",
             )
     try:
-        result = gate(current, base, tolerance=tolerance, accepted=accepted, alpha=alpha, only=ids)
+        result = gate(
+            current,
+            base,
+            tolerance=tolerance,
+            accepted=accepted,
+            alpha=alpha,
+            only=ids,
+            again=runs,
+        )
     except ValueError as exc:  # what the statistics refuse, said as the options' fault
         raise UserError(str(exc), field="--accept", fix="check --accept and --tolerance") from None
     write_file(audit_dir / "gate.json", orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     print_frame(result.catches, "catches of reference-flagged traces (exact sign-flip)", console)
     print_frame(result.shifts, "mean score shifts (paired t)", console)
+    if result.learned is not None:
+        print_frame(
+            result.learned, f"tolerances learned from {len(runs) + 1} runs of the baseline", console
+        )
     esc = result.escalation
     console.print(
         f"escalated (no validated audit, left out of the catches): {esc['escalated_now']} of "
@@ -161,8 +184,10 @@ def run_gate(
     if flipped:
         where = f"written to {flipped_out}" if flipped_out else "--flipped-out FILE writes them"
         console.print(
-            f"{len(flipped)} trace(s) flipped ({escape(where)}); to see whether a flip persists, "
-            "audit them again: orchestrator audit SOURCE --judge JUDGE --only FILE"
+            f"{len(flipped)} trace(s) flipped ({escape(where)}); to read them again, audit them "
+            "with both judges (orchestrator audit SOURCE --judge JUDGE --only FILE) and compare "
+            "the two re-audits with audit-gate --only FILE: chosen for flipping, about 4 in 10 "
+            "of an unchanged judge's lost catches are lost again against this baseline"
         )
     for warning in result.warnings:
         console.print(f"[yellow]not checked[/] {escape(warning)}")

@@ -293,6 +293,19 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
     def audit_gate(
         audit_dir: Annotated[Path, typer.Argument(help="The new audit run of the golden set.")],
         baseline: Annotated[Path, typer.Option(help="The accepted audit run to compare with.")],
+        baseline_again: Annotated[
+            list[Path] | None,
+            typer.Option(
+                help="Another audit run of the same golden set by the baseline's judge; give it "
+                "two or more times. From how far the baseline judge's own runs move apart, a "
+                "tolerance per bias is learned (a t prediction bound, Bonferroni over the "
+                "biases): a catch failure must then also rise beyond it, a shift beyond the "
+                "larger of it and --tolerance, both against the baseline runs' mean. For a judge "
+                "whose whole runs drift (a shift of every score from one run to the next), "
+                "which --alpha does not cover: with two re-audits, a run-to-run SD of 0.2 gives "
+                "tolerances of about 1.5 (catches) and 4 (shifts), with four about 0.9 and 1.5."
+            ),
+        ] = None,
         tolerance: Annotated[
             float,
             typer.Option(
@@ -306,8 +319,9 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
                 help="The false-alarm rate: the chance an unchanged judge fails the gate, over "
                 "every bias and every rule that can fail it, however often the judge catches or "
                 "escalates (Holm per family: 0.8 of it to the catch tests, 0.15 to the shift "
-                "tests, 0.05 to the escalation test). A run lacking baseline traces fails "
-                "whatever alpha."
+                "tests, 0.05 to the escalation test). It takes the runs to vary trace by trace; "
+                "a judge whose whole runs drift needs --baseline-again. A run lacking baseline "
+                "traces fails whatever alpha."
             ),
         ] = 0.05,
         accept: Annotated[
@@ -327,7 +341,11 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
             Path | None,
             typer.Option(
                 help="A file of trace ids, one per line: compare those alone on both sides, "
-                "as for a re-audit of --flipped-out's traces (does the flip persist?)."
+                "with the same tests. Traces chosen because they flipped regress to the mean: "
+                "about 4 in 10 of an unchanged judge's lost catches are lost again on a "
+                "re-audit, measured against the run they were chosen on, so a flip that "
+                "persists is no proof. For a fair reading, re-audit those traces with the "
+                "baseline's judge too and pass that run as --baseline."
             ),
         ] = None,
     ) -> None:
@@ -354,6 +372,7 @@ def add(app: typer.Typer, cli: CommandLine) -> None:
                 alpha=alpha,
                 flipped_out=flipped_out,
                 only=only,
+                again=baseline_again or [],
             )
         except UserError as exc:
             cli.fail(exc)

@@ -38,17 +38,24 @@ moving, k catches all lost is p = 2^-k, a failure from k = 7 (below 0.04/4). On 
 them 56% (61% with noise drawn around the labels; the McNemar test as a fifth to eighth test
 of the Holm family brought that to 41% and found no case the sign-flip test missed), a quarter
 12% (5%). Tables: tests/test_trace_audit_gate_alpha.py and docs/statistics.md.
+
+Runs that drift. Exchangeable runs vary trace by trace; a judge whose whole run shifts (every
+score a little higher or lower from one run to the next) is outside alpha: at an SD of 0.2 it
+failed 20% of re-audits at the fixed tolerance. `again`, re-audits by the baseline's judge,
+gives each bias a tolerance learned from their spread (gate_tolerance.py), which a catch's rise
+and a shift must also exceed, both measured against the baseline runs' mean.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
 from orchestrator.analysis.stats import t_interval
 from orchestrator.studies.trace_audit.agreement import FLAG_AT, check_frame
+from orchestrator.studies.trace_audit.gate_result import CATCH_SCHEMA, SHIFT_SCHEMA, GateResult
 from orchestrator.studies.trace_audit.gate_stats import (
     ALPHA,
     CATCH_SHARE,
@@ -61,6 +68,7 @@ from orchestrator.studies.trace_audit.gate_stats import (
     signflip_p,
 )
 from orchestrator.studies.trace_audit.gate_text import catch_text, escalation_text, shift_text
+from orchestrator.studies.trace_audit.gate_tolerance import learn_tolerance
 from orchestrator.studies.trace_audit.validate import BIAS_TYPES
 
 __all__ = [
@@ -73,6 +81,7 @@ __all__ = [
     "flipped_catches",
     "gate",
     "holm",
+    "learn_tolerance",
     "mcnemar_loss_p",
     "paired_t_p",
     "signflip_p",
@@ -80,97 +89,6 @@ __all__ = [
 
 _EPS = 1e-9  # a mean of integer differences at exactly the tolerance is within it
 _SCORES = ("baseline_score", "current_score")
-
-_CATCH_SCHEMA = {
-    "bias": pl.String,
-    "ref_flagged": pl.Int64,
-    "escalated": pl.Int64,  # flagged traces with no validated audit in either run: left out
-    "compared": pl.Int64,
-    "caught_baseline": pl.Int64,
-    "caught_now": pl.Int64,
-    "lost": pl.Int64,
-    "gained": pl.Int64,
-    "mcnemar_p": pl.Float64,
-    "rise": pl.Float64,
-    "p": pl.Float64,
-    "p_adjusted": pl.Float64,
-    "floor": pl.Boolean,
-    "failed": pl.Boolean,
-}
-_SHIFT_SCHEMA = {
-    "bias": pl.String,
-    "n": pl.Int64,
-    "baseline_mean": pl.Float64,
-    "current_mean": pl.Float64,
-    "difference": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "p": pl.Float64,
-    "p_adjusted": pl.Float64,
-    "significant": pl.Boolean,
-    "beyond_tolerance": pl.Boolean,
-    "accepted": pl.String,
-    "failed": pl.Boolean,
-}
-
-
-@dataclass
-class GateResult:
-    """The gate's verdict: ok when `failures` is empty."""
-
-    ok: bool
-    failures: list[str]
-    missed: pl.DataFrame  # the lost catches: trace_id, bias, baseline_score, current_score
-    flipped: pl.DataFrame  # every flipped catch, `change` "lost" or "gained"
-    catches: pl.DataFrame  # one row per bias, _CATCH_SCHEMA
-    shifts: pl.DataFrame  # one row per bias, _SHIFT_SCHEMA
-    only_current: list[str]
-    only_baseline: list[str]
-    reference_changed: list[dict]  # shared (trace, bias) whose reference labels differ
-    tolerance: float
-    alpha: float = ALPHA
-    accepted: dict[str, str] = field(default_factory=dict)
-    # reference-flagged (trace, bias) escalated in either run, left out of the catch comparison
-    escalated: pl.DataFrame = field(default_factory=pl.DataFrame)
-    escalation: dict = field(default_factory=dict)  # the escalation test
-    warnings: list[str] = field(default_factory=list)  # what the gate could not check
-
-    @property
-    def flipped_traces(self) -> list[str]:
-        """The traces to audit again, each once."""
-        return sorted(set(self.flipped["trace_id"].to_list()))
-
-    def to_json(self) -> dict:
-        """The verdict as JSON-ready data, keys in camelCase as in the run folder's files."""
-        rows = {
-            "missed": self.missed.to_dicts(),
-            "flipped": self.flipped.to_dicts(),
-            "catches": self.catches.to_dicts(),
-            "shifts": self.shifts.to_dicts(),
-            "escalated": self.escalated.to_dicts(),
-            "referenceChanged": self.reference_changed,
-        }
-        return {
-            "ok": self.ok,
-            "failures": self.failures,
-            "warnings": self.warnings,
-            **{k: [_camel(r) for r in v] for k, v in rows.items()},
-            "escalation": _camel(self.escalation),
-            "flippedTraces": self.flipped_traces,
-            "onlyCurrent": self.only_current,
-            "onlyBaseline": self.only_baseline,
-            "alpha": self.alpha,
-            "tolerance": self.tolerance,
-            "accepted": self.accepted,
-        }
-
-
-def _camel(row: dict) -> dict:
-    def key(name: str) -> str:
-        head, *rest = name.split("_")
-        return head + "".join(part.title() for part in rest)
-
-    return {key(k): v for k, v in row.items()}
 
 
 def _pairs(current: pl.DataFrame, baseline: pl.DataFrame, shared: list[str]) -> pl.DataFrame:
@@ -233,7 +151,7 @@ def _shift(then: np.ndarray, now: np.ndarray, bias: str, accepted: dict[str, str
     """The shift test of one bias, over the traces validated in both runs."""
     both = ~np.isnan(then) & ~np.isnan(now)
     then, now = then[both], now[both]
-    row = dict.fromkeys(_SHIFT_SCHEMA, None) | {
+    row = dict.fromkeys(SHIFT_SCHEMA, None) | {
         "bias": bias,
         "n": int(both.sum()),
         "accepted": accepted.get(bias),
@@ -271,25 +189,40 @@ def _escalation(pairs: pl.DataFrame) -> dict:
     }
 
 
-def _decide(
-    catches: list[dict],
-    shifts: list[dict],
-    escalation: dict,
-    alpha: float,
-    tolerance: float,
-) -> None:
+def _learned(catches: list[dict], shifts: list[dict], learned, tolerance: float) -> None:
+    """Each row's tolerance, in place: the learned one where the baseline judge's runs give one
+    (gate_tolerance.py), held against the baseline runs' mean; else --tolerance for shifts and
+    none for catches (their tests decide alone)."""
+    by_bias = {} if learned is None else {r["bias"]: r for r in learned.iter_rows(named=True)}
+    for row in catches:
+        spread = by_bias.get(row["bias"], {})
+        row["runs_rise"], row["tolerance"] = spread.get("catch_rise"), spread.get("catch_tolerance")
+        if row["runs_rise"] is None:
+            row["tolerance"] = None
+    for row in shifts:
+        spread = by_bias.get(row["bias"], {})
+        row["runs_difference"], row["tolerance"] = spread.get("shift_difference"), tolerance
+        if row["runs_difference"] is not None:
+            row["tolerance"] = max(tolerance, spread["shift_tolerance"])
+
+
+def _decide(catches: list[dict], shifts: list[dict], escalation: dict, alpha: float) -> None:
     """Holm within each family of tests at its share of alpha (gate_stats.py), so the gate's
-    false alarms stay under alpha; then each row's verdict, in place."""
+    false alarms stay under alpha; then each row's verdict, in place. With a learned tolerance,
+    a finding must also be beyond the run-to-run variation it allows."""
     for row, p in zip(catches, holm([r["p"] for r in catches]), strict=True):
         row["p_adjusted"] = p
-        row["failed"] = p is not None and p < alpha * CATCH_SHARE and row["lost"] > row["gained"]
+        found = p is not None and p < alpha * CATCH_SHARE and row["lost"] > row["gained"]
+        beyond = row["tolerance"] is None or row["runs_rise"] - row["tolerance"] > _EPS
+        row["failed"] = found and beyond
     for row, p in zip(shifts, holm([r["p"] for r in shifts]), strict=True):
         row["p_adjusted"] = p
         if row["n"] == 0:
             row["failed"] = False  # a warning: nothing to compare is no finding about the judge
             continue
+        moved = row["difference"] if row["runs_difference"] is None else row["runs_difference"]
         row["significant"] = p is not None and p < alpha * SHIFT_SHARE
-        row["beyond_tolerance"] = abs(row["difference"]) - tolerance > _EPS
+        row["beyond_tolerance"] = abs(moved) - row["tolerance"] > _EPS
         row["failed"] = row["significant"] and row["beyond_tolerance"] and row["accepted"] is None
     more = escalation["traces_more_now"] > escalation["traces_fewer_now"]
     escalation["failed"] = more and escalation["p"] < alpha * ESCALATION_SHARE
@@ -315,9 +248,12 @@ def gate(
     accepted: dict[str, str] | None = None,
     alpha: float = ALPHA,
     only: list[str] | None = None,
+    again: Sequence[pl.DataFrame] = (),
 ) -> GateResult:
     """Compare an audit of the golden set with a baseline one; see the module docstring.
-    `only`: trace ids both sides are restricted to (a re-audit of the flipped traces)."""
+    `only`: trace ids both sides are restricted to (a re-audit of the flipped traces). `again`:
+    re-audits of the same traces by the baseline judge, to learn the tolerance from
+    (gate_tolerance.py: at least two)."""
     accepted = dict(accepted or {})
     _check_options(tolerance, alpha, accepted)
     check_frame(current)
@@ -328,8 +264,9 @@ def gate(
             raise ValueError(
                 f"the baseline has no trace {', '.join(absent[:5])}" if absent else "no trace named"
             )
-        current = current.filter(pl.col("trace_id").is_in(only))
-        baseline = baseline.filter(pl.col("trace_id").is_in(only))
+        current, baseline, *again = (
+            f.filter(pl.col("trace_id").is_in(only)) for f in (current, baseline, *again)
+        )
     ids_now, ids_then = set(current["trace_id"].to_list()), set(baseline["trace_id"].to_list())
     shared = sorted(ids_now & ids_then)
     pairs = _pairs(current, baseline, shared)
@@ -340,10 +277,12 @@ def gate(
     catch_rows = [_catches(flagged[bias == b], then[bias == b], now[bias == b], b) for b in biases]
     shift_rows = [_shift(then[bias == b], now[bias == b], b, accepted) for b in biases]
     escalation = _escalation(pairs)
-    _decide(catch_rows, shift_rows, escalation, alpha, tolerance)
+    learned = learn_tolerance([baseline, *again], alpha, current) if again else None
+    _learned(catch_rows, shift_rows, learned, tolerance)
+    _decide(catch_rows, shift_rows, escalation, alpha)
     failures = [] if shared else ["no golden trace is in both runs: nothing to compare"]
     failures += [catch_text(r, alpha) for r in catch_rows if r["failed"]]
-    failures += [shift_text(r, tolerance, alpha) for r in shift_rows if r["failed"]]
+    failures += [shift_text(r, alpha) for r in shift_rows if r["failed"]]
     failures += [escalation_text(escalation, alpha)] if escalation["failed"] else []
     gone = sorted(ids_then - ids_now)
     if gone:  # an unfinished or sampled run could hide exactly the traces that regressed
@@ -358,8 +297,8 @@ def gate(
         if r["n"] == 0
     ] + [
         f"{r['bias']}: caught on none of {r['compared']} flagged traces now, on "
-        f"{r['caught_baseline']} in the baseline: too few for the test to tell from judge noise "
-        f"(p = {r['p']:.2g}); audit more flagged traces, or look at them"
+        f"{r['caught_baseline']} in the baseline, which the gate cannot tell from judge noise "
+        f"(p = {r['p']:.2g}): audit more flagged traces, or look at them"
         for r in catch_rows
         if r["floor"] and not r["failed"]
     ]
@@ -370,8 +309,8 @@ def gate(
         failures=failures,
         missed=flipped_catches(pairs).filter(pl.col("change") == "lost").drop("change"),
         flipped=flipped_catches(pairs),
-        catches=pl.DataFrame(catch_rows, schema=_CATCH_SCHEMA),
-        shifts=pl.DataFrame(shift_rows, schema=_SHIFT_SCHEMA),
+        catches=pl.DataFrame(catch_rows, schema=CATCH_SCHEMA),
+        shifts=pl.DataFrame(shift_rows, schema=SHIFT_SCHEMA),
         only_current=sorted(ids_now - ids_then),
         only_baseline=sorted(ids_then - ids_now),
         reference_changed=changed.to_dicts(),
@@ -381,4 +320,5 @@ def gate(
         escalated=pairs.filter(pl.col("ref_flag") & out).select("trace_id", "bias", *_SCORES),
         escalation=escalation,
         warnings=warnings,
+        learned=learned,
     )

@@ -16,6 +16,11 @@ def catch_text(row: dict, alpha: float) -> str:
         f"exact sign-flip one-sided p = {row['p']:.2g}, Holm-adjusted {row['p_adjusted']:.2g} < "
         f"{alpha * CATCH_SHARE:g}; McNemar p = {row['mcnemar_p']:.2g}"
     )
+    if row["tolerance"] is not None:  # learned from the baseline judge's runs
+        tests += (
+            f"; {row['runs_rise']:+.2f} above the baseline runs' mean, beyond the learned "
+            f"{row['tolerance']:.2f}"
+        )
     if row["floor"]:
         return f"{head}: no longer caught at all ({tests})"
     return (
@@ -24,14 +29,19 @@ def catch_text(row: dict, alpha: float) -> str:
     )
 
 
-def shift_text(row: dict, tolerance: float, alpha: float) -> str:
+def shift_text(row: dict, alpha: float) -> str:
     ci = "" if row["ci_low"] is None else f"; 95% CI {row['ci_low']:+.2f} to {row['ci_high']:+.2f}"
+    beyond = f"beyond the tolerance {row['tolerance']:g}"
+    if row["runs_difference"] is not None:  # learned from the baseline judge's runs
+        beyond = (
+            f"{row['runs_difference']:+.2f} from the baseline runs' mean, beyond the tolerance "
+            f"{row['tolerance']:.2f} their spread allows"
+        )
     return (
         f"{row['bias']}: mean score moved {row['difference']:+.2f} (baseline "
         f"{row['baseline_mean']:.2f}, now {row['current_mean']:.2f}, {row['n']} "
         f"trace{'s' * (row['n'] > 1)}{ci}; paired t p = {row['p']:.2g}, Holm-adjusted "
-        f"{row['p_adjusted']:.2g} < {alpha * SHIFT_SHARE:g}), beyond the tolerance {tolerance:g}, "
-        "with no explanation"
+        f"{row['p_adjusted']:.2g} < {alpha * SHIFT_SHARE:g}), {beyond}, with no explanation"
     )
 
 

@@ -54,7 +54,10 @@ DEVIATIONS = (
         "80% of traces in 18-19%; the tests fail them under 2% (tests/"
         "test_trace_audit_gate_alpha.py), and still fail a judge that stopped catching a bias "
         "on the golden set every time. An escalation reaches a person, as the seed routes it. "
-        "The flipped traces are listed, to be audited again alone.",
+        "What 'shift unexpectedly' means is learned where the judge's whole runs drift "
+        "(--baseline-again, two or more re-audits by the baseline's judge): at a run-to-run SD "
+        "of 0.2 the fixed tolerance 0.5 failed an unchanged judge in 20% of re-audits, the "
+        "learned one in under 2%. The flipped traces are listed, to be audited again alone.",
     ),
     Deviation(
         "`--context none` audits a run's trace with no task context at all (and `swapped` "

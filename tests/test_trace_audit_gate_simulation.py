@@ -222,7 +222,7 @@ def test_a_judge_that_misses_part_of_one_bias_is_caught_more_often_than_noise(
     golden set flags 14 traces per bias, so a judge that misses half of them changes about 7,
     and no exact test on 7 changes gets below 2^-7 = 0.008. Measured: 65% (50% under the
     own-view judge) at half, 8% (9%) at a quarter, with escalations as misses and the floor
-    rule; now 61% (56%) and 5% (12%)."""
+    rule; now 62% (50%) and 7% (8%)."""
 
     def pair(rng):
         return audit(rng, miss={0: chance}), audit(rng)

@@ -31,13 +31,14 @@ audit, and the escalated flagged traces are listed.
 
 No floor rule outside alpha. The old one (a bias caught on 3 or more baseline traces and on none
 now failed, whatever the p) failed an unchanged judge that catches a flagged trace with chance
-0.15 in 7-14% of re-audits. The sign-flip test is the floor now: with no other flagged trace
+0.15 in 6-14% of re-audits. The sign-flip test is the floor now: with no other flagged trace
 moving, k catches all lost is p = 2^-k, a failure from k = 7 (below 0.04/4). On the golden set
 (14 flagged traces per bias) a judge that stopped catching a bias still failed every one of
 1000 simulated re-audits (a rise of about +2.5 on its flagged traces); one that misses half of
-them 56% (61% with noise drawn around the labels; the McNemar test as a fifth to eighth test
-of the Holm family brought that to 41% and found no case the sign-flip test missed), a quarter
-12% (5%). Tables: tests/test_trace_audit_gate_alpha.py and docs/statistics.md.
+them 50% (62% with noise drawn around the labels; before, 50% and 65%), a quarter 8% (7%). The
+McNemar test as four more tests of the Holm family cost about 15 points of that power and
+found no case the sign-flip test missed, so it is reported, not tested. Tables:
+tests/test_trace_audit_gate_alpha.py and docs/statistics.md.
 
 Runs that drift. Exchangeable runs vary trace by trace; a judge whose whole run shifts (every
 score a little higher or lower from one run to the next) is outside alpha: at an SD of 0.2 it

@@ -278,6 +278,13 @@ PLANTED = {
 }
 
 
+def _binomial_se(row: dict) -> float:
+    """The two shares' independent binomial standard error: a yardstick, not the analysis."""
+    p1, n1 = row["share_treatment"], row["n_treatment"]
+    p0, n0 = row["share_control"], row["n_control"]
+    return math.sqrt(p1 * (1 - p1) / n1 + p0 * (1 - p0) / n0)
+
+
 @pytest.mark.slow
 def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
     decoy = (
@@ -325,10 +332,19 @@ def test_a_simulated_campaign_recovers_the_planted_bias_scores(tmp_path):
     assert list(scores) == list(PLANTED)
     for name, planted in PLANTED.items():
         r = scores[name]
-        # within three standard errors (1.5 95%-half-widths): a doubled or halved effect is not
-        assert abs(r["bias_score"] - planted) < 1.5 * (r["ci_high"] - r["ci_low"]) / 2, (name, r)
-        assert r["ci_high"] - r["ci_low"] < 0.2, (name, r)
-        assert r["ci_low"] > 0 or r["ci_high"] < 0, (name, r)  # the planted effect is found
+        if name.startswith("Decoy"):
+            # Equation 1 on a decoy is a description: no interval; the attraction measure
+            # (the target's share among target-or-competitor answers) is the tested column
+            assert r["ci_low"] is None and r["p"] is None, (name, r)
+            half = 3 * _binomial_se(r)  # three standard errors: a doubled effect is not
+            assert abs(r["bias_score"] - planted) < half and half < 0.1, (name, r)
+            low, high = r["attraction_ci_low"], r["attraction_ci_high"]
+            assert low <= 0.7 / 0.95 - 0.5 <= high and high - low < 0.2 and low > 0, (name, r)
+        else:
+            # within three standard errors (1.5 95%-half-widths): a doubled effect is not
+            assert abs(r["bias_score"] - planted) < 1.5 * (r["ci_high"] - r["ci_low"]) / 2, r
+            assert r["ci_high"] - r["ci_low"] < 0.2, (name, r)
+            assert r["ci_low"] > 0 or r["ci_high"] < 0, (name, r)  # the planted effect is found
         assert (
             r["n_treatment"] + r["unparsed_treatment"]
             == {

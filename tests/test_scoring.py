@@ -5,6 +5,7 @@ the simulated respondent; through the same limits and retries as any call."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -336,9 +337,18 @@ def test_the_shipped_simulated_rehearsal_recovers_what_it_plants(tmp_path):
     assert scores.height == 12  # 2 models x 6 scores
     for row in scores.iter_rows(named=True):
         name = row["model"].split("/")[1].split(" ")[0]
-        assert row["ci_low"] <= expected[name][row["score"]] <= row["ci_high"], row
         if row["score"].startswith("Decoy"):
+            # Equation 1 on a decoy is described, not tested: the attraction measure carries
+            # the interval, and the score lies within three binomial standard errors
+            assert row["ci_low"] is None and row["p"] is None, row
+            p1, n1, p0, n0 = (
+                row[k] for k in ("share_treatment", "n_treatment", "share_control", "n_control")
+            )
+            se = math.sqrt(p1 * (1 - p1) / n1 + p0 * (1 - p0) / n0)
+            assert abs(row["bias_score"] - expected[name][row["score"]]) < 3 * se, row
             assert row["attraction_ci_low"] <= attraction[name] <= row["attraction_ci_high"], row
+        else:
+            assert row["ci_low"] <= expected[name][row["score"]] <= row["ci_high"], row
         assert row["mode"] == ("score" if name == "base" else "generate")
 
 

@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from orchestrator.analysis.cr2 import cr2_cells
 from orchestrator.report.format import fmt
 from orchestrator.studies.instructed.analysis import cell_tests, score_tests
 from orchestrator.studies.instructed.inference import (
     ALIKE,
+    ARMS,
     FEW_CELLS,
     TWO_MODELS,
     clustered,
@@ -256,6 +258,33 @@ def test_few_cells_alike_but_one_answer_keep_the_p_the_cells_allow():
     assert test["p"] == pytest.approx(2 / 128)
     assert -1 <= test["ci_low"] <= test["ci_high"] <= 1
     assert test["estimate"] > test["ci_low"]
+
+
+def test_a_cell_holding_one_arm_keeps_its_labels_and_the_others_are_relabelled():
+    """Review of issue 45: a per-product attraction table has cells where no treatment answer
+    chose target or competitor (one arm only). The randomisation was skipped for the whole
+    table then, and one flipped answer among 7 alike cells took p to 1.1e-9 again. The cell
+    holding one arm now keeps its labels; the 7 others are relabelled: p = 1/2^7 (the mirror
+    image is no longer as extreme, the fixed cell not being mirrored), as a brute force over
+    those 2^7 relabellings of the CR2 t counts."""
+    counts = np.vstack([np.full((7, 2), 6), [[6, 0]]])
+    hits = np.vstack([np.tile([0, 6], (7, 1)), [[0, 0]]])
+    hits[0, 0] = 1
+    test = clustered(counts, hits)
+    assert test["p"] >= 1 / 128  # the t reference: 1.1e-9
+
+    def t(h):
+        estimate, variance, _ = cr2_cells(counts, h, ARMS, (0.0, 1.0))
+        if variance > 1e-24:
+            return abs(estimate) / np.sqrt(variance)
+        return np.inf if abs(estimate) > 1e-12 else 0.0
+
+    observed, extreme = t(hits), 0
+    for flips in itertools.product([False, True], repeat=7):
+        swapped = hits.copy()
+        swapped[:7] = np.where(np.array(flips)[:, None], hits[:7, ::-1], hits[:7])
+        extreme += t(swapped) >= observed * (1 - 1e-9)
+    assert test["p"] == pytest.approx(extreme / 128)
 
 
 def test_two_models_in_one_arm_cells_enumerate_the_swaps():

@@ -20,13 +20,15 @@ DEVIATIONS = (
         "answer to every prompt of a value cell: they are one draw. In the simulation of "
         "tests/test_instructed_null.py (a respondent with no bias answering by content, 2,000 "
         "tests), tests over prompts called 40% significant (53-57% of Certainty and Belief "
-        "tests, 17-19% of attraction tests), the tests over value cells 5.5%. Where every answer in each arm is alike, p is the exact "
+        "tests, 17-19% of attraction tests), the tests over value cells 5.2%. Where every answer in each arm is "
+        "alike, p is the exact "
         "randomisation p over the cells, and the t-test's p is Fisher's exact test's, where "
         "either would otherwise read 0.",
     ),
     Deviation(
         "With at most 12 value cells (Certainty has 7) p is the randomisation p of the CR2 t "
-        "over every relabelling within the cells, not the t reference's; intervals are "
+        "over every relabelling within the cells holding both arms, not the t reference's; "
+        "intervals (from the t reference) are "
         "clipped to the values a difference of shares can take. The p over prompts the tables "
         "show is Fisher's exact test's on every row; the paper's t-test p stays in the data "
         "(p_t).",

@@ -50,13 +50,16 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
     - every cell at each group's overall share (11/11 against 0/10 in every cell, say): the CR2
       variance is 0 and t infinite; p is the randomisation p of the estimate (`exact_p`), no
       interval;
-    - at most FEW_CELLS cells, each holding the groups a relabelling swaps: the randomisation
-      p of the CR2 t over all 2^K relabellings within cells (`randomised_p`). With so few cells
-      the t reference is not to be trusted in the tails: one answer flipped in one of 7 alike
-      cells took the t p from the exact 2/2^7 = 0.016 to 5e-14; the randomisation p cannot go
-      below 2/2^K, which is all K cells can show;
-    - otherwise the CR2 t with Bell-McCaffrey df.
-    The interval is the CR2 t's, clipped to the values a contrast of shares can take."""
+    - at most FEW_CELLS cells: the randomisation p of the CR2 t over the 2^S relabellings
+      within the S cells holding the groups a relabelling swaps (`randomised_p`; cells holding
+      one arm keep their labels). With so few cells the t reference is not to be trusted in
+      the tails: one answer flipped in one of 7 alike cells took the t p from the exact
+      2/2^7 = 0.016 to 5e-14; the randomisation p cannot go below 2/2^S;
+    - otherwise (more than FEW_CELLS cells) the CR2 t with Bell-McCaffrey df, whose level
+      holds at those cell counts (tests/test_instructed_stats.py).
+    The interval is the CR2 t's, clipped to the values a contrast of shares can take; with
+    few cells it comes from the t reference while p is the randomisation's, so the two can
+    disagree near 0.05 (an interval just excluding 0 beside a p just above 0.05)."""
     counts, hits = np.asarray(counts, float), np.asarray(hits, float)
     design, contrast = np.asarray(design, float), np.asarray(contrast, float)
     keep = counts.sum(1) > 0
@@ -91,7 +94,7 @@ def clustered(counts, hits, design=ARMS, contrast=(0.0, 1.0)) -> dict:
         "p": 2 * stats.t.sf(abs(estimate) / se, df),
     }
     swap = SWAPS.get(design.shape[0])
-    if len(counts) <= FEW_CELLS and swap is not None and _swappable(counts, swap).all():
+    if len(counts) <= FEW_CELLS and swap is not None and _swappable(counts, swap).any():
         out |= {"p": randomised_p(counts, hits, design, contrast), "note": FEW}
     return out
 
@@ -118,11 +121,16 @@ def _relabellings(k: int, limit: int = DRAWS) -> np.ndarray:
 
 
 def randomised_p(counts, hits, design, contrast) -> float:
-    """The two-sided randomisation p of the CR2 t: the share of the 2^K relabellings within
-    cells (arm labels swapped for two arms, model labels for two models) whose |t| is at least
-    the observed one. A relabelling whose CR2 is undefined counts as extreme (conservative)."""
+    """The two-sided randomisation p of the CR2 t: the share of the 2^S relabellings within
+    the S cells holding both groups of each swapped pair (arm labels swapped for two arms,
+    model labels for two models) whose |t| is at least the observed one. A cell holding one
+    arm only (no answer chose target or competitor there, say) keeps its labels in every
+    relabelling. A relabelling whose CR2 is undefined counts as extreme (conservative)."""
     swap = SWAPS[len(design)]
-    flips = _relabellings(len(counts))[:, :, None]
+    movable = _swappable(counts, swap)
+    drawn = _relabellings(int(movable.sum()))
+    flips = np.zeros((len(drawn), len(counts), 1), bool)
+    flips[:, movable, 0] = drawn
     estimate, variance, _ = cr2_cells_many(
         np.where(flips, counts[:, swap], counts),
         np.where(flips, hits[:, swap], hits),

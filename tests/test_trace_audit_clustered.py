@@ -233,6 +233,14 @@ def test_a_deterministic_source_counts_each_item_once_and_says_so():
     )
 
 
+def test_an_experiment_of_one_item_says_it_has_no_test():
+    """Review of issue 45: one item gave "paired t over 1 items" beside a p of "-"."""
+    frame = simulate(1, 3, 0.5, 1, np.random.default_rng(5))
+    got = by_condition(frame).row(0, named=True)
+    assert got["items"] == 1 and (got["p"] is None or np.isnan(got["p"]))
+    assert _condition_rows(by_condition(frame))[0]["test"] == "one item: no test"
+
+
 def test_the_caption_names_the_test_over_items():
     note = " ".join(CONDITION_NOTE.split())
     assert "Welch" not in note and "paired t over the items" in note

@@ -132,6 +132,24 @@ def test_the_learned_tolerances_are_in_gate_json():
     assert (shifts["tolerance"] >= 0.5).all()  # the larger of --tolerance and the learned one
 
 
+def test_a_bias_with_no_flagged_trace_to_learn_from_says_its_catch_test_decides_alone():
+    """Review of issue 45: a re-audit that escalated every flagged Anchoring trace leaves no
+    catch spread to learn; the gate fell back to the catch test without a word."""
+    current, base = drifting(0.2, reaudits=2)(np.random.default_rng(6))
+    again = [frame(b) for b in base[1:]]
+    escalated = (pl.col("bias") == "Anchoring") & pl.col("ref_flag")
+    again[0] = again[0].with_columns(
+        judge_score=pl.when(escalated).then(None).otherwise(pl.col("judge_score"))
+    )
+    result = gate(frame(current), frame(base[0]), again=again)
+    row = result.catches.filter(pl.col("bias") == "Anchoring").row(0, named=True)
+    assert row["tolerance"] is None
+    assert [w for w in result.warnings if "no catch tolerance" in w] == [
+        "Anchoring: the re-audits give no catch tolerance (no flagged trace to learn it from): "
+        "its catch test decides alone"
+    ]
+
+
 DRIFT = [(offset, reaudits) for offset in (0.1, 0.2, 0.3) for reaudits in (2, 3)]
 
 

@@ -56,3 +56,16 @@ def test_lost_catches_of_an_unchanged_judge_regress_to_the_mean_on_a_reaudit():
                 fair[change] += int(reread.catches[change].sum())
     assert 0.33 <= np.mean(again) <= 0.47, np.mean(again)
     assert 0.8 <= fair["lost"] / fair["gained"] <= 1.25, fair
+
+
+def test_the_only_help_says_a_reaudit_of_flipped_traces_regresses_to_the_mean(tmp_path):
+    """Issue 45, item 8: the old help offered `--only` as the answer to "does the flip
+    persist?", which a flip chosen for flipping cannot answer."""
+    from tests.conftest import cli
+
+    done = cli("audit-gate", "--help", cwd=tmp_path)
+    text = " ".join(done.stdout.replace("│", " ").split())
+    assert done.returncode == 0, done.stderr
+    assert "does the flip persist" not in text
+    assert "regress to the mean" in text and "about 4 in 10" in text
+    assert "re-audit those traces with the baseline's judge too" in text

@@ -115,7 +115,7 @@ def test_the_flipped_traces_are_written_and_audited_again_alone(runs, tmp_path):
     assert rerun.parent.name.startswith("trace-audit-golden-flipped-")
     lines = [orjson.loads(x) for x in (rerun / "results.ndjson").read_bytes().splitlines()]
     assert sorted(r["variant"] for r in lines) == ids
-    # does the flip persist? the re-audit against the baseline, on those traces alone (old
+    # the re-audit of the flipped traces against the baseline, on those traces alone (old
     # code: no --only, and "48 golden trace(s) of the baseline are not in this run")
     again = cli(
         "audit-gate", str(rerun), "--baseline", str(base), "--only", str(flipped), cwd=tmp_path
@@ -134,7 +134,7 @@ def test_the_flipped_traces_are_written_and_audited_again_alone(runs, tmp_path):
         str(flipped),
         cwd=tmp_path,
     )
-    assert still.returncode == 1 and "Anchoring" in still.stdout  # a flip that persists
+    assert still.returncode == 1 and "Anchoring" in still.stdout  # flipped again on re-audit
     # another list of ids is another campaign, not a changed plan (old code: exit 2)
     (tmp_path / "d").mkdir()  # the same file name, other ids
     (tmp_path / "d" / "flipped.txt").write_text("".join(f"{t}\n" for t in ids[:2]))

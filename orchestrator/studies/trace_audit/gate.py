@@ -18,8 +18,10 @@ restricts both to a list, as for a re-audit of flipped traces). Per bias, over t
 
 `alpha` covers every rule that can fail an unchanged judge (gate_stats.py): the 4 catch tests
 share CATCH_SHARE of it (Holm), the 4 shift tests SHIFT_SHARE (Holm), the escalation test the
-rest. Each is exact or conservative when the two runs of a trace are exchangeable, so an
-unchanged judge fails with probability at most `alpha`, however often it catches or escalates.
+rest. The sign-flip tests are exact or conservative when the two runs of a trace are
+exchangeable; the shift's paired t is approximate (its level was measured, not proven:
+docs/statistics.md). So an unchanged judge fails with probability at most about `alpha`, however
+often it catches or escalates.
 A run lacking baseline traces fails, deterministically (an unfinished run); a bias with nothing
 to compare, or no longer caught where too few catches leave the test blind, is a warning.
 
@@ -303,6 +305,13 @@ def gate(
         for r in catch_rows
         if r["floor"] and not r["failed"]
     ]
+    if learned is not None:  # --baseline-again given, yet a bias has no catch spread to learn
+        warnings += [
+            f"{r['bias']}: the re-audits give no catch tolerance (no flagged trace to learn "
+            "it from): its catch test decides alone"
+            for r in catch_rows
+            if r["tolerance"] is None
+        ]
     changed = pairs.filter(pl.col("ref_changed").fill_null(False)).select("trace_id", "bias")
     out = pl.col("baseline_score").is_null() | pl.col("current_score").is_null()
     return GateResult(

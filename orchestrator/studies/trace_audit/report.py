@@ -33,7 +33,8 @@ CONDITION_NOTE = (
     "Traces taken from a run, joined back to that run's conditions: the judge's mean "
     "score per bias in each condition and the last condition minus the first, with its 95% "
     "CI and unadjusted p from a paired t over the items (the test column names it and the "
-    "number of items). The item is the unit, not the trace: an item's traces (its samples "
+    "number of items; an experiment of one item, or items whose differences do not vary, "
+    "has no test). The item is the unit, not the trace: an item's traces (its samples "
     "and option orders) are averaged per condition first, so a model at T=0 that writes one "
     "trace ten times counts it once (the units column says when every item's traces were "
     "identical), and the test does not take copies for evidence. Where a campaign's item "
@@ -110,9 +111,14 @@ def _test(r: dict) -> str:
     method = r.get("method")
     if method is None:
         return "-"
+    if r["items"] < 2:
+        return "one item: no test"
     if method == "paired t":
-        return f"paired t over {r['paired_items']} items"
-    return f"CR2 by item over {r['items']} items ({r['paired_items']} in both)"
+        text = f"paired t over {r['paired_items']} items"
+    else:
+        text = f"CR2 by item over {r['items']} items ({r['paired_items']} in both)"
+    p = r.get("p")
+    return text if p is not None and p == p else f"{text}: no variation, no test"
 
 
 def _units(r: dict) -> str:

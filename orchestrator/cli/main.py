@@ -12,6 +12,7 @@ import orchestrator.cli.cache as cache
 import orchestrator.cli.emulator as emulator
 import orchestrator.cli.nightly as nightly
 import orchestrator.cli.plan as plan
+import orchestrator.cli.power as power
 import orchestrator.cli.results as results
 import orchestrator.cli.run as run
 import orchestrator.cli.ui as ui
@@ -65,7 +66,7 @@ class _Lent:
         run.run_and_report(campaign, **options)
 
 
-for command in (run.init, plan.plan, run.run):
+for command in (run.init, plan.plan, power.power, run.run):
     app.command()(command)
 results.add(app)
 for study in registered():  # commands of a study's own (the trace audit's review, calibrate...)

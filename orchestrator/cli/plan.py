@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 import orchestrator.cli.ui as ui
+from orchestrator.cli.power import MdeOpt, PilotOpt, PowerOpt, open_pilot
 from orchestrator.cli.run import LimitOpt, ModelOpt, OutputDirOpt, load_target
 from orchestrator.cli.ui import ConfigArg
 from orchestrator.errors import UserError
@@ -29,6 +30,9 @@ def plan(
     models: ModelOpt = None,
     limit: LimitOpt = None,
     output_dir: OutputDirOpt = None,
+    pilot: PilotOpt = None,
+    mde: MdeOpt = None,
+    target_power: PowerOpt = 0.8,
 ) -> None:
     """Show the task matrix (per job, model, condition), total calls and estimated tokens. Starts nothing.
 
@@ -42,21 +46,28 @@ def plan(
       output_tokens {typical, max}, free, cost_usd {typical, max} or nulls;
       batch (sent through the provider's batch API, priced at its batch price), turnaround;
     duration_s {limit key: seconds of its online models, null without rpm/tpm};
-    total {tasks, calls, cost_usd}; warnings[]. Bad input exits 2, stdout empty.
+    total {tasks, calls, cost_usd}; warnings[];
+    power: what `orchestrator power` prints with the same --pilot, --mde and --power
+    (bias-orchestrator-power/1: minimum detectable effects per experiment and model).
+    Bad input exits 2, stdout empty.
     """
     from orchestrator.plan import Plan
 
     try:
         campaign = load_target(config, samples, None, models, limit, output_dir)
         p = Plan(campaign)
+        run = open_pilot(pilot)
     except UserError as exc:
         ui.fail(exc)
     if as_json:
         import orjson
 
+        from orchestrator.analysis.power import Target
         from orchestrator.plan_json import plan_json
+        from orchestrator.studies.power import power_json
 
-        sys.stdout.write(orjson.dumps(plan_json(p), option=orjson.OPT_INDENT_2).decode() + "\n")
+        found = plan_json(p) | {"power": power_json(p, run, Target(power=target_power, mde=mde))}
+        sys.stdout.write(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     # One row per experiment x condition x strategy: variants and option orders are summed.
     from orchestrator.plan_json import answer_text

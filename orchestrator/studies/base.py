@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.analysis.load import Run
+    from orchestrator.analysis.power import Planned
     from orchestrator.engine.caller import Routine
     from orchestrator.errors import UserError
+    from orchestrator.plan import Plan
     from orchestrator.spec.campaign import Campaign
     from orchestrator.spec.models import Job
 
@@ -129,6 +131,12 @@ class Study:
     def export(self, name: str, run_dir: Path, out_dir: Path) -> dict[Path, int]:
         """Write export format `name` (one of `exports`); returns records written per file."""
         raise NotImplementedError
+
+    def power(self, plan: Plan, pilot: Run | None, alpha: float) -> list[Planned]:
+        """Its tests as `plan` gives them (analysis/power.py), one per experiment (or score) and
+        model, each with the design its minimum detectable effect follows from: the variances
+        measured in `pilot` where it holds the experiment, stated defaults where not."""
+        return []
 
     def has_jobs(self, run: Run) -> bool:
         return any(job.kind == self.kind for job in run.jobs.values())

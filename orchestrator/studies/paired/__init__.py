@@ -28,6 +28,11 @@ class Paired(Study):
 
         return job_from_seed000(data, path, job_id=job_id)
 
+    def power(self, plan, pilot, alpha):
+        from orchestrator.studies.paired.power import power
+
+        return power(plan, pilot, alpha)
+
     def analyze(self, run) -> list[Output]:
         from orchestrator.studies.paired.analysis import paired_effects
 

@@ -144,7 +144,7 @@ def test_a_pilot_run_gives_its_answers_spread(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = _rows(done.stdout)
     anchoring = rows["anchoring-first-number"]
-    assert anchoring["variance"].startswith(f"pilot {pilot.name}: sd ")
+    assert anchoring["variance"].startswith(f"pilot simulated/{pilot.name}: sd ")
     sd = float(anchoring["variance"].split("sd ")[1].split(",")[0])
     assert 100 < sd < 140  # planted 120, over 80 answers
     planned = anchoring["samples"]
@@ -153,6 +153,7 @@ def test_a_pilot_run_gives_its_answers_spread(tmp_path):
         (t.ppf(0.975) + t.ppf(0.8)) * sd * math.sqrt(2 / planned), rel=0.01
     )
     assert anchoring["scale"] == "EUR"
+    assert "ICC 0.00" in anchoring["variance"]  # one prompt a condition: no item spread
     decoy = rows["decoy-subscription-choice"]
     share = float(decoy["variance"].split("share ")[1].split(",")[0])
     assert 0.3 < share < 0.6  # planted 0.45 (a few answers are parse errors)

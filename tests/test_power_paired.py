@@ -79,3 +79,23 @@ def test_the_reported_mde_is_detected_80_percent_of_the_time(name):
         assert abs(null - ALPHA) <= NULL_BAND, null
     else:  # the item's level cancels, yet the test counts it: conservative, as designed
         assert null <= ALPHA + NULL_BAND, null
+
+
+def test_a_pilot_s_spread_and_icc_are_recovered_and_the_effect_is_not_item_variance():
+    """A pilot frame with 12 variants x 200 answers a condition, SD 2, ICC 0.3 and a large
+    effect between the conditions: the SD and ICC come back; the effect is not counted."""
+    import polars as pl
+
+    from orchestrator.spec.models import Metric
+    from orchestrator.studies.paired.power import pilot_spread
+
+    rng = np.random.default_rng(46)
+    rows = []
+    item = rng.normal(0, 2 * math.sqrt(0.3), 12)
+    for condition, shift in ((0, 0.0), (1, 10.0)):
+        for v in range(12):
+            for value in item[v] + shift + rng.normal(0, 2 * math.sqrt(0.7), 200):
+                rows.append({"conditionIndex": condition, "variant": f"v{v}", "value": value})
+    metric = Metric(type="mean-difference")
+    spread, said = pilot_spread(pl.DataFrame(rows), metric, None)
+    assert abs(spread.sd - 2) < 0.25 and abs(spread.icc - 0.3) < 0.12, said

@@ -84,7 +84,7 @@ def _default_sd(experiment) -> tuple[float, str, str]:
     return 1.0, "answer SDs", "1 (no scale known: effects in answer SDs)"
 
 
-def _pilot_spread(frame, metric, experiment) -> tuple[Spread, str] | None:
+def pilot_spread(frame, metric, experiment) -> tuple[Spread, str] | None:
     """The pilot's answers of one experiment (and model, where it ran it): their SD within a
     condition, condition 0's share of the target, and the ICC by variant."""
     import numpy as np
@@ -99,11 +99,11 @@ def _pilot_spread(frame, metric, experiment) -> tuple[Spread, str] | None:
         values = (answers["choice"] == metric.target_option).cast(float).to_numpy()
     if len(values) < 4:
         return None
-    groups = (answers["conditionIndex"].cast(str) + "/" + answers["variant"]).to_numpy()
-    within, between = one_way(values, groups)
-    # variance within a condition: items plus draws (the conditions' own means taken out)
+    # within each condition: the conditions' own means (the effect) are not item variance
     by_condition = answers["conditionIndex"].to_numpy()
     centred = values - np.array([values[by_condition == c].mean() for c in by_condition])
+    groups = (answers["conditionIndex"].cast(str) + "/" + answers["variant"]).to_numpy()
+    within, between = one_way(centred, groups)
     total = float(centred.var(ddof=1))
     icc = between / (between + within) if between + within > 0 else 0.0
     share = float(values[by_condition == 0].mean()) if (by_condition == 0).any() else 0.5
@@ -137,9 +137,9 @@ def power(plan, pilot, alpha: float) -> list[Planned]:
         if records is not None:
             mine = records.filter(experimentSlug=slug, job=job)
             same = mine.filter(modelKey=model_key)
-            measured = _pilot_spread(same if same.height else mine, metric, experiment)
+            measured = pilot_spread(same if same.height else mine, metric, experiment)
         if measured:
-            spread, variance = measured[0], f"pilot {pilot.path.name}: " + measured[1]
+            spread, variance = measured[0], f"pilot {pilot.path.parent.name}/{pilot.path.name}: " + measured[1]
             if not same.height:
                 variance += " (other models: this one is not in the pilot)"
             if scale == "answer SDs":  # the pilot's SD is in the answers' own units

@@ -116,50 +116,59 @@ def print_power(found: dict) -> None:
         ui.console.print("no study in this campaign has a test to plan for")
         return
     target = found["target_mde"]
-    columns = [
-        "study / experiment",
-        "model",
-        "test (units)",
-        Column("samples", justify="right"),
-        Column("alpha", justify="right"),
-        Column("MDE", justify="right"),
-        Column("unlimited samples", justify="right"),
-    ]
-    if target is not None:
-        columns += [
-            Column(f"samples for {target:g}", justify="right"),
-            Column("calls", justify="right"),
-            Column("cost", justify="right"),
-        ]
-    table = Table(
-        *columns,
-        title=f"minimum detectable effects at {found['power']:.0%} power, two-sided",
-        title_justify="left",
-    )
-    for r in rows:
-        cells = [
-            escape(f"{r['study']} / {r['experiment']}"),
-            escape(r["model"]),
-            escape(f"{r['test']} ({r['units']} {r['unit']})"),
-            str(r["samples"]),
-            f"{r['alpha']:.3g}",
-            _figure(r["mde"], r["scale"]),
-            "-> 0"
-            if r["more_samples_help"] and r["floor"] < r["mde"] / 20
-            else _figure(r["floor"], r["scale"]),
+    for study in dict.fromkeys(r["study"] for r in rows):
+        columns = [
+            "experiment",
+            "model",
+            "test",
+            Column("units", justify="right"),
+            Column("samples", justify="right"),
+            Column("alpha", justify="right"),
+            Column("MDE", justify="right"),
+            Column("unlimited samples", justify="right"),
         ]
         if target is not None:
-            needed = r.get("samples_needed")
-            cost = r.get("cost_usd_needed")
-            cells += [
-                "not reachable" if needed is None else f"{needed:,}",
-                "-" if r.get("calls_needed") is None else f"{r['calls_needed']:,}",
-                "-" if cost is None else f"${cost:,.2f}",
+            columns += [
+                Column(f"samples for {target:g}", justify="right"),
+                Column("calls", justify="right"),
+                Column("cost", justify="right"),
             ]
-        table.add_row(*cells)
-    ui.console.print(table)
+        table = Table(
+            *columns,
+            title=f"{study}: minimum detectable effects at {found['power']:.0%} power, two-sided",
+            title_justify="left",
+        )
+        for r in (r for r in rows if r["study"] == study):
+            table.add_row(*_cells(r, target))
+        ui.console.print(table)
     for line in notes(rows, target):
         ui.console.print(escape(line), highlight=False)
+
+
+def _cells(r: dict, target: float | None) -> list[str]:
+    unlimited = (
+        "-> 0"
+        if r["more_samples_help"] and r["floor"] < r["mde"] / 20
+        else _figure(r["floor"], r["scale"])
+    )
+    cells = [
+        escape(r["experiment"]),
+        escape(r["model"]),
+        escape(r["test"]),
+        escape(f"{r['units']} {r['unit']}"),
+        str(r["samples"]),
+        f"{r['alpha']:.3g}",
+        _figure(r["mde"], r["scale"]),
+        unlimited,
+    ]
+    if target is not None:
+        needed, cost = r.get("samples_needed"), r.get("cost_usd_needed")
+        cells += [
+            "not reachable" if needed is None else f"{needed:,}",
+            "-" if r.get("calls_needed") is None else f"{r['calls_needed']:,}",
+            "-" if cost is None else f"${cost:,.2f}",
+        ]
+    return cells
 
 
 def notes(rows: list[dict], target: float | None) -> list[str]:

@@ -54,6 +54,11 @@ class TraceAudit(Study):
 
         add(app, cli)
 
+    def power(self, plan, pilot, alpha):
+        from orchestrator.studies.trace_audit.power import power
+
+        return power(plan, pilot, alpha)
+
     def analyze(self, run) -> list[Output]:
         if not self.has_jobs(run):  # before the imports: they load scipy.stats
             return []

@@ -29,6 +29,11 @@ class BiasStrength(Study):
 
         return job_from_native(data, path, job_id=job_id)
 
+    def power(self, plan, pilot, alpha):
+        from orchestrator.studies.bias_strength.power import power
+
+        return power(plan, pilot, alpha)
+
     def analyze(self, run) -> list[Output]:
         if not self.has_jobs(run):  # before the imports: they load scipy.stats
             return []

@@ -28,6 +28,11 @@ class JudgeHistory(Study):
 
         return job_from_seed002(data, path, job_id=job_id)
 
+    def power(self, plan, pilot, alpha):
+        from orchestrator.studies.judge_history.power import power
+
+        return power(plan, pilot, alpha)
+
     def analyze(self, run) -> list[Output]:
         if not self.has_jobs(run):  # before the import: it loads scipy.stats
             return []

@@ -32,6 +32,11 @@ class Instructed(Study):
 
         return job_from_templates(data, path, job_id=job_id)
 
+    def power(self, plan, pilot, alpha):
+        from orchestrator.studies.instructed.power import power
+
+        return power(plan, pilot, alpha)
+
     def analyze(self, run) -> list[Output]:
         if not self.has_jobs(run):  # before the imports: they load scipy.stats
             return []

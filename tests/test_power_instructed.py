@@ -1,9 +1,7 @@
-"""`orchestrator power` for Instructed to Bias (studies/instructed/power.py): the headline rows
-of a shipped plan, the stated defaults, where only more value cells help, the pilot's variance
-components, and (slow) the MDE checked by simulation: an item-clustered respondent, the
-study's own test (inference.clustered) over 400 seeds, detection within 0.80 +- 0.06 at the
-MDE and a false-positive rate within alpha +- 2 SE at no effect (with 12 cells or fewer,
-within 2 SE of the randomisation p's real level, or below it: see the slow test)."""
+"""`orchestrator power` for Instructed to Bias (studies/instructed/power.py): a shipped plan's
+rows, the defaults, where only more value cells help, the pilot's components, and (slow) the
+MDE by simulation: item-clustered respondents through the study's own test, detection within
+0.80 +- 0.06 at the MDE, false positives within alpha +- 2 SE (the randomisation p: its level)."""
 
 from __future__ import annotations
 
@@ -84,12 +82,17 @@ def test_the_default_at_t0_is_one_draw_per_cell_and_says_so():
     assert 19 < df < 23
     expected = (stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se
     assert belief["mde"] == pytest.approx(expected)
-    # certainty: 7 cells, each arm a Bernoulli(0.5); the randomisation p at its level 6/128
-    z = special.ndtri(1 - 3 / 128)
-    crit = z * math.sqrt(6 / (7 - z * z))
+    # certainty: 7 cells, each arm a Bernoulli(0.5); the randomisation p at its level 6/128,
+    # its normal quantile bent by the relabelled sum's kurtosis at the effect (Cornish-Fisher)
     certainty = assess(row(rows, "Certainty"), Target())
-    se = math.sqrt(0.5 / 7)
-    assert certainty["mde"] == pytest.approx((crit + stats.t.ppf(0.8, 6)) * se)
+    se, found = math.sqrt(0.5 / 7), 0.5
+    for _ in range(50):
+        shift = found / (se * math.sqrt(7))
+        z = special.ndtri(1 - 3 / 128)
+        z -= (z**3 - 3 * z) * (shift**4 + 6 * shift**2 + 3) / (1 + shift**2) ** 2 / (12 * 7)
+        found = (z * math.sqrt(6 / (7 - z * z)) + stats.t.ppf(0.8, 6)) * se
+    assert certainty["mde"] == pytest.approx(found)
+    assert 3.4 < found / se < 3.69  # between the t at 6/128 and the plain normal quantile
     assert certainty["min_p"] == pytest.approx(2 / 128)
 
 
@@ -242,18 +245,16 @@ temperature = 1
     run_quietly(config)
     plan = Plan(load_target(config, None, None, None, None, None))
     rows = power(plan, open_run(tmp_path / "runs" / "pilot" / "first"), 0.05)
-    assert len(rows) == 6 and all(r.variance.startswith("pilot first: control share") for r in rows)
-    decoy = assess(row(rows, "Decoy Cheaper"), Target())
-    assert (
-        "off the decoy" in row(rows, "Decoy Cheaper").variance
-        and not row(rows, "Decoy Cheaper").note
-    )
-    assert decoy["mde"] < 0.5 and decoy["floor"] < decoy["mde"]
+    assert len(rows) == 6 and all(r.variance.startswith("pilot first: shares") for r in rows)
+    decoy = row(rows, "Decoy Cheaper")
+    assert "off the decoy" in decoy.variance and not decoy.note
+    found = assess(decoy, Target())
+    assert found["mde"] < 0.5 and found["floor"] < found["mde"]
 
 
 # -- simulation: the MDE against the study's own test ----------------------------------------
-
-SEEDS = 400
+SEEDS = 800  # cell-level respondents (cheap): SE 0.014 at 0.8
+CONTENT_SEEDS = 400  # the content-driven respondent, counted as the analysis counts
 ALPHA = 0.05
 
 
@@ -359,3 +360,40 @@ def test_the_study_detects_its_mde_four_times_in_five(name):
     assert null <= level + 2 * se
     if sd[0] == 0:
         assert abs(null - level) <= 2 * se
+
+
+@pytest.mark.slow
+def test_a_content_driven_respondent_detects_its_pilots_mde_four_times_in_five():
+    """The content-driven T=0 respondent of test_instructed_null, through the study's own
+    counting and tests (score_table): Certainty's MDE from a pilot of 20 such respondents,
+    planted as `lean` (the sure prize's pull in treatment) tuned over 100 other seeds until
+    the mean score is the MDE, then detected over 400 more."""
+    from tests.test_instructed_null import answers, scores
+
+    def certainty(seed: int, lean: float) -> dict:
+        table = scores(answers(seed, lean=lean))[0]
+        return table.filter(pl.col("score") == "Certainty").row(0, named=True)
+
+    pilot = pl.concat([answers(1000 + s, model=f"m{s}") for s in range(20)])
+    spread, _ = pilot_spread(pilot.filter(pl.col("score") == "Certainty"), decoy=False)
+    effect = mde(cell_design(planned_prompts("Certainty"), True, spread, ALPHA), 1, ALPHA, 0.8)
+    gap = lambda lean: (
+        np.mean([certainty(s, lean)["bias_score"] for s in range(5000, 5100)]) - effect
+    )  # noqa: E731
+    low, high = 0.3, 0.6
+    at_low, at_high = gap(low), gap(high)
+    for _ in range(3):  # the mean score rises smoothly with the lean: secant steps
+        lean = low - at_low * (high - low) / (at_high - at_low)
+        if (at := gap(lean)) < 0:
+            low, at_low = lean, at
+        else:
+            high, at_high = lean, at
+    rates = [
+        np.mean([certainty(s, x)["p"] < ALPHA for s in range(CONTENT_SEEDS)]) for x in (lean, 0.0)
+    ]
+    print(
+        f"content-driven certainty (pilot of 20): MDE {effect:.3f} (lean {lean:.3f}), "
+        f"detected {rates[0]:.3f}, null {rates[1]:.3f}, {CONTENT_SEEDS} seeds"
+    )
+    assert abs(rates[0] - 0.8) <= 0.06
+    assert abs(rates[1] - ALPHA) <= 2 * math.sqrt(ALPHA * (1 - ALPHA) / CONTENT_SEEDS)

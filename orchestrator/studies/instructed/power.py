@@ -1,50 +1,44 @@
-"""Power of the Instructed to Bias study's headline tests: one row per model x strategy x score,
-tested as the analysis tests it (inference.py `clustered`) over value cells.
+"""Power of the Instructed to Bias study's headline tests, one row per model x strategy x
+score, tested as the analysis tests them (inference.py `clustered`) over value cells.
 
-What is tested: Certainty, Certainty (shared styles), Belief Valid and Belief Invalid on
-Equation 1 (treatment share of the target minus control share); Decoy Cheaper and Decoy
-Expensive on the attraction measure (the same difference among the answers that chose the
-target or the competitor: a treatment cell counts its answers less those that chose the
-decoy), since Equation 1 on a decoy is only described. The unit is the value cell (a decoy
-grid pair, a certainty prize row, a belief term family, which holds one arm only); the test
-is the CR2 t with Bell-McCaffrey df, two-sided at the study's alpha, no correction; with at
-most FEW_CELLS cells, some holding both arms, its p is the randomisation p over the 2^S
-relabellings of the S cells holding both, which cannot go below 2/2^S (S <= 5: never
-below 0.05, whatever the samples).
+Tested: Certainty (and on shared styles) and Belief Valid / Invalid on Equation 1 (treatment
+minus control share of the target); Decoy Cheaper / Expensive on the attraction measure (the
+same among answers on target or competitor: treatment counts n - n_decoy), since Equation 1
+on a decoy is only described. Unit: the value cell (decoy grid pair, certainty prize row,
+belief term family, which holds one arm). Test: CR2 t, Bell-McCaffrey df, two-sided at the
+study's alpha, no correction; with at most FEW_CELLS cells, some holding both arms, the
+randomisation p over the 2^S relabellings of the S cells holding both, never below 2/2^S
+(S <= 5: never below 0.05, whatever the samples).
 
 Variance (`Spread`): a cell's true share varies across cells (`between`, per arm), partly
-shared by the cell's two arms (`shared`: it cancels where a cell holds both); within a cell,
-a prompt's own share varies (`prompt`: fixed across its samples) and each answer is a draw
-(`draw`: falls with samples). With answer weights w (a cell's share of its arm's answers),
+shared by its two arms (`shared`: cancels where a cell holds both); within a cell a prompt's
+share varies (`prompt`, fixed over its samples) and each answer is a draw (`draw`). With w a
+cell's share of its arm's answers, m prompts per cell and arm, s samples:
 
-    Var = sum_k,arm w^2 (between + prompt/m + draw/(m s)) - 2 shared sum_k w_k0 w_k1
+    Var = sum_k,arm w^2 (between + prompt/m + draw/(m s)) - 2 shared sum_k w_k0 w_k1,
 
-over m prompts per cell and arm and s samples; CR2 estimates it nearly without bias, and df
-is the Bell-McCaffrey df of the planned counts. Cells answering as one draw (the ICC: the
-share of an answer's variance that is its cell's) can move only by switching, so an effect d
-makes cells' differences vary by at least ICC d(1 - d) (d at least one cell, 1/K), however
-alike their arms answered without it: a T=0 pilot of a content-driven model (decoy pairs
-answer alike in both arms) would otherwise promise an MDE of 0. The test's own error
-(se_test) is then the one at the edge of its rejection region (its variance estimate follows
-the estimate where cells switch), the estimate's (se_true) the one at the effect.
-A deterministic model (temperature 0, or answers scored) counts one answer per prompt (its
-first sample, answers.py): s is 1 whatever is planned, so samples cannot lower its MDE.
+which CR2 estimates nearly without bias; df: Bell-McCaffrey's for the planned counts. A
+pilot's components scale with p(1 - p) (ICCs kept) from its shares to the planned ones: the
+control's, and the treatment's d from it towards the side with room. Cells answering as one
+draw (the ICC) move only by switching, so an effect d makes cells' differences vary by at
+least ICC d(1 - d) (d at least 1/K) however alike their arms answer without it (a
+content-driven T=0 pilot, decoy pairs alike in both arms, would promise an MDE of 0); the
+test's error (se_test) is then the one at the edge of its rejection region, the estimate's
+(se_true) the one at the effect. A deterministic model (T=0 or scored) counts one answer per
+prompt (answers.py): s is 1 whatever is planned, so samples cannot lower its MDE.
 
-Defaults without a pilot, shares at 0.5 (the binomial variance's maximum, whatever the
-effect): deterministic, ICC 1 by value cell, arms independent (a cell answers as one draw:
-a model answering by content gives every prompt built from the same values one answer);
-sampling, ICC 0.5 by value cell (half an answer's variance is its cell's), arms independent,
-the rest draws. Decoy treatment: 2/3 of answers kept (a random chooser's third on the decoy).
+Defaults without a pilot, shares at 0.5 (the binomial maximum, whatever the effect): at T=0,
+ICC 1 by value cell, arms independent (a model answering by content gives every prompt of a
+cell one answer); sampling, ICC 0.5, arms independent, the rest draws; decoy treatment 2/3 of
+answers off the decoy (a random chooser's).
 
-The randomisation p (an approximation, checked by simulation in
-tests/test_power_instructed.py): reject where the observed |t| is among the r most extreme
-of the 2^S relabellings, r/2^S < alpha (alpha' = r/2^S). For equal cells the test is the
-sign-flip test of the cells' differences, whose relabelling variance sum D_k^2 holds the
-effect itself: it rejects where t^2 > z^2 (S - 1)/(S - z^2), z the normal quantile at
-1 - alpha'/2, which is the critical value used (S >= 7 at alpha 0.05). Where r = 2 (S = 6),
-only the relabelling with every cell's difference on the observed side rejects: power is
-P(all S differences > 0) = Phi(d / sd_cell)^S, written as a `Precision` with a normal
-reference whose two errors reproduce that curve between 50% and 95% power (within 2.5%).
+Randomisation p (approximated; tests/test_power_instructed.py simulates it): it rejects where
+the observed |t| is among the r most extreme relabellings, alpha' = r/2^S < alpha. For equal
+cells it is the sign-flip test of the cells' differences, whose relabelling variance sum D^2
+holds the effect itself: it rejects where t^2 > z^2 (S - 1)/(S - z^2), z at 1 - alpha'/2,
+the critical value used. Where r = 2 (S = 6) only every cell on the observed side rejects:
+power Phi(d / sd_cell)^S, as a `Precision` whose errors follow that curve between 50% and
+95% power (within 2.5%).
 """
 
 from __future__ import annotations
@@ -68,6 +62,20 @@ class Spread:
     prompt: tuple[float, float]  # variance of a prompt's true share within its cell
     draw: tuple[float, float]  # variance of one answer about its prompt's share
     kept: float = 1.0  # decoy: share of treatment answers on target or competitor
+    shares: tuple[float, float] | None = None  # the pilot's, where measured (None: fixed)
+
+
+def scaling(spread: Spread, effect: float) -> np.ndarray:
+    """Per arm, the factor its components take at this effect: p(1 - p) at the planned shares
+    (the pilot's control share, the treatment's `effect` from it towards the side with room)
+    over p(1 - p) at the pilot's (1: no pilot shares, or no variance left to scale)."""
+    if spread.shares is None:
+        return np.ones(2)
+    p0 = spread.shares[0]
+    p1 = min(max(p0 + abs(effect) if p0 <= 0.5 else p0 - abs(effect), 0.0), 1.0)
+    measured = np.array([p * (1 - p) for p in spread.shares])
+    planned = np.array([p0 * (1 - p0), p1 * (1 - p1)])
+    return np.where(measured > 0.01, planned / np.maximum(measured, 0.01), 1.0)
 
 
 def default_spread(deterministic: bool, decoy: bool) -> tuple[Spread, str]:
@@ -84,10 +92,6 @@ def default_spread(deterministic: bool, decoy: bool) -> tuple[Spread, str]:
     return spread, "default: shares at 0.5, ICC 0.5 by value cell, arms independent" + said
 
 
-def _quantile(q: float) -> float:
-    return float(special.ndtri(q))
-
-
 def relabel_level(both: int, cells: int, alpha: float) -> float:
     """The randomisation p's real level: the largest p below alpha it can give (0: none)."""
     step = 1 / 2**both
@@ -98,17 +102,22 @@ def relabel_level(both: int, cells: int, alpha: float) -> float:
     return max(count, 0) * step
 
 
-def _randomisation(se: float, both: int, level: float, alpha: float) -> Precision:
-    """The randomisation p's power, as a Precision (module docstring)."""
+def _randomisation(both: int, level: float, alpha: float, shift: float) -> Precision:
+    """The randomisation p's power per unit of the estimate's SD, as a Precision (module
+    docstring); `shift`: the effect in SDs of one cell's difference (sets the kurtosis)."""
     if level * 2**both <= 2 + 1e-9:  # r = 2: every difference must take the observed side
-        half = _quantile(0.5 ** (1 / both))
-        slope = (_quantile(0.8 ** (1 / both)) - half) / _quantile(0.8)
-        sd_cell = se * math.sqrt(both)
-        return Precision(sd_cell * half / _quantile(1 - alpha / 2), sd_cell * slope)
-    z = _quantile(1 - level / 2)
+        half = special.ndtri(0.5 ** (1 / both))
+        slope = (special.ndtri(0.8 ** (1 / both)) - half) / special.ndtri(0.8)
+        cell = math.sqrt(both)
+        return Precision(cell * half / special.ndtri(1 - alpha / 2), cell * slope)
+    # the relabelled sum's kurtosis, -2 sum D^4 / (sum D^2)^2 with D ~ N(shift, 1), bends
+    # the normal quantile (Cornish-Fisher): its tails are lighter, the more so the larger
+    # the effect
+    ratio = (shift**4 + 6 * shift**2 + 3) / (1 + shift**2) ** 2
+    z = special.ndtri(1 - level / 2)
+    z += (z**3 - 3 * z) * (-2 * ratio / both) / 24
     crit = z * math.sqrt((both - 1) / (both - z * z)) if both > z * z else math.inf
-    t = float(special.stdtrit(both - 1, 1 - alpha / 2))
-    return Precision(se * crit / t, se, df=both - 1)
+    return Precision(crit / float(special.stdtrit(both - 1, 1 - alpha / 2)), 1.0, df=both - 1)
 
 
 def cell_design(prompts, deterministic: bool, spread: Spread, alpha: float):
@@ -128,46 +137,51 @@ def cell_design(prompts, deterministic: bool, spread: Spread, alpha: float):
     )
     total = between + prompt + draw
     icc = float(np.mean(np.divide(between, total, out=np.zeros(2), where=total > 0)))
-    apart = float(between.sum() - 2 * spread.shared)  # variance of a cell's true difference
     relabelled = cells <= FEW_CELLS and both > 0
     level = relabel_level(both, cells, alpha) if relabelled else alpha
     floor = (2 if both == cells else 1) / 2**both if relabelled else 0.0
 
     @cache
-    def at(samples: int) -> tuple[float, float]:
-        """(the variance at no effect, the df)."""
+    def at(samples: int) -> tuple[np.ndarray, float]:
+        """(per arm, its part of the estimate's variance at the measured shares; df)."""
         s = 1 if deterministic else max(samples, 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             own = np.where(held, weights**2 * (between + prompt / m + draw / (m * s)), 0.0)
         _, _, df = cr2_cells(m * s, np.zeros_like(m), ARMS, np.array([0.0, 1.0]))
-        return own.sum() - 2 * spread.shared * paired, df if math.isfinite(df) else cells - 1
+        return own.sum(0), df if math.isfinite(df) else cells - 1
 
-    def spread_at(variance: float, effect: float) -> float:
-        """The estimate's SD at this effect. Cells answering as one draw move only by
-        switching: an effect d switches a share d of them (at least one cell), so their
-        differences vary by d(1 - d) however alike their arms answered without it (the ICC
-        says how many cells answer as one draw)."""
+    def spread_at(own: np.ndarray, effect: float) -> float:
+        """The estimate's SD at this effect: each arm's components at its share there, less
+        what a cell's arms share, at least the switching floor (module docstring)."""
+        f = scaling(spread, effect)
+        shared = spread.shared * math.sqrt(f[0] * f[1])
+        apart = float((between * f).sum() - 2 * shared)  # a cell's true difference's variance
         moved = min(max(abs(effect), 1 / cells), 1.0)
+        variance = float((own * f).sum()) - 2 * shared * paired
         return math.sqrt(max(variance + paired * max(icc * moved * (1 - moved) - apart, 0), 0))
 
     def design(samples: int, effect: float) -> Precision:
         # a share difference lies in [-1, 1]: an effect beyond it no design detects
         if cells < 2 or not held.any(0).all() or abs(effect) > 1:
             return Precision(math.inf, math.inf)
-        variance, df = at(samples)
+        own, df = at(samples)
         if relabelled and level <= 0:
-            se = spread_at(variance, effect)
+            se = spread_at(own, effect)
             return Precision(se, se, df=max(cells - 1, 1), min_p=floor)
         # the test's own error is the one at the edge of its rejection region (its variance
         # estimate follows the estimate where cells switch), the estimate's at the effect
-        test = _randomisation(1.0, both, level, alpha) if relabelled else Precision(1.0, 1.0, df)
+        se_true = spread_at(own, effect)
+        test = Precision(1.0, 1.0, df)
+        if relabelled:
+            shift = abs(effect) / (se_true * math.sqrt(both)) if se_true > 0 else 0.0
+            test = _randomisation(both, level, alpha, shift)
         crit = test.se_test * float(special.stdtrit(test.df, 1 - alpha / 2))
         edge = 0.0
         for _ in range(60):
-            edge, last = crit * spread_at(variance, edge), edge
+            edge, last = crit * spread_at(own, edge), edge
             if abs(edge - last) < 1e-9:
                 break
-        se_test, se_true = edge / crit, spread_at(variance, effect)
+        se_test = edge / crit
         return replace(
             test, se_test=se_test * test.se_test, se_true=se_true * test.se_true, min_p=floor
         )
@@ -266,11 +280,12 @@ def pilot_spread(answers, decoy: bool) -> tuple[Spread, str] | None:
         shared = min(
             max((between[0] + between[1] - tau) / 2, 0.0), math.sqrt(between[0] * between[1])
         )
-    spread = Spread(tuple(between), shared, tuple(prompt), tuple(draw), 1.0 - on_decoy)
+    shares = tuple(float(ok.filter(pl.col("conditionIndex") == a)["y"].mean()) for a in (0, 1))
+    spread = Spread(tuple(between), shared, tuple(prompt), tuple(draw), 1.0 - on_decoy, shares)
     icc = [b / (b + p + d) if b + p + d > 0 else 0.0 for b, p, d in zip(between, prompt, draw)]
     said = (
-        f"control share {ok.filter(pl.col('conditionIndex') == 0)['y'].mean():.2f}, "
-        f"ICC by value cell {icc[0]:.2f} / {icc[1]:.2f} (control / treatment), "
+        f"shares {shares[0]:.2f} / {shares[1]:.2f} (control / treatment), "
+        f"ICC by value cell {icc[0]:.2f} / {icc[1]:.2f}, "
         f"shared by a cell's arms {shared:.3g}, {ok.height} answers in {ok['_cell'].n_unique()} cells"
     )
     if decoy:

@@ -30,7 +30,6 @@ MdeOpt = Annotated[
     float | None,
     typer.Option(
         "--mde",
-        "--target-effect",
         callback=ui.number(0, above=True, example="0.1"),
         help="The effect to detect, in each measure's own units (a share: 0.1 is 10 points): "
         "prints the samples per cell each test needs, and their calls and cost.",

@@ -47,8 +47,13 @@ def power_rows(plan, pilot, target: Target) -> list[dict[str, Any]]:
                 row["cost_usd_needed"] = (
                     None if needed is None or price is None else per_sample * needed * price
                 )
-            rows.append(row)
+            rows.append({k: _plain(v) for k, v in row.items()})
     return rows
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers (JSON takes only those)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
 
 
 def power_json(plan, pilot, target: Target) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def print_power(found: dict) -> None:
         return
     target = found["target_mde"]
     for study in dict.fromkeys(r["study"] for r in rows):
-        columns = [
+        columns: list[Column | str] = [
             "experiment",
             "model",
             "test",

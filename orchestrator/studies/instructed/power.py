@@ -281,7 +281,14 @@ def pilot_spread(answers, decoy: bool) -> tuple[Spread, str] | None:
             max((between[0] + between[1] - tau) / 2, 0.0), math.sqrt(between[0] * between[1])
         )
     shares = tuple(float(ok.filter(pl.col("conditionIndex") == a)["y"].mean()) for a in (0, 1))
-    spread = Spread(tuple(between), shared, tuple(prompt), tuple(draw), 1.0 - on_decoy, shares)
+    spread = Spread(
+        (between[0], between[1]),
+        shared,
+        (prompt[0], prompt[1]),
+        (draw[0], draw[1]),
+        1.0 - on_decoy,
+        (shares[0], shares[1]),
+    )
     icc = [b / (b + p + d) if b + p + d > 0 else 0.0 for b, p, d in zip(between, prompt, draw)]
     said = (
         f"shares {shares[0]:.2f} / {shares[1]:.2f} (control / treatment), "

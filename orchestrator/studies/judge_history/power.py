@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from scipy import stats
 
@@ -183,7 +184,7 @@ def _measured(found, job: str, slugs: tuple[str, ...], model_key: str, name: str
 def power(plan, pilot, alpha: float) -> list[Planned]:
     slugs: dict[tuple, dict[str, object]] = {}
     samples: dict[tuple, int] = {}
-    found: dict[tuple, tuple] = {}
+    found: dict[tuple, Any] = {}
     for cell in plan.cells:
         if cell.job.kind != "judge-history":
             continue

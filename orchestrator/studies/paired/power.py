@@ -139,7 +139,10 @@ def power(plan, pilot, alpha: float) -> list[Planned]:
             same = mine.filter(modelKey=model_key)
             measured = pilot_spread(same if same.height else mine, metric, experiment)
         if measured:
-            spread, variance = measured[0], f"pilot {pilot.path.parent.name}/{pilot.path.name}: " + measured[1]
+            spread, variance = (
+                measured[0],
+                f"pilot {pilot.path.parent.name}/{pilot.path.name}: " + measured[1],
+            )
             if not same.height:
                 variance += " (other models: this one is not in the pilot)"
             if scale == "answer SDs":  # the pilot's SD is in the answers' own units

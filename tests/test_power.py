@@ -159,3 +159,32 @@ def test_a_pilot_run_gives_its_answers_spread(tmp_path):
     assert 0.3 < share < 0.6  # planted 0.45 (a few answers are parse errors)
     # experiments the pilot planted nothing for still get its measured spread, stated
     assert all(r["variance"].startswith("pilot") for r in rows.values())
+
+
+def test_a_pilot_share_of_0_still_gives_an_mde():
+    """A model that never picks the target in the pilot: its share has no variance at an
+    effect of exactly 0, which gave no MDE and no reason before."""
+    from orchestrator.studies.paired.power import Spread, share_design
+
+    found = mde(share_design(1, Spread(1.0, 0.0, 0.0), centred=False), 20, 0.05, 0.8)
+    assert found is not None and 0.2 < found < 0.5
+
+
+def test_a_target_beyond_a_million_samples_is_not_called_unreachable(tmp_path):
+    """Where samples always help, the floor is 0 and a tiny target needs more than a million
+    samples: not 'no number of samples reaches it'."""
+    done = cli("power", str(ROOT / "configs/demo.toml"), "--mde", "0.001", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "more than 1,000,000 samples per cell to reach 0.001" in done.stdout
+    assert "no number of samples reaches" not in done.stdout
+    assert "-> 0" in done.stdout
+    rows = _rows(cli("power", str(ROOT / "configs/demo.toml"), "--json", cwd=tmp_path).stdout)
+    assert all(r["floor"] == 0 and r["model_label"].startswith("local") for r in rows.values())
+
+
+def test_plan_prints_the_power_tables_when_asked_for_them(tmp_path):
+    done = cli("plan", str(ROOT / "configs/demo.toml"), "--mde", "0.2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "paired: minimum detectable effects" in done.stdout and "samples for 0.2" in done.stdout
+    plain = cli("plan", str(ROOT / "configs/demo.toml"), cwd=tmp_path)
+    assert "minimum detectable effects" not in plain.stdout

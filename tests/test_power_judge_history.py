@@ -98,7 +98,7 @@ def test_five_tasks_cannot_reach_alpha_whatever_the_repetitions():
     assert row.units == 5
     figures = assess(row, Target())
     assert figures["mde"] is None and figures["min_p"] == 2 / 2**5 > 0.05
-    said = notes([{**row.__dict__, **figures}], None)
+    said = notes([{**row.__dict__, **figures, "model_label": row.model}], None)
     assert any("cannot reach p < 0.05" in s and "only more tasks help" in s for s in said)
     [six] = power(_plan(limit=6), None, 0.05)
     assert mde(six.design, 3, 0.05, 0.8) is not None  # 2/64 = 0.031

@@ -14,7 +14,7 @@ P(d/se_true + Z > crit * se_test/se_true), so the effect it detects with probabi
 
 (the usual normal approximation, with t quantiles on the test's df). Where an error depends on
 the effect itself (a share's binomial variance), the MDE is found by fixed-point iteration.
-`tests/test_power_simulation.py` checks the result by simulation, study by study.
+`tests/test_power_<study>.py` check the result by simulation, study by study.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _quantile(q: float, df: float) -> float:
 def mde(design: Design, samples: int, alpha: float, power: float) -> float | None:
     """The smallest effect the test detects with probability `power` at `samples` per cell:
     None where it can detect none (its smallest p is above alpha, or it has no error at all)."""
-    effect = 0.0
+    effect = 1e-9  # not 0: a share of 0 or 1 has no variance at an effect of exactly 0
     for _ in range(100):
         prec = design(samples, effect)
         if prec.min_p > alpha or not (prec.se_test > 0 and math.isfinite(prec.se_test)):
@@ -66,8 +66,14 @@ def mde(design: Design, samples: int, alpha: float, power: float) -> float | Non
 
 
 def floor(design: Design, alpha: float, power: float) -> float | None:
-    """The MDE with as many samples as one could want: what only more units can lower."""
-    return mde(design, MAX_SAMPLES, alpha, power)
+    """The MDE with as many samples as one could want: what only more units can lower. 0 where
+    it still falls with samples at MAX_SAMPLES (no part of the error stays: samples always
+    help)."""
+    at_most = mde(design, MAX_SAMPLES, alpha, power)
+    at_quarter = mde(design, MAX_SAMPLES // 4, alpha, power)
+    if at_most is not None and at_quarter is not None and at_quarter > 1.2 * at_most:
+        return 0.0
+    return at_most
 
 
 def samples_for(design: Design, target: float, alpha: float, power: float) -> int | None:
@@ -141,9 +147,8 @@ def assess(planned: Planned, target: Target) -> dict[str, object]:
         "mde": found,
         "floor": lowest,
         "min_p": at_plan.min_p,
-        "more_samples_help": found is not None
-        and lowest is not None
-        and lowest < found * 0.99,  # unlimited samples lower it by more than 1%
+        # unlimited samples lower it by more than 1%
+        "more_samples_help": found is not None and lowest is not None and lowest < found * 0.99,
     }
     if target.mde is not None:
         out["samples_needed"] = samples_for(design, target.mde, planned.alpha, target.power)

@@ -105,6 +105,12 @@ def plan(
 
     for warning in contract_warnings(p):
         ui.note(warning)
+    if run is not None or mde is not None or target_power != 0.8:  # power asked for: show it
+        from orchestrator.analysis.power import Target
+        from orchestrator.cli.power import print_power
+        from orchestrator.studies.power import power_json
+
+        print_power(power_json(p, run, Target(power=target_power, mde=mde)))
 
 
 def print_sources(campaign) -> None:

@@ -146,9 +146,7 @@ def print_power(found: dict) -> None:
 
 def _cells(r: dict, target: float | None) -> list[str]:
     unlimited = (
-        "-> 0"
-        if r["more_samples_help"] and r["floor"] < r["mde"] / 20
-        else _figure(r["floor"], r["scale"])
+        "-> 0" if r["more_samples_help"] and r["floor"] == 0 else _figure(r["floor"], r["scale"])
     )
     cells = [
         escape(r["experiment"]),
@@ -175,23 +173,30 @@ def notes(rows: list[dict], target: float | None) -> list[str]:
     caps power, and why a test is missing."""
     said: list[str] = []
     for r in rows:
-        name = f"{r['study']} / {r['experiment']} on {r['model']}"
+        name = f"{r['study']} / {r['experiment']} on {r['model_label']}"
         if r["note"]:
             said.append(f"{name}: {r['note']}")
-        elif r["mde"] is None and r["min_p"] is not None and r["min_p"] > r["alpha"]:
+        capped = r["min_p"] is not None and r["min_p"] > r["alpha"]
+        if r["mde"] is None and capped:
             said.append(
                 f"{name}: cannot reach p < {r['alpha']:.3g} at any samples: its smallest "
                 f"possible p is {r['min_p']:.3g} with {r['units']} {r['unit']}; only more "
                 f"{r['unit']} help"
             )
-        elif r["mde"] is not None and not r["more_samples_help"]:
+        elif r["mde"] is None and not r["note"]:
+            said.append(f"{name}: no MDE: the answers it would be planned from do not vary")
+        elif r["min_p"]:
+            said.append(f"{name}: the smallest p its design can give is {r['min_p']:.3g}")
+        if r["mde"] is not None and not r["more_samples_help"]:
             said.append(
                 f"{name}: more samples barely help (unlimited samples: MDE "
                 f"{_figure(r['floor'], r['scale'])}); more {r['unit']} do"
             )
         elif target is not None and r.get("samples_needed") is None and r["mde"] is not None:
             said.append(
-                f"{name}: no number of samples reaches {target:g} (unlimited samples: MDE "
+                f"{name}: more than 1,000,000 samples per cell to reach {target:g}"
+                if r["floor"] == 0
+                else f"{name}: no number of samples reaches {target:g} (unlimited samples: MDE "
                 f"{_figure(r['floor'], r['scale'])}); more {r['unit']} are needed"
             )
         if r["correction"]:

@@ -32,10 +32,12 @@ def power_rows(plan, pilot, target: Target) -> list[dict[str, Any]]:
         key: (0.0 if e.free else e.cost / e.calls if e.cost is not None and e.calls else None)
         for key, e in estimate(plan).items()
     }
+    labels = {m.key: m.label for m in plan.campaign.config.models}
     rows = []
     for study in registered():
         for planned in study.power(plan, pilot, target.alpha):
             row = {k: v for k, v in asdict(planned).items() if k not in ("design", "experiments")}
+            row |= {"model_label": labels.get(planned.model, planned.model)}
             row |= assess(planned, target)
             needed = row.get("samples_needed")
             if target.mde is not None:
